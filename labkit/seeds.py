@@ -1,0 +1,78 @@
+"""The seed reports' tables (data/seeds/*.csv), for "your machine vs theirs".
+
+Each table is tidy: one row per number, with the side perf measured, the model,
+the client count, the metric (named like the sweep's columns), its value and
+unit, the number as the report printed it, and where it was copied from.
+data/seeds/README.md says what each seed measured and how far it compares.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from labkit import paths
+from labkit.errors import LabError
+
+# name -> (file, what it is); the file names are the README's headings.
+TABLES = {
+    "000": ("000_client_perf.csv",
+            "seed 000: perf stat of the CLIENT process, iterative / threaded / select "
+            "servers, 10, 50 and 100 connections, one run each, user-space events"),
+    "001": ("001_server_perf.csv",
+            "seed 001: perf stat of the SERVER process, threaded and select servers, "
+            "3, 6 and 10 clients: cycles, instructions, context switches"),
+}
+
+_COLUMNS = ["seed", "side", "model", "seed_label", "clients", "metric", "value",
+            "unit", "printed", "source"]
+
+
+def describe(name: str) -> str:
+    """One sentence: what seed `name` measured."""
+    return TABLES[_check(name)][1]
+
+
+def table(name: str) -> pd.DataFrame:
+    """Seed `name`'s numbers in long format (see the module docstring)."""
+    file_name = TABLES[_check(name)][0]
+    path = paths.SEEDS / file_name
+    if not path.exists():
+        raise LabError(f"the seed table {path} is missing",
+                       "restore it from git: git checkout -- data/seeds/")
+    # Read everything as text first so "000" stays "000" and "printed" keeps its commas.
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    if list(df.columns) != _COLUMNS:
+        raise LabError(f"{path} has columns {list(df.columns)}, expected {_COLUMNS}",
+                       "restore it from git: git checkout -- data/seeds/")
+    df["clients"] = df["clients"].astype(int)
+    df["value"] = df["value"].astype(float)
+    return df
+
+
+def tables() -> dict[str, pd.DataFrame]:
+    """Every seed table, by name."""
+    return {name: table(name) for name in TABLES}
+
+
+def wide(name: str, metric: str) -> pd.DataFrame:
+    """One metric as the report laid it out: rows = clients, columns = models."""
+    df = table(name)
+    rows = df[df["metric"] == metric]
+    if rows.empty:
+        known = sorted(df["metric"].unique())
+        raise LabError(f"seed {name} has no metric {metric!r}",
+                       f"use one of: {', '.join(known)}")
+    return rows.pivot(index="clients", columns="model", values="value")
+
+
+def side(name: str) -> str:
+    """Which process the seed measured: 'client' or 'server'."""
+    return table(name)["side"].iloc[0]
+
+
+def _check(name: str) -> str:
+    name = str(name).zfill(3)
+    if name not in TABLES:
+        raise LabError(f"there is no seed table {name!r}",
+                       f"use one of: {', '.join(TABLES)}")
+    return name
