@@ -1,0 +1,223 @@
+"""Build the C programs (make) and the in-process procstat module (cffi).
+
+There is one C build recipe, csrc/Makefile; this module only drives it, so
+`make -C csrc` in a terminal and `labkit.build.build()` in a notebook always
+produce the same binaries.  The procstat module compiles the servers' own
+/proc parser with the same CFLAGS, so a notebook can compare it with psutil.
+
+Only the standard library is imported at module level: `python3 -m labkit
+build` must work with the system python3, before the lab's venv exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.machinery
+import importlib.util
+import shlex
+import shutil
+import subprocess
+import sysconfig
+from pathlib import Path
+
+from . import paths
+from .errors import BuildError, LabError
+
+LOADGEN = "loadgen"
+
+# Flags that turn warnings in cffi's generated glue code into errors, or that
+# would need a sanitizer runtime inside the Python process.
+_CFFI_DROPPED_FLAG_PREFIXES = ("-Werror", "-fsanitize", "-pedantic-errors")
+
+# cdef for cffi: the declarations of csrc/services/procstat.h that Python uses.
+_PROCSTAT_CDEF = """
+#define PROCSTAT_NAME_MAX ...
+struct proc_cpu { int pid; unsigned long long utime, stime; char name[...]; ...; };
+int procstat_parse(const char *line, size_t len, struct proc_cpu *out);
+int procstat_top(struct proc_cpu *out, int k);
+"""
+
+
+def _require_tools() -> None:
+    missing = [tool for tool in ("make", "gcc") if shutil.which(tool) is None]
+    if missing:
+        raise LabError(
+            f"{' and '.join(missing)} not found: the lab compiles its C servers on this machine",
+            "install the compiler tools: sudo apt-get install build-essential",
+        )
+
+
+def _make(args: list[str], csrc: Path, build_dir: Path) -> subprocess.CompletedProcess:
+    """Run make in `csrc`, stdout and stderr in one stream so messages keep their order."""
+    _require_tools()
+    if not (csrc / "Makefile").is_file():
+        raise LabError(f"no Makefile in {csrc}", "run labkit from a complete checkout of the lab")
+    return subprocess.run(
+        ["make", "-C", str(csrc), f"BUILD={build_dir}", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+    )
+
+
+def build(sanitize: bool = False, csrc: Path | None = None, build_dir: Path | None = None) -> Path:
+    """Compile what changed; return the bin directory.
+
+    Raises BuildError carrying make's and gcc's output exactly as printed.
+    `csrc` and `build_dir` default to the lab's tree (tests build copies).
+    """
+    csrc = Path(csrc or paths.CSRC).resolve()
+    build_dir = Path(build_dir or paths.BUILD).resolve()
+    result = _make(["SAN=1"] if sanitize else [], csrc, build_dir)
+    if result.returncode != 0:
+        raise BuildError(
+            f"the C build failed ({'sanitizer ' if sanitize else ''}make exited {result.returncode})",
+            result.stdout,
+            "read the first error above (file:line: error: ...), fix that line, and build again",
+        )
+    return build_dir / "san" / "bin" if sanitize else build_dir / "bin"
+
+
+def models(csrc: Path | None = None) -> list[str]:
+    """Server models: one per csrc/servers/*.c, so a new model file appears by itself."""
+    servers = Path(csrc or paths.CSRC) / "servers"
+    return sorted(source.stem for source in servers.glob("*.c"))
+
+
+def binary(name: str, sanitize: bool = False) -> Path:
+    """Path of a built program (a server model or loadgen), building it if needed."""
+    known = models()
+    if name != LOADGEN and name not in known:
+        raise LabError(
+            f"unknown program {name!r}",
+            f"choose one of the server models: {', '.join(known) or '(none found in csrc/servers)'}"
+            f" (or {LOADGEN!r} for the load generator)",
+        )
+    # make is incremental: when nothing changed this costs a few milliseconds,
+    # and a student who edited a server gets the edit compiled.
+    path = build(sanitize=sanitize) / name
+    if not path.is_file():
+        raise LabError(
+            f"make succeeded but did not produce {path}",
+            f"check that csrc/Makefile builds {name!r}",
+        )
+    return path
+
+
+# ---------------------------------------------------------------------------
+# procstat through cffi
+
+
+def _make_print(variable: str) -> str:
+    result = _make(["-s", f"print-{variable}"], paths.CSRC, paths.BUILD)
+    if result.returncode != 0:
+        raise BuildError(f"`make print-{variable}` failed", result.stdout)
+    return result.stdout.strip()
+
+
+def _procstat_flags() -> list[str]:
+    flags = shlex.split(_make_print("CFLAGS"))
+    return [f for f in flags if not f.startswith(_CFFI_DROPPED_FLAG_PREFIXES)]
+
+
+def _procstat_source() -> Path:
+    source = Path(_make_print("PROCSTAT_SRC"))
+    if not source.is_absolute():
+        source = paths.CSRC / source
+    if not source.is_file():
+        raise LabError(f"procstat source {source} not found", "check `make -C csrc print-PROCSTAT_SRC`")
+    return source
+
+
+_procstat_module = None
+
+
+def procstat():
+    """The cffi module (`.ffi`, `.lib`) compiled from the servers' procstat.c.
+
+    Rebuilt only when procstat.[ch] or the flags change: their hash is part of
+    the module name, so an edited parser gets a fresh module even in a running
+    kernel (a loaded extension module cannot be reloaded).
+    """
+    global _procstat_module
+    source = _procstat_source()
+    header = source.with_suffix(".h")
+    flags = _procstat_flags()
+    digest = hashlib.sha256()
+    for part in (source.read_bytes(), header.read_bytes(), " ".join(flags).encode(), _PROCSTAT_CDEF.encode()):
+        digest.update(part)
+    name = f"_procstat_{digest.hexdigest()[:16]}"
+    if _procstat_module is not None and _procstat_module.__name__ == name:
+        return _procstat_module
+
+    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
+    shared_object = paths.CFFI_DIR / f"{name}{suffix}"
+    if not shared_object.is_file():
+        _compile_procstat(name, source, header, flags, shared_object)
+    loader = importlib.machinery.ExtensionFileLoader(name, str(shared_object))
+    spec = importlib.util.spec_from_file_location(name, shared_object, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    _procstat_module = module
+    return module
+
+
+def _compile_procstat(name: str, source: Path, header: Path, flags: list[str], target: Path) -> None:
+    # cffi writes the glue C file; gcc is called here directly (not through
+    # setuptools) so a compile error reaches the student as gcc printed it.
+    import cffi
+
+    _require_tools()
+    ffi = cffi.FFI()
+    ffi.cdef(_PROCSTAT_CDEF)
+    ffi.set_source(name, f'#include "{header.name}"', compiler_verbose=0)
+    paths.CFFI_DIR.mkdir(parents=True, exist_ok=True)
+    glue = paths.CFFI_DIR / f"{name}.c"
+    ffi.emit_c_code(str(glue))
+    partial = target.with_name(target.name + ".tmp")
+    command = [
+        "gcc", *flags, "-fPIC", "-shared",
+        f"-I{sysconfig.get_paths()['include']}", f"-I{header.parent}", f"-I{paths.CSRC}",
+        str(glue), str(source), "-o", str(partial),
+    ]
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+    if result.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise BuildError(
+            f"compiling {source.name} for Python (cffi) failed",
+            result.stdout,
+            f"fix the error in {source} and run the cell again",
+        )
+    partial.replace(target)  # atomic: another process never imports half a file
+
+
+def _record(ffi, entry) -> dict:
+    return {
+        "pid": entry.pid,
+        "utime": entry.utime,
+        "stime": entry.stime,
+        "name": ffi.string(entry.name).decode("utf-8", "replace"),
+    }
+
+
+def top_processes(k: int = 5) -> list[dict]:
+    """The k processes with the most CPU time, as the servers' C code sees them."""
+    if k < 1:
+        raise LabError(f"k must be at least 1, got {k}", "ask for the top 1 or more processes")
+    module = procstat()
+    entries = module.ffi.new("struct proc_cpu[]", k)
+    found = module.lib.procstat_top(entries, k)
+    if found < 0:
+        raise LabError("procstat_top could not read /proc", "check that /proc is mounted and readable")
+    return [_record(module.ffi, entries[i]) for i in range(found)]
+
+
+def parse_stat_line(line: str) -> dict | None:
+    """Parse one /proc/PID/stat line with the servers' C parser; None if malformed."""
+    module = procstat()
+    raw = line.encode("utf-8", "surrogateescape")
+    entry = module.ffi.new("struct proc_cpu *")
+    if module.lib.procstat_parse(raw, len(raw), entry) != 0:
+        return None
+    return _record(module.ffi, entry[0])

@@ -1,0 +1,126 @@
+"""`labkit doctor | build | sweep`: the lab from a terminal.
+
+Exit status: 0 done, 1 the work ran but something failed (a failed build
+output, failed points), 2 a LabError (message and fix on stderr, no traceback).
+Heavy modules (pandas, psutil) are imported only by the commands that need
+them, so `python3 -m labkit build` works with the system python3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import BuildError, LabError
+
+EXIT_OK, EXIT_FAILED, EXIT_USER = 0, 1, 2
+
+
+def _doctor(args) -> int:
+    from . import doctor
+
+    if args.clean:
+        cleaned = doctor.clean()
+        if isinstance(cleaned, str):
+            print(cleaned)
+        elif cleaned:
+            print("\n".join(str(item) for item in cleaned))
+        else:
+            print("nothing to clean: no process or pid file left behind by labkit")
+        return EXIT_OK
+    checks = doctor.checks()
+    report = doctor.report(checks)
+    if report is not None:
+        print(report)
+    return EXIT_OK
+
+
+def _build(args) -> int:
+    from . import build
+
+    bin_dir = build.build(sanitize=args.sanitize)
+    programs = sorted(path.name for path in bin_dir.iterdir() if path.is_file()) if bin_dir.is_dir() else []
+    print(f"built in {bin_dir}: {', '.join(programs) or 'nothing yet (no sources)'}")
+    return EXIT_OK
+
+
+def _median_table(frame) -> str:
+    columns = [c for c in ("elapsed_s", "throughput_rps", "lat_p50_us", "lat_p99_us",
+                           "server_task-clock", "server_context-switches", "client_cpu_util")
+               if c in frame.columns]
+    ok = frame[frame["status"] == "ok"]
+    if ok.empty:
+        return "no point was measured successfully"
+    table = ok.groupby(["model", "clients"])[columns].median(numeric_only=True)
+    table.insert(0, "n", ok.groupby(["model", "clients"]).size())
+    return "median of the repeats:\n" + table.to_string(float_format=lambda v: f"{v:.4g}")
+
+
+def _sweep(args) -> int:
+    from . import experiments, sweep
+
+    params = experiments.resolve(
+        args.experiment, profile=args.profile, models=args.models, clients=args.clients,
+        repeats=args.repeats, server_cpus=args.server_cpus, client_cpus=args.client_cpus,
+    )
+    if params.get("pinning_note"):
+        print(f"note: {params['pinning_note']}", file=sys.stderr)
+    frame = sweep.run(args.experiment, params, results=args.results, resume=not args.resume_off)
+    print(_median_table(frame))
+    failed = frame[frame["status"] != "ok"] if not frame.empty else frame
+    for _, row in failed.iterrows():
+        print(f"FAILED {row['model']} x{row['clients']} repeat {row['repeat']}: {row['error']}", file=sys.stderr)
+    where = args.results or sweep.results_path(args.experiment)
+    print(f"{len(frame)} rows in {where}")
+    return EXIT_FAILED if len(failed) else EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="labkit", description="The concurrent-servers lab from a terminal.")
+    commands = top.add_subparsers(dest="command", required=True)
+
+    doctor = commands.add_parser("doctor", help="what this machine can measure, and how to fix what it cannot")
+    doctor.add_argument("--clean", action="store_true", help="stop processes and remove pid files left by a crash")
+    doctor.set_defaults(run=_doctor)
+
+    build = commands.add_parser("build", help="compile the servers and the load generator (make)")
+    build.add_argument("--sanitize", action="store_true", help="build with AddressSanitizer + UBSan into build/san/bin")
+    build.set_defaults(run=_build)
+
+    sweep = commands.add_parser("sweep", help="measure an experiment's grid and append rows to data/results/")
+    sweep.add_argument("experiment", help="experiment name, e.g. proc_top")
+    sweep.add_argument("--profile", default="full", help="quick or full (default full)")
+    sweep.add_argument("--models", nargs="+", help="server models, e.g. iterative threaded select")
+    sweep.add_argument("--clients", nargs="+", type=int, help="client counts, e.g. 10 50 100")
+    sweep.add_argument("--repeats", type=int, help="measurements per point")
+    sweep.add_argument("--server-cpus", nargs="+", type=int, help="CPUs for the server, e.g. 0")
+    sweep.add_argument("--client-cpus", nargs="+", type=int, help="CPUs for the load generator, e.g. 1")
+    sweep.add_argument("--results", help="JSON Lines file to append to (default data/results/<experiment>.jsonl)")
+    sweep.add_argument("--no-resume", dest="resume_off", action="store_true",
+                       help="measure every point again, even those already in the results file")
+    sweep.set_defaults(run=_sweep)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except BuildError as error:
+        print(error.output.rstrip(), file=sys.stderr)
+        print(f"error: {error.what}", file=sys.stderr)
+        if error.fix:
+            print(f"  -> {error.fix}", file=sys.stderr)
+        return EXIT_USER
+    except LabError as error:
+        print(f"error: {error.what}", file=sys.stderr)
+        if error.fix:
+            print(f"  -> {error.fix}", file=sys.stderr)
+        return EXIT_USER
+    except KeyboardInterrupt:
+        from . import procs
+
+        procs.stop_all()
+        print("interrupted: every process labkit started was stopped; measured rows were kept",
+              file=sys.stderr)
+        return 130
