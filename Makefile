@@ -1,0 +1,62 @@
+# The lab's two commands: `make lab` (open JupyterLab) and `make test`.
+# The other targets are their steps; `make help` lists them all.
+
+PYTHON       ?= python3
+JUPYTER_ARGS ?=
+PYTEST_ARGS  ?=
+
+VENV   := .venv
+STAMP  := $(VENV)/.installed
+KERNEL := $(VENV)/share/jupyter/kernels/labkit/kernel.json
+PIP    := $(VENV)/bin/pip --disable-pip-version-check
+
+# JupyterLab refuses to run as root (containers, CI) unless told it may.
+ifeq ($(shell id -u),0)
+ALLOW_ROOT := --allow-root
+endif
+
+# The steps depend on each other's side effects (apt installs gcc before the build).
+.NOTPARALLEL:
+.PHONY: help setup system build lab test clean distclean
+
+help:
+	@echo "make lab        set up, build, then open JupyterLab on notebooks/"
+	@echo "                  (remote or headless: make lab JUPYTER_ARGS='--no-browser --ip=127.0.0.1')"
+	@echo "make test       set up, build, then run the tests (PYTEST_ARGS='-m \"not browser\"' to narrow)"
+	@echo "make setup      system packages (scripts/setup-system.sh), .venv, the 'labkit' Jupyter kernel"
+	@echo "make build      compile the C servers and load generator into build/bin/"
+	@echo "make clean      remove build/ and caches (keeps .venv and data/results/)"
+	@echo "make distclean  clean, and remove .venv too"
+
+setup: system $(STAMP) $(KERNEL)
+
+system:
+	@bash scripts/setup-system.sh
+
+# The venv is reinstalled only when the pins or the package metadata change.
+$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q -r requirements.txt -r requirements-test.txt
+	$(PIP) install -q --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(KERNEL): $(STAMP)
+	$(VENV)/bin/python -m ipykernel install --sys-prefix --name labkit --display-name "Python (labkit)"
+
+build:
+	$(MAKE) -C csrc BUILD=$(CURDIR)/build
+
+lab: setup build
+	@echo "JupyterLab prints a URL with ?token=...: open that URL in your browser."
+	@echo "Stop it with Ctrl-C (twice)."
+	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) notebooks/
+
+test: setup build
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf build .pytest_cache
+	find . -path ./.venv -prune -o -name __pycache__ -type d -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

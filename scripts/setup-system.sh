@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# The Debian/Ubuntu packages the lab needs.  As root: install what is missing
+# (a second run installs nothing and needs no network).  As a user: list what is
+# missing with the exact sudo command, then carry on with what can be done.
+# Exit status 1 only when the C build cannot work (no gcc or make).
+set -euo pipefail
+
+# Which distribution: read in a subshell so os-release cannot clobber our names.
+os_release=${OS_RELEASE_FILE:-/etc/os-release}   # overridable for the tests
+distro=$( . "$os_release" 2>/dev/null && echo "${ID:-} ${ID_LIKE:-}" || true)
+
+# Without these the lab cannot be built at all.
+required=(gcc make python3-venv python3-dev libffi-dev)
+# Without these the lab falls back and says so (no perf counters, no browser test, ...).
+useful=(liburing-dev iproute2 procps sockperf iperf3 fonts-dejavu-core)
+
+case " $distro " in
+  *" ubuntu "*)
+    # perf lives in linux-tools; the kernel-specific package may not exist
+    # (custom or WSL kernels), so it is added only when apt knows it.
+    useful+=(linux-tools-common linux-tools-generic)
+    kernel_tools="linux-tools-$(uname -r)"
+    # Ubuntu's chromium-browser is only a wrapper around a snap, which cannot run
+    # headless under CI or as root; the browser test needs a real /usr/bin/chromium.
+    if [[ ! -x /usr/bin/chromium ]]; then
+      echo "note: no /usr/bin/chromium. Ubuntu ships Chromium only as a snap, which is not usable"
+      echo "      headless in CI; the browser test will be skipped (everything else works)."
+    fi
+    ;;
+  *" debian "*)
+    useful+=(linux-perf chromium)
+    kernel_tools=""
+    ;;
+  *)
+    echo "note: not Debian or Ubuntu ($os_release says '${distro}'). Install by hand the equivalents of:"
+    echo "      ${required[*]} ${useful[*]} perf chromium"
+    required=() useful=() kernel_tools=""
+    apt_based=no
+    ;;
+esac
+
+is_installed() {
+  [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == *" installed" ]]
+}
+
+has_candidate() {
+  local policy
+  policy=$(apt-cache policy "$1" 2>/dev/null)
+  [[ -n $policy && $policy != *"Candidate: (none)"* ]]
+}
+
+missing=()
+for pkg in "${required[@]}" "${useful[@]}"; do
+  is_installed "$pkg" || missing+=("$pkg")
+done
+if [[ -n $kernel_tools ]] && ! is_installed "$kernel_tools"; then
+  missing+=("$kernel_tools")
+fi
+
+if [[ ${apt_based:-yes} == no ]]; then
+  :   # nothing we can check or install here
+elif (( ${#missing[@]} == 0 )); then
+  echo "system packages: all present"
+elif (( EUID == 0 )); then
+  echo "system packages: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  installable=()
+  for pkg in "${missing[@]}"; do
+    if has_candidate "$pkg"; then installable+=("$pkg")
+    else echo "warning: apt has no package '$pkg' on this release; skipping it"; fi
+  done
+  if (( ${#installable[@]} )); then
+    apt-get install -y -qq --no-install-recommends "${installable[@]}" ||
+      echo "warning: apt-get install failed; the lab goes on with what is installed"
+  fi
+else
+  echo "system packages missing: ${missing[*]}"
+  echo "  install them with:"
+  echo "    sudo apt-get install -y --no-install-recommends ${missing[*]}"
+  echo "  (or run: sudo bash scripts/setup-system.sh).  Continuing without them:"
+  echo "  the lab says what it cannot measure when perf or chromium is missing."
+fi
+
+# The one thing the lab cannot do without: a C compiler and make.
+for tool in gcc make; do
+  if ! command -v "$tool" >/dev/null; then
+    echo "error: '$tool' is not installed, so the C servers cannot be built." >&2
+    echo "  fix: sudo apt-get install -y gcc make   (then run make again)" >&2
+    exit 1
+  fi
+done
