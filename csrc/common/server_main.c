@@ -1,0 +1,191 @@
+/* server_main.c -- see server_main.h. */
+#include "server_main.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/net.h"
+#include "common/util.h"
+
+static volatile sig_atomic_t stop_pipe_w = -1;
+static int stop_pipe_r = -1;
+static int spare_fd = -1;
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    if (stop_pipe_w < 0)
+        _exit(0); /* nothing to save: the kernel closes every socket */
+    int saved = errno;
+    (void)!write(stop_pipe_w, "x", 1);
+    errno = saved;
+}
+
+int server_stop_fd(void)
+{
+    if (stop_pipe_r < 0) {
+        int p[2];
+        if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+            die_errno("pipe");
+        stop_pipe_r = p[0];
+        stop_pipe_w = p[1];
+    }
+    return stop_pipe_r;
+}
+
+static void usage(FILE *to, const struct server_model *m)
+{
+    fprintf(to,
+            "usage: %s [--port N] [--host ADDR] [--service %s]%s\n"
+            "  %s\n"
+            "  --port N      TCP port; 0 (the default) picks a free one\n"
+            "  --host ADDR   address to listen on (default 127.0.0.1)\n"
+            "  --service S   what to serve (default top)\n"
+            "%s"
+            "Prints \"listening <port>\" when ready; SIGTERM stops it.\n",
+            m->name, service_names(), m->has_workers ? " [--workers N]" : "", m->summary,
+            m->has_workers ? "  --workers N   number of workers\n" : "");
+}
+
+/* Bad command line: say why and how to get help, exit 2. */
+static _Noreturn void bad_usage(const struct server_model *m, const char *why)
+{
+    fprintf(stderr, "%s: %s\nTry '%s --help'.\n", m->name, why, m->name);
+    exit(2);
+}
+
+int server_main(int argc, char **argv, const struct server_model *model)
+{
+    static const struct option options[] = {
+        { "port", required_argument, NULL, 'p' },
+        { "host", required_argument, NULL, 'H' },
+        { "service", required_argument, NULL, 's' },
+        { "workers", required_argument, NULL, 'w' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *host = "127.0.0.1";
+    long port = 0, workers = 0;
+    struct server_config cfg = { .service = service_find("top") };
+    char why[256];
+    int opt;
+
+    set_program_name(model->name);
+    opterr = 0; /* we word the errors ourselves */
+    while ((opt = getopt_long(argc, argv, ":p:H:s:w:h", options, NULL)) != -1) {
+        switch (opt) {
+        case 'p':
+            if (parse_long(optarg, 0, 65535, &port) < 0)
+                bad_usage(model, "--port needs a number from 0 to 65535");
+            break;
+        case 'H':
+            host = optarg;
+            break;
+        case 's':
+            cfg.service = service_find(optarg);
+            if (cfg.service == NULL) {
+                snprintf(why, sizeof why, "unknown service '%s'; choose one of %s", optarg,
+                         service_names());
+                bad_usage(model, why);
+            }
+            break;
+        case 'w':
+            if (!model->has_workers) {
+                snprintf(why, sizeof why,
+                         "--workers is not supported: the %s model has no workers; drop the flag",
+                         model->name);
+                bad_usage(model, why);
+            }
+            if (parse_long(optarg, 1, 4096, &workers) < 0)
+                bad_usage(model, "--workers needs a number from 1 to 4096");
+            break;
+        case 'h':
+            usage(stdout, model);
+            return 0;
+        case ':':
+            snprintf(why, sizeof why, "%s needs a value", argv[optind - 1]);
+            bad_usage(model, why);
+        default:
+            snprintf(why, sizeof why, "unknown option '%s'", argv[optind - 1]);
+            bad_usage(model, why);
+        }
+    }
+    if (optind < argc) {
+        snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
+        bad_usage(model, why);
+    }
+    cfg.workers = (int)workers;
+
+    if (ignore_sigpipe() < 0)
+        die_errno("ignore SIGPIPE");
+    struct sigaction sa = { .sa_handler = on_stop_signal }; /* no SA_RESTART: wake the loop */
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGTERM, &sa, NULL) < 0 || sigaction(SIGINT, &sa, NULL) < 0)
+        die_errno("install the SIGTERM handler");
+    if (set_fd_limit(LONG_MAX) < 0) /* many clients need many descriptors */
+        warn_errno("cannot raise the open-file limit");
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+    cfg.listen_fd = net_listen(host, (int)port, SOMAXCONN);
+    if (cfg.listen_fd < 0)
+        die_errno("cannot listen on %s port %ld", host, port);
+    printf("listening %d\n", net_local_port(cfg.listen_fd));
+    if (fflush(stdout) != 0)
+        die_errno("write to stdout");
+    return model->serve(&cfg);
+}
+
+int server_accept(int listen_fd, bool nonblocking)
+{
+    static time_t last_warning;
+    int fd = net_accept(listen_fd, nonblocking);
+    if (fd >= 0 || errno == EAGAIN)
+        return fd;
+
+    int err = errno;
+    switch (err) {
+    case EMFILE:
+    case ENFILE:
+        /* Shed the connection so the client is told at once and the
+         * listener stops being readable; then take the spare back. */
+        if (spare_fd >= 0) {
+            close(spare_fd);
+            int shed = net_accept(listen_fd, true);
+            if (shed >= 0)
+                close(shed);
+            spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        } else {
+            spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL); /* no spin */
+        }
+        if (time(NULL) != last_warning) { /* at most one warning a second */
+            last_warning = time(NULL);
+            errno = err;
+            warn_errno("out of file descriptors: shed a connection");
+        }
+        break;
+    case ENOBUFS:
+    case ENOMEM:
+        warn_errno("accept");
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        break;
+    case EBADF:
+    case EINVAL:
+    case ENOTSOCK:
+    case EOPNOTSUPP:
+    case EFAULT:
+        die_errno("accept"); /* our bug, not the client's */
+    default:
+        break; /* ECONNABORTED, EPROTO, EPERM ...: that connection only */
+    }
+    errno = err;
+    return -1;
+}

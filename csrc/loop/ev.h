@@ -1,0 +1,32 @@
+/* ev.h -- the readiness backend contract (after Redis's ae_select.c /
+ * ae_epoll.c).  One small file per backend implements it; loop.c drives
+ * sessions over whichever backend is linked in, so
+ * `diff ev_select.c ev_poll.c` shows only what differs between them. */
+#ifndef LAB_EV_H
+#define LAB_EV_H
+
+#define EV_READABLE 1
+#define EV_WRITABLE 2
+
+typedef struct ev ev_t;
+typedef struct ev_fired {
+    int fd;
+    int mask; /* EV_READABLE | EV_WRITABLE */
+} ev_fired_t;
+
+/* A backend for descriptors 0 .. setsize-1, or NULL (errno). */
+ev_t *ev_create(int setsize);
+void ev_free(ev_t *ev);
+/* Start watching fd for the events in mask (added to those already
+ * watched): 0, or -1 with errno (ERANGE: this backend cannot watch fd). */
+int ev_add(ev_t *ev, int fd, int mask);
+/* Stop watching fd for the events in mask. */
+void ev_del(ev_t *ev, int fd, int mask);
+/* Wait up to timeout_ms (-1: forever) for watched events; fill fired[] (room
+ * for setsize entries) and return how many, or -1 with errno (EINTR). */
+int ev_poll(ev_t *ev, int timeout_ms, ev_fired_t *fired);
+/* The largest number of descriptors this backend can watch, below setsize. */
+int ev_limit(const ev_t *ev);
+const char *ev_name(void);
+
+#endif

@@ -1,0 +1,175 @@
+/* loop.c -- the event loop: wait for whichever sockets are ready, then do
+ * only what will not block.  Each connection is a session (bytes in, bytes
+ * out) and a mask of what we wait for: readable while the session takes
+ * input, writable while it has output the socket did not take. */
+#include "loop.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/net.h"
+#include "common/util.h"
+#include "loop/ev.h"
+
+#define MAX_SETSIZE (1 << 20)
+#define ACCEPTS_PER_WAKEUP 64 /* let clients already connected have their turn */
+
+struct conn {
+    session_t *session; /* NULL: no connection on this descriptor */
+    int mask;           /* what the backend watches for it */
+};
+
+struct loop {
+    ev_t *ev;
+    ev_fired_t *fired;
+    struct conn *conns; /* indexed by descriptor */
+    int setsize;
+    const struct server_config *cfg;
+};
+
+/* Watch fd for exactly `want`. */
+static void watch(struct loop *l, int fd, int want)
+{
+    struct conn *c = &l->conns[fd];
+    if (want & ~c->mask)
+        ev_add(l->ev, fd, want & ~c->mask); /* cannot fail: fd was accepted by ev_add */
+    if (c->mask & ~want)
+        ev_del(l->ev, fd, c->mask & ~want);
+    c->mask = want;
+}
+
+static void close_conn(struct loop *l, int fd)
+{
+    watch(l, fd, 0);
+    session_free(l->conns[fd].session);
+    l->conns[fd].session = NULL;
+    close(fd);
+}
+
+static void refuse(struct loop *l, int fd)
+{
+    static time_t last_warning;
+    if (time(NULL) != last_warning) { /* at most one warning a second */
+        last_warning = time(NULL);
+        warn("descriptor %d is too high for %s, which can watch only descriptors below %d "
+             "(FD_SETSIZE); closing that connection. Use a poll or epoll model for more clients.",
+             fd, ev_name(), ev_limit(l->ev));
+    }
+    close(fd);
+}
+
+static void accept_clients(struct loop *l)
+{
+    for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
+        int fd = server_accept(l->cfg->listen_fd, true);
+        if (fd < 0) {
+            if (errno == EAGAIN)
+                return;
+            continue; /* shed or aborted: next one */
+        }
+        /* Check before ev_add: a backend must never be handed an fd it cannot hold. */
+        if (fd >= l->setsize || fd >= ev_limit(l->ev) || ev_add(l->ev, fd, EV_READABLE) < 0) {
+            refuse(l, fd);
+            continue;
+        }
+        l->conns[fd] = (struct conn){ .session = session_new(l->cfg->service), .mask = EV_READABLE };
+        if (l->conns[fd].session == NULL) {
+            warn("out of memory: closing a connection");
+            close_conn(l, fd);
+        }
+    }
+}
+
+/* Do what fd is ready for, then decide what to wait for next. */
+static void serve_client(struct loop *l, int fd, int ready)
+{
+    session_t *s = l->conns[fd].session;
+    size_t len;
+    if (s == NULL)
+        return; /* closed earlier in this round */
+
+    if (ready & EV_READABLE) {
+        char *in = session_read_buf(s, &len);
+        if (len > 0) {
+            ssize_t got = read_some(fd, in, len);
+            if (got > 0)
+                session_did_read(s, (size_t)got);
+            else if (got == 0)
+                session_did_eof(s);
+            else if (errno != EAGAIN) {
+                close_conn(l, fd); /* reset: this client only */
+                return;
+            }
+        }
+    }
+    /* Write now rather than wait a round: the socket usually has room. */
+    const char *out;
+    while ((out = session_write_buf(s, &len)), len > 0) {
+        ssize_t put = write_some(fd, out, len);
+        if (put < 0) {
+            if (errno == EAGAIN)
+                break;
+            close_conn(l, fd);
+            return;
+        }
+        session_did_write(s, (size_t)put);
+    }
+    if (session_done(s)) {
+        close_conn(l, fd);
+        return;
+    }
+    session_read_buf(s, &len);
+    watch(l, fd, (len > 0 ? EV_READABLE : 0) | (session_out_pending(s) > 0 ? EV_WRITABLE : 0));
+}
+
+static int setsize_from_fd_limit(void)
+{
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_NOFILE, &lim) < 0 || lim.rlim_cur > MAX_SETSIZE)
+        return MAX_SETSIZE;
+    return (int)lim.rlim_cur;
+}
+
+int loop_serve(const struct server_config *cfg)
+{
+    int stop_fd = server_stop_fd();
+    struct loop l = { .cfg = cfg, .setsize = setsize_from_fd_limit() };
+    l.ev = ev_create(l.setsize);
+    l.fired = calloc((size_t)l.setsize, sizeof *l.fired);
+    l.conns = calloc((size_t)l.setsize, sizeof *l.conns);
+    if (l.ev == NULL || l.fired == NULL || l.conns == NULL)
+        die("out of memory for %d descriptors", l.setsize);
+    if (net_set_nonblocking(cfg->listen_fd, true) < 0 ||
+        ev_add(l.ev, cfg->listen_fd, EV_READABLE) < 0 || ev_add(l.ev, stop_fd, EV_READABLE) < 0)
+        die_errno("%s cannot watch the listening socket", ev_name());
+
+    for (bool stopping = false; !stopping;) {
+        int n = ev_poll(l.ev, -1, l.fired);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            die_errno("%s", ev_name());
+        }
+        for (int i = 0; i < n; i++) {
+            int fd = l.fired[i].fd;
+            if (fd == stop_fd)
+                stopping = true;
+            else if (fd == cfg->listen_fd)
+                accept_clients(&l);
+            else
+                serve_client(&l, fd, l.fired[i].mask);
+        }
+    }
+
+    for (int fd = 0; fd < l.setsize; fd++)
+        if (l.conns[fd].session != NULL)
+            close_conn(&l, fd);
+    ev_free(l.ev);
+    free(l.fired);
+    free(l.conns);
+    close(cfg->listen_fd);
+    return 0;
+}

@@ -1,0 +1,186 @@
+/* session.c -- the per-connection buffers and the rules every service shares. */
+#include "session.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern const service_t top_service, echo_service, sink_service;
+static const service_t *const services[] = { &top_service, &echo_service, &sink_service };
+
+struct session {
+    const service_t *svc;
+    void *state;
+    bool failed;           /* ERR queued: take no more requests */
+    bool eof;              /* the client closed its side: answer what is complete, then stop */
+    char *in;              /* SESSION_IN_CAP bytes; unconsumed input is in[in_start, in_end) */
+    size_t in_start, in_end;
+    char *out;             /* grows on demand up to SESSION_OUT_CAP */
+    size_t out_cap, out_start, out_end;
+};
+
+const service_t *service_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof services / sizeof services[0]; i++)
+        if (strcmp(services[i]->name, name) == 0)
+            return services[i];
+    return NULL;
+}
+
+const char *service_names(void)
+{
+    return "top|echo|sink";
+}
+
+session_t *session_new(const service_t *svc)
+{
+    session_t *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return NULL;
+    s->svc = svc;
+    s->in = malloc(SESSION_IN_CAP);
+    s->state = calloc(1, svc->state_size ? svc->state_size : 1);
+    if (s->in == NULL || s->state == NULL) {
+        session_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void session_free(session_t *s)
+{
+    if (s == NULL)
+        return;
+    free(s->in);
+    free(s->out);
+    free(s->state);
+    free(s);
+}
+
+/* Let the service handle whatever input is waiting. */
+static void feed(session_t *s, bool fresh_read)
+{
+    if (!s->failed && s->in_end > s->in_start)
+        s->in_start += s->svc->consume(s, s->state, s->in + s->in_start,
+                                       s->in_end - s->in_start, fresh_read);
+    /* Drop input nobody will answer: after an ERR, or an unfinished request
+     * left when the client has closed and every complete one is answered. */
+    if (s->failed || s->in_start == s->in_end || (s->eof && session_out_pending(s) == 0))
+        s->in_start = s->in_end = 0;
+}
+
+char *session_read_buf(session_t *s, size_t *len)
+{
+    if (s->failed || s->eof) {
+        *len = 0;
+        return NULL;
+    }
+    if (s->in_start > 0) { /* slide the unconsumed tail to the front */
+        memmove(s->in, s->in + s->in_start, s->in_end - s->in_start);
+        s->in_end -= s->in_start;
+        s->in_start = 0;
+    }
+    *len = SESSION_IN_CAP - s->in_end;
+    return s->in + s->in_end;
+}
+
+void session_did_read(session_t *s, size_t n)
+{
+    s->in_end += n;
+    feed(s, true);
+}
+
+void session_did_eof(session_t *s)
+{
+    s->eof = true;
+    if (session_out_pending(s) == 0)
+        feed(s, false);
+}
+
+const char *session_write_buf(session_t *s, size_t *len)
+{
+    *len = s->out_end - s->out_start;
+    return s->out + s->out_start;
+}
+
+void session_did_write(session_t *s, size_t n)
+{
+    s->out_start += n;
+    if (s->out_start == s->out_end) {
+        s->out_start = s->out_end = 0;
+        if (s->in_end > s->in_start) /* requests that waited for the output to drain */
+            feed(s, false);
+    }
+}
+
+bool session_done(const session_t *s)
+{
+    return session_out_pending(s) == 0 && (s->failed || (s->eof && s->in_end == s->in_start));
+}
+
+size_t session_out_pending(const session_t *s)
+{
+    return s->out_end - s->out_start;
+}
+
+size_t session_out_room(const session_t *s)
+{
+    return SESSION_OUT_CAP - session_out_pending(s);
+}
+
+char *session_out_reserve(session_t *s, size_t n)
+{
+    if (n > session_out_room(s))
+        return NULL;
+    if (s->out_start > 0) {
+        memmove(s->out, s->out + s->out_start, s->out_end - s->out_start);
+        s->out_end -= s->out_start;
+        s->out_start = 0;
+    }
+    if (s->out_end + n > s->out_cap) {
+        size_t cap = s->out_cap ? s->out_cap : 256;
+        while (cap < s->out_end + n)
+            cap *= 2;
+        if (cap > SESSION_OUT_CAP)
+            cap = SESSION_OUT_CAP;
+        char *bigger = realloc(s->out, cap);
+        if (bigger == NULL)
+            return NULL;
+        s->out = bigger;
+        s->out_cap = cap;
+    }
+    return s->out + s->out_end;
+}
+
+void session_out_commit(session_t *s, size_t n)
+{
+    s->out_end += n;
+}
+
+void session_fail(session_t *s, const char *reason)
+{
+    char line[128];
+    int n = snprintf(line, sizeof line, "ERR %s\n", reason);
+    if (n >= (int)sizeof line)
+        n = sizeof line - 1;
+    /* The output may be full of an earlier reply; the ERR still goes last. */
+    char *room = session_out_reserve(s, (size_t)n);
+    if (room != NULL) {
+        memcpy(room, line, (size_t)n);
+        session_out_commit(s, (size_t)n);
+    }
+    s->failed = true;
+}
+
+int request_line(const char *in, size_t len, size_t *line_len, size_t *used)
+{
+    size_t scan = len < SESSION_LINE_MAX + 1 ? len : SESSION_LINE_MAX + 1;
+    const char *nl = memchr(in, '\n', scan);
+    if (nl == NULL)
+        return len > SESSION_LINE_MAX ? -1 : 0;
+    *used = (size_t)(nl - in) + 1;
+    *line_len = (size_t)(nl - in);
+    if (*line_len > 0 && in[*line_len - 1] == '\r')
+        (*line_len)--;
+    return 1;
+}
