@@ -84,20 +84,16 @@ def point(model: str, clients: int, requests: int = 1, service: str = "top", k: 
         return _fail(row, f"the server did not start: {failure.what}")
     row["server_cpus"] = _affinity(server.pid, server.cpus)
 
-    client = None
+    client, attached, server_died = None, None, False
     try:
         with perf.attach(server.pid, events) as attached:
-            try:
-                client = procs.run_client(server.port, clients, requests, service=service, k=k,
-                                          cpus=client_cpus, timeout=timeout, events=events,
-                                          sanitize=sanitize)
-            except ServerFailed as failure:
-                _fail(row, f"the client failed: {failure.what}")
-            except LabError as failure:
-                if not _machine_side(failure):
-                    raise
-                _fail(row, f"the client failed: {failure.what}")
+            client = _run_client(row, server, clients, requests, service, k, client_cpus,
+                                 timeout, events, sanitize)
             server_died = not server.alive()
+    except LabError:
+        if server.alive():
+            raise
+        server_died = True  # perf could not attach: the server was already gone
     finally:
         exit_code = server.stop()
 
@@ -107,20 +103,30 @@ def point(model: str, clients: int, requests: int = 1, service: str = "top", k: 
     elif exit_code != 0:
         _fail(row, f"the server exited with status {_status(exit_code)} when stopped; "
                    f"its stderr: {_tail(server.stderr_text()) or '(empty)'}")
-    if server.note:
-        row["counters_note"] = server.note
 
-    elapsed = NAN
-    if client is not None:
-        elapsed = _fill_client(row, client)
-    server_counters = perf.derive(dict(attached.counters), elapsed)
-    row.update(_prefixed("server", server_counters, events))
+    elapsed = _fill_client(row, client) if client is not None else NAN
+    notes = [server.note]
+    if attached is not None and attached.counters:
+        row.update(_prefixed("server", perf.derive(dict(attached.counters), elapsed), events))
+        notes.append(attached.note)
     if client is not None:
         row.update(_prefixed("client", perf.derive(dict(client.counters), elapsed), events))
-    row["counters_source"] = _source(attached.source, client.counters_source if client else "")
-    row["counters_note"] = "; ".join(n for n in (row["counters_note"], attached.note,
-                                                   client.note if client else "") if n)
+        notes.append(client.note)
+    row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
+    row["counters_note"] = "; ".join(note for note in notes if note)
     return row
+
+
+def _run_client(row, server, clients, requests, service, k, client_cpus, timeout, events, sanitize):
+    """The client's run, or None with the row marked failed when the run broke down."""
+    try:
+        return procs.run_client(server.port, clients, requests, service=service, k=k, cpus=client_cpus,
+                                timeout=timeout, events=events, sanitize=sanitize)
+    except LabError as failure:
+        if not (_machine_side(failure) or not server.alive()):
+            raise  # the user's parameters: every point would fail the same way
+        _fail(row, f"the client failed: {failure.what}")
+        return None
 
 
 def _machine_side(failure: LabError) -> bool:

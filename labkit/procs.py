@@ -427,6 +427,10 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
         started = time.monotonic()
         child = _spawn(wrapped, "client", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
+            used_cpus = sorted(os.sched_getaffinity(child.pid))  # read back: what it really got
+        except OSError:  # already finished
+            used_cpus = cpus
+        try:
             stdout, stderr = child.popen.communicate(timeout=timeout + CLIENT_WALL_MARGIN_S)
         except subprocess.TimeoutExpired:
             child.kill_group()
@@ -455,7 +459,7 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
             counters = perf.rusage_counters(summary["rusage"])
             source = "rusage"
             note = "perf could not count the client; its counters come from the load generator's getrusage"
-    return ClientRun(summary, counters, source, cpus, child.popen.returncode, stderr_text, wall_s, note)
+    return ClientRun(summary, counters, source, used_cpus, child.popen.returncode, stderr_text, wall_s, note)
 
 
 def _parse_summary(stdout: bytes, stderr: str, returncode: int) -> dict:

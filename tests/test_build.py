@@ -1,0 +1,149 @@
+"""labkit.build: make driven from Python, and the servers' procstat parser through cffi.
+
+Build tests work on a copy of csrc/ in a temporary directory: the real tree
+is never broken, and other builds running at the same time are not disturbed.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import psutil
+import pytest
+
+from labkit import build, paths
+from labkit.errors import BuildError, LabError
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def csrc_copy(tmp_path) -> Path:
+    copy = tmp_path / "csrc"
+    shutil.copytree(paths.CSRC, copy)
+    return copy
+
+
+def _outputs(build_dir: Path) -> dict:
+    """Every file make produced, with its modification time."""
+    return {p: p.stat().st_mtime_ns for p in build_dir.rglob("*") if p.is_file()}
+
+
+def test_second_build_compiles_nothing(csrc_copy, tmp_path):
+    build_dir = tmp_path / "build"
+    bin_dir = build.build(csrc=csrc_copy, build_dir=build_dir)
+    assert (bin_dir / "loadgen").is_file()
+    for model in build.models(csrc_copy):
+        assert os.access(bin_dir / model, os.X_OK), model
+    before = _outputs(build_dir)
+    assert before
+
+    build.build(csrc=csrc_copy, build_dir=build_dir)
+    assert _outputs(build_dir) == before  # nothing recompiled, nothing relinked
+
+
+def test_an_edited_source_is_recompiled(csrc_copy, tmp_path):
+    build_dir = tmp_path / "build"
+    bin_dir = build.build(csrc=csrc_copy, build_dir=build_dir)
+    loadgen = bin_dir / "loadgen"
+    first = loadgen.stat().st_mtime_ns
+    source = csrc_copy / "loadgen" / "loadgen.c"
+    source.write_text(source.read_text() + "\n/* edited */\n")
+    os.utime(source, ns=(first + 10**9, first + 10**9))
+    build.build(csrc=csrc_copy, build_dir=build_dir)
+    assert loadgen.stat().st_mtime_ns > first
+
+
+def test_a_broken_source_raises_build_error_with_gccs_own_message(csrc_copy, tmp_path):
+    # common/util.c is compiled into every program, so make reaches it whatever it builds first.
+    broken = csrc_copy / "common" / "util.c"
+    broken.write_text(broken.read_text() + "\nint lab_broken_line = ;\n")
+    with pytest.raises(BuildError) as caught:
+        build.build(csrc=csrc_copy, build_dir=tmp_path / "build")
+    output = caught.value.output
+    assert "util.c:" in output and "error:" in output  # file:line: error: ... as gcc printed it
+    assert "lab_broken_line" in output or "expected expression" in output
+    assert caught.value.fix
+
+
+def test_missing_compiler_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(build.shutil, "which", lambda tool: None)
+    with pytest.raises(LabError) as caught:
+        build.build(build_dir=tmp_path / "build")
+    assert "apt-get install build-essential" in caught.value.fix
+
+
+def test_models_follow_the_files_in_servers(csrc_copy):
+    models = build.models(csrc_copy)
+    assert models == sorted(p.stem for p in (paths.CSRC / "servers").glob("*.c"))
+    (csrc_copy / "servers" / "my_new_model.c").write_text("int main(void) { return 0; }\n")
+    assert "my_new_model" in build.models(csrc_copy)
+
+
+def test_unknown_program_lists_the_models():
+    with pytest.raises(LabError) as caught:
+        build.binary("no_such_model")
+    for model in build.models():
+        assert model in caught.value.fix
+
+
+def test_binary_builds_and_returns_an_executable():
+    loadgen = build.binary("loadgen")
+    assert loadgen.parent == paths.BIN and os.access(loadgen, os.X_OK)
+
+
+# --- procstat through cffi ---------------------------------------------------
+
+
+def test_parse_stat_line_keeps_spaces_and_parentheses_in_the_name():
+    line = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 120 0 0 0 17 5 0 0 20 0 1 0 100 1000 10"
+    assert build.parse_stat_line(line) == {"pid": 4242, "utime": 17, "stime": 5, "name": "my (odd) name"}
+
+
+def test_parse_stat_line_rejects_garbage():
+    assert build.parse_stat_line("not a stat line") is None
+    assert build.parse_stat_line("") is None
+
+
+def test_parse_stat_line_matches_psutil_for_this_process():
+    with open(f"/proc/{os.getpid()}/stat") as stat:
+        parsed = build.parse_stat_line(stat.read())
+    assert parsed["pid"] == os.getpid()
+    assert parsed["name"] == psutil.Process().name()[:15]
+
+
+def test_top_processes_agrees_with_psutil():
+    ticks = os.sysconf("SC_CLK_TCK")
+    busiest = {}
+    for proc in psutil.process_iter(["cpu_times"]):
+        times = proc.info["cpu_times"]
+        if times is not None:
+            busiest[proc.pid] = times.user + times.system
+    top_by_psutil = max(busiest, key=busiest.get)
+
+    top = build.top_processes(5)
+    assert 1 <= len(top) <= 5
+    assert top_by_psutil in [entry["pid"] for entry in top]
+    totals = [entry["utime"] + entry["stime"] for entry in top]
+    assert totals == sorted(totals, reverse=True)
+    # The C code's ticks and psutil's seconds describe the same process.
+    assert abs(totals[0] / ticks - max(busiest.values())) < 2.0
+
+
+def test_procstat_is_compiled_once_per_source_version():
+    first = build.procstat()
+    assert build.procstat() is first
+    assert Path(first.__file__).parent == paths.CFFI_DIR
+    assert first.__name__.startswith("_procstat_")
+
+
+def test_procstat_compile_error_is_a_build_error_with_gccs_message(csrc_copy, tmp_path, monkeypatch):
+    procstat_c = csrc_copy / "services" / "procstat.c"
+    procstat_c.write_text(procstat_c.read_text() + "\nstatic int lab_broken = ;\n")
+    monkeypatch.setattr(paths, "CSRC", csrc_copy)
+    monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
+    monkeypatch.setattr(paths, "CFFI_DIR", tmp_path / "build" / "cffi")
+    monkeypatch.setattr(build, "_procstat_module", None)
+    with pytest.raises(BuildError) as caught:
+        build.procstat()
+    assert "procstat.c:" in caught.value.output and "error:" in caught.value.output
