@@ -1,0 +1,184 @@
+"""labkit.plots on results shaped like labkit.sweep's rows (built here, values known)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from labkit import plots, seeds
+from labkit.errors import LabError
+
+NO_HW = "cycles, instructions, branches, branch-misses, cache-misses: <not supported> (no hardware counters)"
+HW_EVENTS = ("cycles", "instructions", "branches", "branch-misses", "cache-misses", "ipc")
+
+
+def synthetic(models=("iterative", "threaded", "select"), clients=(3, 6, 10), repeats=3,
+              hardware=False, failed=(), saturated=()):
+    """Rows with sweep.run's schema.  A metric's value for repeat r is base * (r + 1), so
+    the median is base * 2 and min/max are base and base * repeats.  `failed` lists
+    (model, clients, repeat) to mark failed, `saturated` lists (model, clients)."""
+    rows = []
+    for m_index, model in enumerate(models):
+        for c in clients:
+            for r in range(repeats):
+                ok = (model, c, r) not in failed
+                scale = (m_index + 1) * c * (r + 1)
+                row = dict(model=model, service="top", clients=c, requests=10, k=2, repeat=r,
+                           status="ok" if ok else "failed",
+                           error=None if ok else f"server {model} died (exit 1)",
+                           elapsed_s=0.001 * scale if ok else math.nan,
+                           lat_p50_us=10.0 * scale if ok else math.nan,
+                           lat_p99_us=30.0 * scale if ok else math.nan,
+                           throughput_rps=1000.0 / scale, client_saturated=(model, c) in saturated,
+                           counters_source="perf", counters_note="" if hardware else NO_HW,
+                           client_cpu_util=0.5)
+                for side in ("server", "client"):
+                    row[f"{side}_task-clock"] = 0.5 * scale if ok else math.nan
+                    row[f"{side}_context-switches"] = float(scale) if ok else math.nan
+                    row[f"{side}_cpu-migrations"] = 0.0
+                    row[f"{side}_page-faults"] = 100.0 + scale
+                    row[f"{side}_cpus-utilized"] = 0.25
+                    for event in HW_EVENTS:
+                        row[f"{side}_{event}"] = 1000.0 * scale if hardware and ok else math.nan
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _model_traces(fig):
+    return {t.name: t for t in fig.data if t.name != "failed"}
+
+
+def test_one_line_per_model_with_median_and_min_max_spread():
+    fig = plots.metric_vs_clients(synthetic(), "server_context-switches")
+    traces = _model_traces(fig)
+    assert set(traces) == {"iterative", "threaded", "select"}
+    threaded = traces["threaded"]  # model index 1 -> scale 2 * c * (r + 1)
+    assert list(threaded.x) == [3, 6, 10]
+    assert list(threaded.y) == [2 * c * 2 for c in (3, 6, 10)]           # median of r+1 = 1,2,3
+    assert list(threaded.error_y.array) == [2 * c * 1 for c in (3, 6, 10)]     # max - median
+    assert list(threaded.error_y.arrayminus) == [2 * c * 1 for c in (3, 6, 10)]
+    assert "median" in threaded.hovertemplate and "min-max" in threaded.hovertemplate
+    assert not any(t.name == "failed" for t in fig.data)
+
+
+def test_each_model_keeps_its_colour_in_every_figure():
+    df = synthetic()
+    for fig in (plots.metric_vs_clients(df, "elapsed_s"),
+                plots.seed_comparison(df, seeds.table("001"), "context-switches")):
+        for trace in fig.data:
+            if trace.name in plots.MODEL_COLORS:
+                assert trace.line.color == plots.color(trace.name)
+    assert len({plots.color(m) for m in ("iterative", "threaded", "select")}) == 3
+
+
+def test_failed_points_are_drawn_with_their_reason():
+    # threaded @ 10: one repeat failed, two ok; select @ 6: every repeat failed.
+    failed = [("threaded", 10, 1)] + [("select", 6, r) for r in range(3)]
+    fig = plots.metric_vs_clients(synthetic(failed=failed), "elapsed_s")
+    crosses = [t for t in fig.data if t.name == "failed"]
+    assert len(crosses) == 1
+    cross = crosses[0]
+    assert cross.marker.symbol == "x"
+    points = {(row[0], x): row for row, x in zip(cross.customdata, cross.x)}
+    assert set(points) == {("threaded", 10), ("select", 6)}
+    assert "server threaded died" in points[("threaded", 10)][3]
+    assert points[("select", 6)][1] == 3  # three failed repeats
+    # select's line skips 6 clients (nothing measured) but keeps 3 and 10.
+    assert list(_model_traces(fig)["select"].x) == [3, 10]
+
+
+def test_unmeasurable_metric_says_why_instead_of_plotting_zero():
+    fig = plots.metric_vs_clients(synthetic(hardware=False), "server_cycles")
+    assert _model_traces(fig) == {}
+    text = " ".join(a.text for a in fig.layout.annotations).replace("<br>", " ")
+    assert "not measurable on this machine" in text
+    assert "&lt;not supported&gt;" in text
+    for trace in fig.data:
+        assert 0 not in list(trace.y or [])
+
+
+def test_partly_unmeasurable_metric_names_the_models_in_the_subtitle():
+    df = synthetic(hardware=True)
+    df.loc[df["model"] == "select", "server_cycles"] = math.nan
+    fig = plots.metric_vs_clients(df, "server_cycles")
+    assert set(_model_traces(fig)) == {"iterative", "threaded"}
+    assert "not measurable for select" in fig.layout.title.subtitle.text
+
+
+def test_saturated_points_are_marked_and_warned_about():
+    df = synthetic(saturated=[("select", 10)])
+    fig = plots.metric_vs_clients(df, "elapsed_s")
+    symbols = list(_model_traces(fig)["select"].marker.symbol)
+    assert symbols == ["circle", "circle", "diamond-open"]
+    assert "saturated" in fig.layout.title.subtitle.text
+    warning = plots.saturation_warning(df)
+    assert "select @ 10 clients" in warning and "threaded" not in warning
+    assert plots.saturation_warning(synthetic()) is None
+
+
+def test_latency_figure_has_p50_and_p99_per_model():
+    fig = plots.latency_vs_clients(synthetic())
+    names = {t.name for t in fig.data}
+    assert {"iterative p50", "iterative p99", "select p99"} <= names
+    p99 = next(t for t in fig.data if t.name == "iterative p99")
+    assert list(p99.y) == [30.0 * c * 2 for c in (3, 6, 10)]
+    assert p99.line.dash == "dash"
+
+
+def test_counters_table_has_medians_and_keeps_missing_counters_missing():
+    table = plots.counters_table(synthetic(hardware=False), side="client")
+    assert list(table.index.names) == ["model", "clients"]
+    assert len(table) == 9
+    assert table.loc[("threaded", 6), "task-clock (ms)"] == 0.5 * 2 * 6 * 2
+    assert table.loc[("iterative", 3), "context switches"] == 3 * 2
+    assert table["cycles"].isna().all() and table["instructions"].isna().all()
+    html = plots.style_counters(table).to_html()
+    assert "not supported" in html
+    assert html.count("not supported") >= 9 * 6  # six hardware columns for nine rows
+
+
+def test_counters_table_with_hardware_counters():
+    table = plots.counters_table(synthetic(hardware=True), side="server")
+    assert table.loc[("select", 10), "cycles"] == 1000.0 * 3 * 10 * 2
+    assert not table["cycles"].isna().any()
+    assert "not supported" not in plots.style_counters(table).to_html()
+
+
+def test_seed_comparison_puts_the_seed_beside_your_numbers():
+    seed = seeds.table("001")
+    fig = plots.seed_comparison(synthetic(), seed, "context-switches")
+    titles = [a.text for a in fig.layout.annotations]
+    assert "your machine (server side)" in titles
+    assert "seed 001 (server side, their machine)" in titles
+    right = [t for t in fig.data if t.xaxis == "x2"]
+    threaded = next(t for t in right if t.name == "threaded")
+    assert list(threaded.y) == [4, 26, 50]
+    left = {t.name: t for t in fig.data if t.xaxis == "x"}
+    assert list(left["threaded"].y) == [2 * c * 2 for c in (3, 6, 10)]
+
+
+def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():
+    fig = plots.seed_comparison(synthetic(hardware=False), seeds.table("000"), "cycles")
+    assert all(t.xaxis == "x2" for t in fig.data)
+    assert any("not measurable on this machine" in a.text for a in fig.layout.annotations)
+
+
+def test_bad_input_says_what_to_do():
+    df = synthetic()
+    with pytest.raises(LabError, match="no column"):
+        plots.metric_vs_clients(df, "server_nonsense")
+    with pytest.raises(LabError) as err:
+        plots.counters_table(df, side="both")
+    assert "side='client'" in err.value.fix
+    with pytest.raises(LabError):
+        plots.seed_comparison(df, seeds.table("001"), "page-faults")
+    with pytest.raises(LabError):
+        plots.metric_vs_clients(df.drop(columns=["status"]), "elapsed_s")
+
+
+def test_failed_points_table():
+    table = plots.failed_points(synthetic(failed=[("iterative", 3, 0)]))
+    assert table.to_dict("records") == [
+        {"model": "iterative", "clients": 3, "repeat": 0, "error": "server iterative died (exit 1)"}]
+    assert np.all(plots.failed_points(synthetic()).shape == (0, 4))
