@@ -1,0 +1,235 @@
+"""labkit.procs: real servers and the real load generator, on loopback, bounded."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+import pytest
+
+from labkit import build, paths, procs
+from labkit.errors import LabError, ServerFailed
+
+pytestmark = pytest.mark.timeout(120)
+
+TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
+SERVER_CPU = sorted(os.sched_getaffinity(0))[0]
+CLIENT_CPU = sorted(os.sched_getaffinity(0))[-1]
+
+
+def _ask_top(port: int, k: int = 2) -> list[str]:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(f"TOP {k}\n".encode())
+        reply = b""
+        while not reply.endswith(b"END\n"):
+            chunk = conn.recv(4096)
+            assert chunk, f"server closed before END: {reply!r}"
+            reply += chunk
+    return reply.decode().splitlines()
+
+
+def _port_is_free(port: int) -> bool:
+    probe = socket.socket()
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("0.0.0.0", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left():
+    yield
+    procs.stop_all()
+    assert procs.live_children() == []
+
+
+@pytest.mark.parametrize("model", build.models())
+def test_each_model_starts_pinned_answers_and_stops(model):
+    server = procs.start_server(model, cpus=[SERVER_CPU])
+    try:
+        assert server.port > 0 and server.alive()
+        assert server.cpus == [SERVER_CPU]
+        assert os.sched_getaffinity(server.pid) == {SERVER_CPU}
+        assert (paths.RUN_DIR / f"{server.pid}.json").exists()
+        assert server.pid in procs.live_children()
+        # Threads the server creates later inherit the pinning.
+        lines = _ask_top(server.port, k=3)
+        assert lines[-1] == "END" and len(lines) == 4
+        for thread in psutil.Process(server.pid).threads():
+            assert os.sched_getaffinity(thread.id) == {SERVER_CPU}
+    finally:
+        code = server.stop()
+    assert code == 0, server.stderr_text()
+    assert not server.alive()
+    assert not (paths.RUN_DIR / f"{server.pid}.json").exists()
+    assert procs.live_children() == []
+    assert _port_is_free(server.port)
+
+
+def test_explicit_port_in_use_names_its_owner():
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        with pytest.raises(LabError) as caught:
+            procs.start_server("iterative", port=port)
+    finally:
+        holder.close()
+    assert f"port {port} is in use" in caught.value.what
+    assert str(os.getpid()) in caught.value.what  # psutil finds this test's socket
+    assert "port=0" in caught.value.fix
+    assert procs.live_children() == []
+
+
+def test_explicit_free_port_is_used():
+    with socket.socket() as finder:
+        finder.bind(("127.0.0.1", 0))
+        port = finder.getsockname()[1]
+    with procs.start_server("select", port=port) as server:
+        assert server.port == port
+        assert _ask_top(port)[-1] == "END"
+    assert not server.alive()
+
+
+def test_a_cpu_that_does_not_exist_is_refused_before_starting():
+    with pytest.raises(LabError) as caught:
+        procs.start_server("iterative", cpus=[4096])
+    assert "4096" in caught.value.what
+    assert procs.live_children() == []
+
+
+def test_a_server_that_refuses_its_arguments_raises_with_its_stderr():
+    with pytest.raises(ServerFailed) as caught:
+        procs.start_server("iterative", service="no-such-service")
+    assert "no-such-service" in caught.value.what  # the server's own message
+    assert procs.live_children() == []
+
+
+def test_stop_kills_the_group_of_a_process_that_ignores_sigterm():
+    # A real process group that ignores SIGTERM: the shell and its sleeping child.
+    child = procs._spawn(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "test", None)
+    time.sleep(0.2)
+    group = [p for p in psutil.process_iter() if _pgid(p.pid) == child.pid]
+    assert len(group) >= 2
+    started = time.monotonic()
+    code, killed = procs._stop_child(child, timeout=0.3)
+    assert killed and code == -signal.SIGKILL
+    assert time.monotonic() - started < 2
+    psutil.wait_procs(group, timeout=2)
+    assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in group)
+
+
+def _pgid(pid):
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+# --- the client -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("no_perf", ["0", "1"])
+def test_client_runs_pinned_and_counts(monkeypatch, no_perf):
+    monkeypatch.setenv("LABKIT_NO_PERF", no_perf)
+    with procs.start_server("threaded", cpus=[SERVER_CPU]) as server:
+        run = procs.run_client(server.port, clients=8, requests=3, cpus=[CLIENT_CPU], timeout=10)
+    summary = run.summary
+    assert run.returncode == 0, run.stderr
+    assert summary["requests_ok"] == 24 and summary["connections_failed"] == 0
+    assert summary["latency_us"]["samples"] == 24
+    assert run.cpus == [CLIENT_CPU]
+    assert 0 < run.wall_s < 10
+    assert run.counters["task-clock"] > 0
+    if no_perf == "1":
+        assert run.counters_source == "rusage" and "getrusage" in run.note
+        assert run.counters["task-clock"] == pytest.approx(
+            (summary["rusage"]["user_s"] + summary["rusage"]["sys_s"]) * 1000)
+    else:
+        assert run.counters_source == "perf"
+    assert run.counters["cycles"] != 0  # NaN here (no hardware counters) or a real count, never 0
+
+
+def test_client_against_a_closed_port_reports_refused_connections():
+    with socket.socket() as finder:
+        finder.bind(("127.0.0.1", 0))
+        port = finder.getsockname()[1]
+    run = procs.run_client(port, clients=3, requests=1, timeout=5)
+    assert run.returncode == 1
+    assert run.summary["connections_failed"] == 3
+    assert run.summary["errors"].get("ECONNREFUSED") == 3
+
+
+def _silent_listener():
+    """A real listening socket that accepts (in the backlog) and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    return listener
+
+
+def test_client_past_its_wall_clock_bound_is_killed(monkeypatch):
+    monkeypatch.setattr(procs, "CLIENT_WALL_MARGIN_S", -2.5)  # bound = timeout - 2.5 s = 0.5 s
+    listener = _silent_listener()
+    try:
+        started = time.monotonic()
+        with pytest.raises(LabError) as caught:
+            procs.run_client(listener.getsockname()[1], clients=2, requests=1, timeout=3)
+        assert time.monotonic() - started < 2.5
+    finally:
+        listener.close()
+    assert "was killed" in caught.value.what
+    assert procs.live_children() == []
+    assert not [p for p in psutil.Process().children(recursive=True) if p.name() in ("loadgen", "perf")]
+
+
+def test_keyboard_interrupt_during_the_client_stops_it_and_propagates():
+    listener = _silent_listener()
+    interrupt = threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    interrupt.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            procs.run_client(listener.getsockname()[1], clients=2, requests=1, timeout=20)
+    finally:
+        interrupt.cancel()
+        listener.close()
+    assert procs.live_children() == []
+    psutil.wait_procs(psutil.Process().children(recursive=True), timeout=2)
+    assert not [p for p in psutil.Process().children(recursive=True)
+                if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_too_many_clients_for_the_open_file_limit_are_refused_naming_what_fits():
+    # A child Python with a hard limit of 200 open files: 1000 clients cannot fit.
+    script = (
+        "import resource\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (150, 200))\n"
+        "from labkit import procs\n"
+        "from labkit.errors import LabError\n"
+        "try:\n"
+        "    procs.run_client(1, clients=1000, requests=1)\n"
+        "except LabError as e:\n"
+        "    print(e.what); print(e.fix)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=paths.ROOT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
+    assert "1000 clients need about" in done.stdout, done.stderr
+    assert f"use at most {200 - procs.FD_MARGIN} clients" in done.stdout
+
+
+def test_ensure_nofile_raises_the_soft_limit_for_children():
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = min(hard, soft + 100) - procs.FD_MARGIN if hard != resource.RLIM_INFINITY else soft + 100
+    procs.ensure_nofile(want)
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= min(want + procs.FD_MARGIN, hard)
