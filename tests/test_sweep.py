@@ -1,0 +1,226 @@
+"""measure.point, experiments and sweep.run with real servers: rows as measured, resume, failures."""
+
+import json
+import math
+import os
+import signal
+
+import psutil
+import pytest
+
+from labkit import build, experiments, measure, procs, sweep
+from labkit.errors import LabError
+
+pytestmark = pytest.mark.timeout(240)
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+def small(**given):
+    """A real proc_top grid, small enough for a test."""
+    defaults = dict(models=["iterative", "select"], clients=[3], repeats=1)
+    return experiments.resolve("proc_top", profile="quick", **{**defaults, **given})
+
+
+class Counting:
+    """measure.point, counting the points it really measures."""
+
+    def __init__(self, before=None):
+        self.calls = []
+        self.before = before
+
+    def __call__(self, **point):
+        self.calls.append(point)
+        if self.before:
+            self.before(len(self.calls), point)
+        return measure.point(**point)
+
+
+def _lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# --- one point --------------------------------------------------------------------
+
+
+def test_point_row_has_every_field_and_the_pinning_used():
+    row = measure.point("threaded", clients=5, server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
+    assert row["status"] == "ok", row["error"]
+    assert row["requests_ok"] == 5 and row["requests_failed"] == 0
+    assert row["server_cpus"] == [CPUS[0]] and row["client_cpus"] == [CPUS[-1]]
+    assert row["lat_p50_us"] <= row["lat_p99_us"] <= row["lat_max_us"]
+    assert row["elapsed_s"] > 0 and row["throughput_rps"] > 0
+    from labkit import perf
+
+    for event in perf.DEFAULT_EVENTS:
+        for side in ("server", "client"):
+            value = row[f"{side}_{event}"]
+            assert value is None or math.isnan(value) or value >= 0
+    for side in ("server", "client"):
+        assert f"{side}_ipc" in row and f"{side}_cpus-utilized" in row
+    assert row["server_task-clock"] > 0  # the server did work: a top scan per request
+    assert isinstance(row["client_saturated"], bool)
+    assert 0 <= row["client_cpu_util"] < len(row["client_cpus"]) + 0.5
+
+
+def test_point_without_perf_says_where_counters_came_from(monkeypatch):
+    monkeypatch.setenv("LABKIT_NO_PERF", "1")
+    row = measure.point("select", clients=4)
+    assert row["status"] == "ok", row["error"]
+    assert row["counters_source"] == "server:proc client:rusage"
+    assert "LABKIT_NO_PERF" in row["counters_note"]
+    assert math.isnan(row["server_cycles"]) and math.isnan(row["client_cycles"])  # missing, not 0
+    assert row["client_task-clock"] > 0
+
+
+def test_server_killed_mid_run_gives_a_failed_row_with_the_reason(monkeypatch):
+    real_run_client = procs.run_client
+
+    def kill_server_then_run(port, *args, **kwargs):
+        for conn in psutil.net_connections("tcp"):
+            if conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                os.kill(conn.pid, signal.SIGKILL)
+        return real_run_client(port, *args, **kwargs)
+
+    monkeypatch.setattr(procs, "run_client", kill_server_then_run)
+    row = measure.point("iterative", clients=3)
+    assert row["status"] == "failed"
+    assert "the server died during the run" in row["error"] and "SIGKILL" in row["error"]
+    assert procs.live_children() == []
+
+
+def test_a_bad_cpu_is_a_user_error_not_a_failed_row():
+    with pytest.raises(LabError):
+        measure.point("iterative", clients=2, server_cpus=[4096])
+
+
+# --- experiments ------------------------------------------------------------------
+
+
+def test_profiles_and_given_values():
+    full = experiments.resolve("proc_top")
+    assert full["models"] == ["iterative", "threaded", "select"]
+    assert full["clients"] == [10, 50, 100] and full["repeats"] == 3 and full["requests"] == 1
+    quick = experiments.resolve("proc_top", "quick", clients=None, repeats=None)
+    assert quick["repeats"] == 1 and quick["clients"] == [10, 50]
+    seeds = experiments.resolve("proc_top", clients=[3, 6, 10], repeats=2)
+    assert seeds["clients"] == [3, 6, 10] and seeds["repeats"] == 2
+    if len(CPUS) >= 2:
+        assert not set(full["server_cpus"]) & set(full["client_cpus"])
+    points = experiments.grid(full)
+    assert len(points) == 9 and {p["model"] for p in points} == set(full["models"])
+
+
+@pytest.mark.parametrize("given, says", [
+    ({"models": ["nosuch"]}, "unknown server model"),
+    ({"clients": [0]}, "below 1"),
+    ({"clients": [10**9]}, "open files"),
+    ({"repeats": 0}, "repeats must be at least 1"),
+    ({"server_cpus": [4096]}, "not usable"),
+    ({"bogus": 1}, "no parameter bogus"),
+])
+def test_bad_parameters_are_refused_with_a_fix(given, says):
+    with pytest.raises(LabError) as caught:
+        experiments.resolve("proc_top", **given)
+    assert says in caught.value.what and caught.value.fix
+    if "models" in given:
+        for model in build.models():
+            assert model in caught.value.fix
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs two CPUs to overlap on purpose")
+def test_overlapping_cpus_are_refused_when_there_are_two():
+    with pytest.raises(LabError) as caught:
+        experiments.resolve("proc_top", server_cpus=[CPUS[0]], client_cpus=[CPUS[0]])
+    assert "overlap" in caught.value.what
+
+
+# --- sweeps -----------------------------------------------------------------------
+
+
+def test_rows_are_written_as_measured_and_resume_skips_them(tmp_path):
+    results = tmp_path / "proc_top.jsonl"
+    params = small(repeats=2)  # 2 models x 1 client count x 2 repeats = 4 points
+
+    def stop_after_two(row):
+        if len(_lines(results)) == 2:
+            raise KeyboardInterrupt
+
+    first = Counting()
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run("proc_top", params, results=results, measure=first, progress=False, on_point=stop_after_two)
+    assert len(first.calls) == 2 and len(_lines(results)) == 2  # both rows on disk before the interrupt
+    assert procs.live_children() == []
+
+    second = Counting()
+    frame = sweep.run("proc_top", params, results=results, measure=second, progress=False)
+    assert len(second.calls) == 2  # only the two missing points
+    assert len(frame) == 4 and set(frame["status"]) == {"ok"}
+    assert frame["point_key"].is_unique
+    assert sorted(frame["repeat"]) == [0, 0, 1, 1]
+    assert len(set(frame["run_id"])) == 2
+    assert "env_kernel" in frame.columns and "env_cores" in frame.columns
+
+    third = Counting()
+    sweep.run("proc_top", params, results=results, measure=third, progress=False)
+    assert third.calls == []  # everything already measured
+
+
+def test_failed_points_are_kept_and_measured_again(tmp_path, monkeypatch):
+    results = tmp_path / "r.jsonl"
+    params = small()
+    real_start = procs.start_server
+
+    def first_server_dies(*args, **kwargs):
+        server = real_start(*args, **kwargs)
+        if not getattr(first_server_dies, "done", False):
+            first_server_dies.done = True
+            os.kill(server.pid, signal.SIGKILL)
+        return server
+
+    monkeypatch.setattr(procs, "start_server", first_server_dies)
+    frame = sweep.run("proc_top", params, results=results, progress=False)
+    assert list(frame["status"]) == ["failed", "ok"]  # the sweep went on after the failure
+    assert "died" in frame["error"][0]
+    monkeypatch.setattr(procs, "start_server", real_start)
+
+    again = Counting()
+    frame = sweep.run("proc_top", params, results=results, measure=again, progress=False)
+    assert [c["model"] for c in again.calls] == ["iterative"]  # only the failed point
+    assert list(frame["status"]) == ["ok", "ok"]  # newest row per point
+    assert len(_lines(results)) == 3
+
+
+def test_nan_survives_the_json_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_NO_PERF", "1")
+    results = tmp_path / "r.jsonl"
+    frame = sweep.run("proc_top", small(models=["select"]), results=results, progress=False)
+    raw = _lines(results)[0]
+    assert raw["server_cycles"] is None and raw["server_ipc"] is None  # JSON null on disk
+    assert "NaN" not in results.read_text()
+    assert math.isnan(frame["server_cycles"][0])
+    loaded = sweep.load(results)
+    assert math.isnan(loaded["server_cycles"][0]) and math.isnan(loaded["client_cpu-migrations"][0])
+    assert loaded["client_task-clock"][0] > 0
+
+
+def test_progress_callable_sees_every_point(tmp_path):
+    seen = []
+    sweep.run("proc_top", small(), results=tmp_path / "r.jsonl",
+              progress=lambda done, total, row: seen.append((done, total, row["model"])))
+    assert seen == [(1, 2, "iterative"), (2, 2, "select")]
+
+
+def test_the_frame_holds_only_this_sweeps_points(tmp_path):
+    results = tmp_path / "r.jsonl"
+    sweep.run("proc_top", small(models=["select"], clients=[2]), results=results, progress=False)
+    frame = sweep.run("proc_top", small(models=["select"], clients=[3]), results=results, progress=False)
+    assert list(frame["clients"]) == [3]
+    assert len(sweep.load(results)) == 2
+
+
+def test_point_keys_are_stable_and_distinct():
+    point = experiments.grid(small())[0]
+    assert sweep.point_key("proc_top", point, 0) == sweep.point_key("proc_top", dict(point), 0)
+    assert sweep.point_key("proc_top", point, 0) != sweep.point_key("proc_top", point, 1)
+    assert sweep.point_key("proc_top", point, 0) != sweep.point_key("proc_top", {**point, "clients": 4}, 0)
