@@ -1,0 +1,97 @@
+"""labkit.widgets.ControlPanel: its fields are the notebook's parameters, it runs a
+real (tiny) sweep on loopback into a temporary results file, and shows problems
+as what + fix instead of a traceback."""
+
+import json
+
+import plotly.graph_objects as go
+import psutil
+import pytest
+
+from labkit import build, experiments, widgets
+from labkit.errors import BuildError, LabError
+
+NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus")
+
+
+@pytest.fixture
+def panel(tmp_path, built_bin):
+    params = experiments.resolve("proc_top", "quick")
+    return widgets.ControlPanel("proc_top", params, results=tmp_path / "proc_top.jsonl")
+
+
+def test_fields_are_exactly_the_notebooks_parameters(panel):
+    assert tuple(panel.fields) == NOTEBOOK_PARAMETERS
+    assert set(panel.model_boxes) == set(build.models())
+    assert set(panel.values()) == set(NOTEBOOK_PARAMETERS)
+    shown = list(_walk(panel.box))
+    for widget in (*panel.fields.values(), panel.run_button, panel.progress, panel.errors):
+        assert any(widget is other for other in shown)
+
+
+def _walk(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from _walk(child)
+
+
+def test_fields_start_from_the_resolved_parameters(panel):
+    quick = experiments.resolve("proc_top", "quick")
+    values = panel.values()
+    assert values["models"] == [m for m in build.models() if m in quick["models"]]
+    assert values["clients"] == quick["clients"]
+    assert (values["requests"], values["repeats"], values["k"]) == (quick["requests"], quick["repeats"], quick["k"])
+    assert values["server_cpus"] == ",".join(map(str, quick["server_cpus"]))
+    assert panel.run_button.description == "Run"
+
+
+def test_set_then_values_round_trip(panel):
+    panel.set(models=["select"], clients=[3, 6, 10], requests=4, repeats=2, k=3,
+              server_cpus=[0], client_cpus="1")
+    assert panel.values() == {"models": ["select"], "clients": [3, 6, 10], "requests": 4, "repeats": 2,
+                              "k": 3, "server_cpus": "0", "client_cpus": "1"}
+    with pytest.raises(LabError):
+        panel.set(threads=4)
+
+
+def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
+    cpus = psutil.Process().cpu_affinity()
+    panel.set(models=["select"], clients=[2], requests=2, repeats=1, k=2,
+              server_cpus=[cpus[0]], client_cpus=[cpus[-1]])
+    panel.run_button.click()
+    assert panel.last_error is None, panel.last_error
+    df = panel.df
+    assert len(df) == 1 and df["status"].iloc[0] == "ok", df.get("error")
+    assert df["requests_ok"].iloc[0] == 2 * 2
+    assert (panel.progress.value, panel.progress.max) == (1, 1)
+    assert panel.status.value == "done: 1 points"
+    assert isinstance(panel.figure, go.Figure)
+    assert [t.name for t in panel.figure.data] == ["select"]
+    assert panel.params["clients"] == [2] and panel.params["profile"] == "quick"
+    rows = [json.loads(line) for line in (tmp_path / "proc_top.jsonl").read_text().splitlines()]
+    assert len(rows) == 1 and rows[0]["model"] == "select"
+
+    panel.plot_choice.value = "server_context-switches"
+    assert panel.figure.layout.yaxis.title.text == "server context switches"
+
+
+def test_bad_fields_show_what_and_fix_without_running(panel, tmp_path):
+    panel.set(models=[])
+    assert panel.run() is None
+    assert "no server model" in panel.last_error.what
+    assert "choose one or more" in panel.last_error.fix
+    assert panel.progress.bar_style == "danger"
+
+    panel.set(models=["select"], server_cpus="zero")
+    assert panel.run() is None
+    assert "server_cpus" in panel.last_error.what
+    assert not (tmp_path / "proc_top.jsonl").exists()
+
+
+def test_error_html_has_what_fix_and_compiler_output():
+    page = widgets.error_html(LabError("port 80 is busy", "use port 0"))
+    assert "port 80 is busy" in page and "What to do:</b> use port 0" in page
+    assert "Traceback" not in page
+    page = widgets.error_html(BuildError("the C build failed", "select.c:3: error: expected ';' <here>",
+                                         "fix the first error"))
+    assert "<pre" in page and "select.c:3: error: expected &#x27;;&#x27; &lt;here&gt;" in page
