@@ -1,0 +1,95 @@
+"""`python -m labkit ...`: exit codes, messages without tracebacks, a real small sweep."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit import paths
+
+pytestmark = pytest.mark.timeout(240)
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def labkit(*args, python=sys.executable, env=None, timeout=180):
+    return subprocess.run([python, "-m", "labkit", *args], cwd=paths.ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHONPATH": str(paths.ROOT), **(env or {})})
+
+
+@pytest.mark.skipif(not Path(SYSTEM_PYTHON).exists(), reason="no system python3")
+def test_build_works_with_the_system_python():
+    # No venv: pandas, psutil, plotly are not importable there.
+    clean_env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    done = subprocess.run([SYSTEM_PYTHON, "-m", "labkit", "build"], cwd=paths.ROOT, capture_output=True,
+                          text=True, timeout=300, env={**clean_env, "PYTHONPATH": str(paths.ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert "loadgen" in done.stdout
+
+
+def test_help_lists_the_commands():
+    done = labkit("--help")
+    assert done.returncode == 0
+    for command in ("doctor", "build", "sweep"):
+        assert command in done.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--models", "nosuch"], "unknown server model 'nosuch'"),
+    (["--clients", "0"], "client count 0 is below 1"),
+    (["--server-cpus", "4096"], "CPU 4096 is not usable"),
+    (["--repeats", "0"], "repeats must be at least 1"),
+    (["--profile", "huge"], "unknown profile 'huge'"),
+])
+def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says, tmp_path):
+    done = labkit("sweep", "proc_top", "--results", str(tmp_path / "r.jsonl"), *args)
+    assert done.returncode == 2
+    assert says in done.stderr and "  -> " in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_unknown_experiment_exits_2():
+    done = labkit("sweep", "no_such_experiment")
+    assert done.returncode == 2 and "unknown experiment" in done.stderr and "proc_top" in done.stderr
+
+
+def test_bad_usage_exits_2_with_argparses_message():
+    done = labkit("sweep", "proc_top", "--clients", "many")
+    assert done.returncode == 2 and "invalid int value" in done.stderr
+
+
+@pytest.mark.parametrize("no_perf", ["0", "1"])
+def test_a_small_sweep_prints_a_median_table_and_resumes(tmp_path, no_perf):
+    results = tmp_path / "proc_top.jsonl"
+    args = ["sweep", "proc_top", "--profile", "quick", "--models", "iterative", "select",
+            "--clients", "3", "--repeats", "1", "--results", str(results)]
+    done = labkit(*args, env={"LABKIT_NO_PERF": no_perf})
+    assert done.returncode == 0, done.stderr
+    assert "median of the repeats" in done.stdout
+    assert "iterative" in done.stdout and "select" in done.stdout
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    assert [row["model"] for row in rows] == ["iterative", "select"]
+    assert {row["status"] for row in rows} == {"ok"}
+    expected_source = "server:proc client:rusage" if no_perf == "1" else None
+    if expected_source:
+        assert {row["counters_source"] for row in rows} == {expected_source}
+
+    again = labkit(*args, env={"LABKIT_NO_PERF": no_perf})
+    assert again.returncode == 0
+    assert len(results.read_text().splitlines()) == 2  # resumed: nothing measured twice
+
+    fresh = labkit(*args, "--no-resume", env={"LABKIT_NO_PERF": no_perf})
+    assert fresh.returncode == 0
+    assert len(results.read_text().splitlines()) == 4
+
+
+@pytest.mark.skipif(not (paths.ROOT / "labkit" / "doctor.py").exists(), reason="labkit.doctor not written yet")
+def test_doctor_runs():
+    done = labkit("doctor")
+    assert done.returncode in (0, 1), done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.strip()
