@@ -353,6 +353,32 @@ def test_silent_server_times_out_within_the_bound(loadgen, server):
     assert 0.5 <= report["elapsed_s"] < 3
 
 
+def test_connect_timeout_does_not_hold_the_others_hostage(loadgen, server):
+    """A server that never accepts, with a backlog of 1: most SYNs are
+    dropped, so those connects time out; the clients that did connect must
+    not wait for them longer than the connect timeout."""
+    srv = server(serve_silent, backlog=1, accept_after=60)
+    started = time.monotonic()
+    code, report, _ = run_loadgen(loadgen, "--port", srv.port, "--clients", 6,
+                                  "--requests", 1, "--connect-timeout", 0.5,
+                                  "--timeout", 0.5)
+    took = time.monotonic() - started
+    assert code == 1
+    assert report["errors"] == {"ETIMEDOUT": 6}  # at connect or awaiting the reply
+    assert report["connections_failed"] >= 1
+    assert report["connections_ok"] >= 1
+    assert took < 3, f"0.5 s + 0.5 s of timeouts took {took:.2f} s"
+
+
+def test_zero_requests_only_connects(loadgen, server):
+    srv = server(serve_echo)
+    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 5,
+                                    "--requests", 0, "--service", "echo")
+    assert code == 0, err
+    assert (report["connections_ok"], report["requests_ok"], report["requests_failed"]) == (5, 0, 0)
+    assert report["latency_us"]["samples"] == 0 and report["latency_us"]["p50"] is None
+
+
 @pytest.mark.parametrize("handler, name", [
     (serve_err, "BADREPLY"),
     (serve_unsorted_top, "BADREPLY"),
@@ -367,6 +393,18 @@ def test_protocol_violations_are_named(loadgen, server, handler, name):
     assert report["requests_ok"] == 0
     if name == "BADREPLY":
         assert "bad reply" in err  # the first one is described on stderr
+
+
+def test_err_during_a_large_upload_is_a_bad_reply_not_epipe(loadgen, server):
+    """The server answers ERR and closes while the body is still being sent:
+    the ERR explains the failure, the broken pipe that follows does not."""
+    srv = server(serve_err)
+    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 2,
+                                    "--requests", 1, "--service", "sink",
+                                    "--size", 8_000_000, "--timeout", 5)
+    assert code == 1
+    assert report["errors"] == {"BADREPLY": 2}
+    assert "ERR" in err
 
 
 def test_garbled_echo_is_a_bad_reply(loadgen, server):

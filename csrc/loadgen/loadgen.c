@@ -426,11 +426,11 @@ static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, int *fd)
     int s = net_connect_addr(addr, true);
     if (s < 0)
         return errno;
+    int failure = 0;
     int ready = wait_for(s, POLLOUT, deadline);
-    int failure = ready == 0 ? ETIMEDOUT
-                : ready < 0 || net_connect_result(s) < 0 ? errno
-                : 0;
-    if (failure == 0 && net_set_nodelay(s, true) < 0)
+    if (ready == 0)
+        failure = ETIMEDOUT;
+    else if (ready < 0 || net_connect_result(s) < 0 || net_set_nodelay(s, true) < 0)
         failure = errno;
     if (failure) {
         close(s);
@@ -457,6 +457,22 @@ static int conn_exchange(int fd, struct exchange *x, uint64_t timeout_ns)
         if (ready < 0)
             return errno;
 
+        /* Read first: an ERR reply explains a failure better than the
+         * EPIPE that sending into the closed connection would give. */
+        if (ready & (POLLIN | POLLHUP | POLLERR)) {
+            ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+            if (got == 0)
+                return FAIL_EOF;
+            if (got < 0 && errno != EAGAIN && errno != EINTR)
+                return errno;
+            if (got > 0) {
+                enum reply_status st = exchange_received(x, buf, (size_t)got);
+                if (st == REPLY_BAD)
+                    return FAIL_BADREPLY;
+                if (st == REPLY_DONE) /* a reply before the whole request: out of turn */
+                    return exchange_unsent(x, iov) ? FAIL_BADREPLY : 0;
+            }
+        }
         if (pieces && (ready & (POLLOUT | POLLERR))) {
             struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)pieces };
             ssize_t put = sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -464,21 +480,6 @@ static int conn_exchange(int fd, struct exchange *x, uint64_t timeout_ns)
                 exchange_did_send(x, (size_t)put);
             else if (errno != EAGAIN && errno != EINTR)
                 return errno;
-        }
-        if (ready & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t got = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-            if (got == 0)
-                return FAIL_EOF;
-            if (got < 0) {
-                if (errno != EAGAIN && errno != EINTR)
-                    return errno;
-                continue;
-            }
-            enum reply_status st = exchange_received(x, buf, (size_t)got);
-            if (st == REPLY_BAD)
-                return FAIL_BADREPLY;
-            if (st == REPLY_DONE)
-                return exchange_unsent(x, iov) ? FAIL_BADREPLY : 0;
         }
     }
 }
