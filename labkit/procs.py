@@ -10,6 +10,11 @@ Every child labkit starts:
   * is recorded in a module registry and in a pid file under build/run/
     (for `labkit doctor --clean` after a crash), both removed when it stops.
 Normal exit (atexit) and SIGTERM stop everything still registered.
+
+The kernel delivers the death signal when the THREAD that started the child
+ends, not the process: start a child from the thread that outlives it (a
+widget running a sweep in a background thread keeps that thread until the
+sweep is over).
 """
 
 from __future__ import annotations
@@ -98,19 +103,22 @@ def _spawn(argv: list[str], role: str, cpus: list[int] | None, **popen_args) -> 
         preexec_fn=_child_setup(cpus, os.getpid()),
         **popen_args,
     )
-    paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
-    pid_file = paths.RUN_DIR / f"{popen.pid}.json"
-    pid_file.write_text(json.dumps({
-        "pid": popen.pid,
-        "pgid": popen.pid,
-        "role": role,
-        "argv": argv,
-        "owner_pid": os.getpid(),
-        "started": time.time(),
-    }))
-    child = _Child(popen, role, pid_file)
+    child = _Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
     with _registry_lock:
-        _registry[popen.pid] = child
+        _registry[popen.pid] = child  # first: from here on stop_all() and atexit cover it
+    try:
+        paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
+        child.pid_file.write_text(json.dumps({
+            "pid": popen.pid,
+            "pgid": popen.pid,
+            "role": role,
+            "argv": argv,
+            "owner_pid": os.getpid(),
+            "started": time.time(),
+        }))
+    except BaseException:
+        _stop_child(child, timeout=0.2)
+        raise
     return child
 
 
@@ -146,10 +154,10 @@ def _stop_child(child: _Child, timeout: float) -> tuple[int, bool]:
     return popen.returncode, killed
 
 
-def stop_all() -> None:
-    """Stop every process labkit started in this Python process."""
+def stop_all(keep=()) -> None:
+    """Stop every process labkit started in this Python process, except the pids in `keep`."""
     with _registry_lock:
-        children = list(_registry.values())
+        children = [child for pid, child in _registry.items() if pid not in keep]
     for child in children:
         _stop_child(child, timeout=1.0)
 
@@ -278,7 +286,7 @@ class Server:
 
     def stop(self, timeout: float = 1.0) -> int:
         """SIGTERM, wait up to `timeout`, then SIGKILL the group; the exit code."""
-        if self.returncode is not None and not self._child.pid_file.exists():
+        if self.returncode is not None:  # already stopped
             return self.returncode
         self.returncode, killed = _stop_child(self._child, timeout)
         if killed:

@@ -126,6 +126,9 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     keys = [point_key(experiment, kwargs, repeat) for kwargs, repeat in points]
     measured_ok = {row.get("point_key") for row in _read_rows(path) if row.get("status") == "ok"} if resume else set()
 
+    from . import procs
+
+    already_running = set(procs.live_children())
     run_id = uuid.uuid4().hex[:12]
     environment = _environment()
     advance, close = _progress_reporter(progress, len(points))
@@ -149,8 +152,12 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
             advance(row)
             if on_point is not None:
                 on_point(row)
+    except BaseException:
+        # KeyboardInterrupt included: whatever this sweep started stops, the rows
+        # written so far stay, and the interrupt goes on to the caller.
+        procs.stop_all(keep=already_running)
+        raise
     finally:
-        # KeyboardInterrupt included: the rows written so far stay, the bar closes, the error goes on.
         close()
 
     wanted = set(keys)

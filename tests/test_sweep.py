@@ -224,3 +224,25 @@ def test_point_keys_are_stable_and_distinct():
     assert sweep.point_key("proc_top", point, 0) == sweep.point_key("proc_top", dict(point), 0)
     assert sweep.point_key("proc_top", point, 0) != sweep.point_key("proc_top", point, 1)
     assert sweep.point_key("proc_top", point, 0) != sweep.point_key("proc_top", {**point, "clients": 4}, 0)
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.45, 0.8])
+def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay):
+    import threading
+
+    results = tmp_path / "r.jsonl"
+    params = small(models=["iterative", "threaded", "select"], clients=[40], repeats=3)
+    interrupt = threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGINT))
+    interrupt.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.run("proc_top", params, results=results, progress=False)
+    finally:
+        interrupt.cancel()
+    assert procs.live_children() == []
+    psutil.wait_procs(psutil.Process().children(recursive=True), timeout=2)
+    assert [p.name() for p in psutil.Process().children(recursive=True)
+            if p.status() != psutil.STATUS_ZOMBIE] == []
+    written = _lines(results) if results.exists() else []  # every line on disk is a whole row
+    assert all(row["status"] in ("ok", "failed") for row in written)
+    assert len(written) < 9
