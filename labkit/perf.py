@@ -27,6 +27,7 @@ Root (CAP_SYS_ADMIN / CAP_PERFMON) is not limited by any of these levels.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
 import re
@@ -447,9 +448,11 @@ _libc = ctypes.CDLL(None, use_errno=True)
 PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(parent_pid: int) -> None:
     """Runs in the child before exec: the kernel kills perf if our thread dies."""
     _libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _perf_event_fds(pid: int) -> int:
@@ -584,7 +587,8 @@ class Attached:
         started = time.monotonic()
         self._perf = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True, env=_perf_env(),
-                                      start_new_session=True, preexec_fn=_die_with_parent)
+                                      start_new_session=True,
+                                      preexec_fn=functools.partial(_die_with_parent, os.getpid()))
         deadline = started + self.attach_timeout
         while time.monotonic() < deadline:
             if self._perf.poll() is not None:

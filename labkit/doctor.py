@@ -1,0 +1,345 @@
+"""What this machine can build and measure, each problem with the command that fixes it.
+
+`labkit doctor` prints report(checks()); notebook 00 shows to_html(checks()).
+`labkit doctor --clean` runs clean(): it stops lab processes that a crash left
+behind (a server still holding its port, a perf still attached).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from labkit import paths, perf, system
+
+OK, WARN, FAIL = "ok", "warn", "fail"
+
+# Experiment 2 opens 10,000 client connections; each side also needs a few
+# descriptors of its own (listening socket, stdio, the spare fd, perf's).
+CONNECTIONS_WANTED = 10_000
+NOFILE_WANTED = CONNECTIONS_WANTED + 100
+
+# Processes that adopt orphans: their child's real parent is gone.
+SUBREAPERS = {"systemd", "init", "tini", "docker-init", "dumb-init"}
+
+
+@dataclass
+class Check:
+    name: str
+    status: str   # "ok" | "warn" | "fail"
+    detail: str
+    fix: str = ""
+
+
+# ---------------------------------------------------------------------------
+# The checks, one function each
+# ---------------------------------------------------------------------------
+
+def _check_tool(name: str, what: str, fix: str) -> Check:
+    path = shutil.which(name)
+    if path is None:
+        return Check(name, FAIL, f"{name} not found: {what}", fix)
+    first = system._run([name, "--version"]) or ""
+    return Check(name, OK, first.splitlines()[0].strip() if first else path)
+
+
+def check_compiler() -> Check:
+    return _check_tool("gcc", "the C servers cannot be built", "sudo apt-get install build-essential")
+
+
+def check_make() -> Check:
+    return _check_tool("make", "the C servers cannot be built", "sudo apt-get install build-essential")
+
+
+def check_perf_present(found: perf.PerfProbe) -> Check:
+    if os.environ.get("LABKIT_NO_PERF") == "1":
+        return Check("perf installed", WARN, "LABKIT_NO_PERF=1: perf is switched off, counters come from /proc",
+                     "unset LABKIT_NO_PERF")
+    if found.path is None:
+        return Check("perf installed", WARN, "perf is not installed: counters come from /proc and "
+                     "getrusage (fewer events, coarser task-clock)", perf.install_fix())
+    if found.version is None:
+        return Check("perf installed", WARN, found.problem, found.fix)
+    return Check("perf installed", OK, f"perf {found.version} at {found.path}")
+
+
+def check_perf_permitted(found: perf.PerfProbe) -> Check:
+    level = found.paranoid
+    meaning = perf.paranoid_meaning(level)
+    who = "root: not limited by it" if os.geteuid() == 0 else f"for you: {meaning}"
+    detail = f"kernel.perf_event_paranoid = {level} ({who})"
+    if found.path is None or found.version is None or os.environ.get("LABKIT_NO_PERF") == "1":
+        return Check("perf permitted", WARN, detail + "; perf not in use", "")
+    if not found.usable:
+        return Check("perf permitted", WARN, f"{detail}; {found.problem}; counters come from /proc", found.fix)
+    if found.user_only:
+        return Check("perf permitted", WARN, f"{detail}; context switches come from /proc, CPU "
+                     "migrations are not measured", perf.PARANOID_FIX)
+    return Check("perf permitted", OK, detail)
+
+
+def check_events(found: perf.PerfProbe) -> Check:
+    if not found.usable:
+        return Check("perf events", WARN, "perf counts nothing here: task-clock, page-faults and "
+                     "context switches come from /proc; cycles, instructions, branches not measured",
+                     found.fix)
+    counted = ", ".join(found.counted)
+    missing = [e for e in perf.HARDWARE_EVENTS if e not in found.counted]
+    if missing:
+        return Check("perf events", WARN, f"counted: {counted}. Missing: {', '.join(missing)} -- "
+                     f"{perf.HARDWARE_NOTE}; they are shown as missing, never as 0",
+                     perf.HARDWARE_FIX)
+    return Check("perf events", OK, f"counted: {counted}")
+
+
+def check_cpus() -> Check:
+    cpus = system.usable_cpus()
+    server, client, note = system.default_pinning()
+    if len(cpus) >= 2:
+        return Check("CPUs for pinning", OK, f"{len(cpus)} usable CPUs {cpus}: server on {server}, "
+                     f"client on {client} by default")
+    return Check("CPUs for pinning", WARN, note + " (the client's CPU time competes with the server's)",
+                 "give the VM a second CPU (VirtualBox: Settings > System > Processor; "
+                 "WSL2: processors=2 in %UserProfile%\\.wslconfig)")
+
+
+def check_nofile() -> Check:
+    soft, hard = system.nofile_limit()
+    hard_text = "unlimited" if hard == -1 else str(hard)
+    detail = f"open files: soft {soft}, hard {hard_text}"
+    if soft >= NOFILE_WANTED:
+        return Check("open-file limit", OK, detail)
+    if hard == -1 or hard >= NOFILE_WANTED:
+        return Check("open-file limit", OK, f"{detail}; labkit raises the soft limit to "
+                     f"{NOFILE_WANTED} for the 10,000-connection experiments")
+    return Check("open-file limit", WARN,
+                 f"{detail}: the 10,000-connection experiments need {NOFILE_WANTED}; "
+                 f"up to {hard - 100} connections will work",
+                 "raise the hard limit: add the lines '* soft nofile 65536' and '* hard nofile 65536' "
+                 "to /etc/security/limits.d/lab.conf and log in again (if Jupyter runs as a systemd "
+                 "service: LimitNOFILE=65536 in its unit); then `ulimit -n 65536` in a new shell "
+                 "shows the new limit")
+
+
+def check_kernel() -> Check:
+    release = system.kernel()
+    numbers = re.match(r"(\d+)\.(\d+)", release)
+    version = (int(numbers.group(1)), int(numbers.group(2))) if numbers else (0, 0)
+    wsl = "microsoft" in release.lower()
+    detail = f"Linux {release}" + (" (WSL2)" if wsl else "")
+    if version < (5, 6):
+        return Check("kernel", WARN, detail + ": io_uring networking needs 5.6 or newer; "
+                     "the io_uring server is skipped", "use a newer kernel (any current distribution)")
+    return Check("kernel", OK, detail)
+
+
+def check_chromium() -> Check:
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        path = shutil.which(name)
+        if path:
+            return Check("chromium", OK, f"{path}: figures can be exported to PNG, SVG and PDF")
+    return Check("chromium", WARN, "no Chromium/Chrome: figures show in the notebook, but PNG/SVG/PDF "
+                 "export (kaleido) needs a browser", "sudo apt-get install chromium")
+
+
+def check_liburing() -> Check:
+    headers = [Path("/usr/include/liburing.h"), Path("/usr/local/include/liburing.h")]
+    if any(h.exists() for h in headers):
+        return Check("liburing", OK, "liburing headers found: the io_uring server can be built")
+    return Check("liburing", WARN, "liburing headers not found: the io_uring server is skipped",
+                 "sudo apt-get install liburing-dev")
+
+
+def check_orphans() -> Check:
+    orphans = find_orphans()
+    if not orphans:
+        return Check("leftover processes", OK, "no lab process left behind by an earlier run")
+    listed = "; ".join(_describe(p) for p in orphans[:5]) + (" ..." if len(orphans) > 5 else "")
+    return Check("leftover processes", WARN,
+                 f"{len(orphans)} lab process(es) left by an earlier crash (they may hold ports "
+                 f"and CPU): {listed}", "labkit doctor --clean   (or: python -m labkit doctor --clean)")
+
+
+def checks() -> list[Check]:
+    """Every check, in the order a student would fix them."""
+    found = perf.probe()
+    return [
+        check_compiler(),
+        check_make(),
+        check_perf_present(found),
+        check_perf_permitted(found),
+        check_events(found),
+        check_cpus(),
+        check_nofile(),
+        check_kernel(),
+        check_chromium(),
+        check_liburing(),
+        check_orphans(),
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Leftover lab processes
+# ---------------------------------------------------------------------------
+
+def _lab_binary_dirs() -> list[Path]:
+    return [paths.BIN.resolve(), paths.SAN_BIN.resolve()]
+
+
+def _is_lab_binary(proc: psutil.Process) -> bool:
+    """A process running one of THIS checkout's build/bin executables."""
+    try:
+        exe = Path(proc.exe()).resolve() if proc.exe() else None
+    except (psutil.Error, OSError):
+        return False
+    return exe is not None and any(exe.parent == d for d in _lab_binary_dirs())
+
+
+def _perf_target(proc: psutil.Process) -> int | None:
+    """The pid a `perf stat -p PID` watches, or None."""
+    try:
+        cmdline = proc.cmdline()
+    except psutil.Error:
+        return None
+    if not cmdline or os.path.basename(cmdline[0]) != "perf" or "-p" not in cmdline:
+        return None
+    try:
+        return int(cmdline[cmdline.index("-p") + 1].split(",")[0])
+    except (IndexError, ValueError):
+        return None
+
+
+def _is_lab_perf(proc: psutil.Process) -> bool:
+    """perf attached to a lab process, or perf running a lab binary (wrap_command)."""
+    target = _perf_target(proc)
+    if target is not None:
+        try:
+            return _is_lab_binary(psutil.Process(target))
+        except psutil.Error:
+            return False
+    try:
+        cmdline = proc.cmdline()
+    except psutil.Error:
+        return False
+    if not cmdline or os.path.basename(cmdline[0]) != "perf":
+        return False
+    dirs = [str(d) for d in _lab_binary_dirs()]
+    return any(arg.startswith(d + os.sep) for arg in cmdline for d in dirs)
+
+
+def _parent_is_gone(proc: psutil.Process) -> bool:
+    """True when the process (or its lab/perf parents) was adopted: its owner died."""
+    try:
+        parent = proc.parent()
+        while parent is not None and (_is_lab_binary(parent) or _is_lab_perf(parent)
+                                      or parent.name() == "setpriv"):
+            parent = parent.parent()
+        return parent is None or parent.pid == 1 or parent.name() in SUBREAPERS
+    except psutil.Error:
+        return False
+
+
+def find_orphans() -> list[psutil.Process]:
+    """Lab binaries and lab perf processes whose owner (a notebook kernel, a CLI run) is gone."""
+    found = []
+    me = os.getpid()
+    for proc in psutil.process_iter():
+        if proc.pid == me:
+            continue
+        if (_is_lab_binary(proc) or _is_lab_perf(proc)) and _parent_is_gone(proc):
+            found.append(proc)
+    return found
+
+
+def _describe(proc: psutil.Process) -> str:
+    try:
+        return f"pid {proc.pid}: {' '.join(proc.cmdline())[:100]}"
+    except psutil.Error:
+        return f"pid {proc.pid}"
+
+
+def clean() -> list[str]:
+    """Kill leftover lab processes and remove their stale pid files; return what was done."""
+    done = []
+    orphans = find_orphans()
+    for proc in orphans:
+        description = _describe(proc)
+        try:
+            proc.send_signal(signal.SIGKILL)
+            done.append(f"killed {description}")
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.AccessDenied:
+            done.append(f"could not kill {description}: not yours (try: sudo kill {proc.pid})")
+    psutil.wait_procs(orphans, timeout=3)
+    done += _remove_stale_pid_files()
+    return done
+
+
+def _remove_stale_pid_files() -> list[str]:
+    """Pid files (build/run/*.json) of processes that no longer run and whose owner is gone."""
+    removed = []
+    if not paths.RUN_DIR.is_dir():
+        return removed
+    for pid_file in paths.RUN_DIR.glob("*.json"):
+        try:
+            record = json.loads(pid_file.read_text())
+            pid, owner = int(record["pid"]), int(record.get("owner_pid", 0))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not psutil.pid_exists(pid) and not (owner and psutil.pid_exists(owner)):
+            pid_file.unlink(missing_ok=True)
+            removed.append(f"removed stale pid file {pid_file.name}")
+    return removed
+
+
+# ---------------------------------------------------------------------------
+# Showing the checks
+# ---------------------------------------------------------------------------
+
+_MARK = {OK: "ok", WARN: "WARN", FAIL: "FAIL"}
+
+
+def report(found: list[Check]) -> str:
+    """A terminal table: one line per check, the fix indented under each problem."""
+    width = max(len(c.name) for c in found)
+    lines = [f"labkit doctor -- {platform.node()}", ""]
+    for check in found:
+        prefix = f"{_MARK[check.status]:<4}  {check.name:<{width}}  "
+        wrapped = textwrap.wrap(check.detail, 100 - len(prefix)) or [""]
+        lines.append(prefix + wrapped[0])
+        lines += [" " * len(prefix) + more for more in wrapped[1:]]
+        if check.status != OK and check.fix:
+            lines += textwrap.wrap(check.fix, 100, initial_indent=" " * len(prefix) + "fix: ",
+                                   subsequent_indent=" " * (len(prefix) + 5))
+    problems = sum(c.status != OK for c in found)
+    lines += ["", f"{len(found) - problems} ok, {problems} to look at"]
+    return "\n".join(lines)
+
+
+_COLOUR = {OK: "#1a7f37", WARN: "#9a6700", FAIL: "#cf222e"}
+
+
+def to_html(found: list[Check]) -> str:
+    """The same table for a notebook (display(HTML(...)))."""
+    rows = []
+    for check in found:
+        fix = (f"<br><span style='opacity:.8'>fix:</span> <code>{html.escape(check.fix)}</code>"
+               if check.status != OK and check.fix else "")
+        rows.append(
+            f"<tr><td style='color:{_COLOUR[check.status]};font-weight:bold'>{check.status}</td>"
+            f"<td style='text-align:left'>{html.escape(check.name)}</td>"
+            f"<td style='text-align:left'>{html.escape(check.detail)}{fix}</td></tr>")
+    return ("<table><thead><tr><th>status</th><th style='text-align:left'>check</th>"
+            "<th style='text-align:left'>detail</th></tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table>")
