@@ -21,18 +21,15 @@ def _doctor(args) -> int:
 
     if args.clean:
         cleaned = doctor.clean()
-        if isinstance(cleaned, str):
-            print(cleaned)
-        elif cleaned:
-            print("\n".join(str(item) for item in cleaned))
+        if cleaned:
+            print("\n".join(cleaned))
         else:
             print("nothing to clean: no process or pid file left behind by labkit")
         return EXIT_OK
     checks = doctor.checks()
-    report = doctor.report(checks)
-    if report is not None:
-        print(report)
-    return EXIT_OK
+    print(doctor.report(checks))
+    # A "fail" means the lab cannot build or measure here; warnings still let it run.
+    return EXIT_FAILED if any(check.status == doctor.FAIL for check in checks) else EXIT_OK
 
 
 def _build(args) -> int:

@@ -87,9 +87,31 @@ def test_a_small_sweep_prints_a_median_table_and_resumes(tmp_path, no_perf):
     assert len(results.read_text().splitlines()) == 4
 
 
-@pytest.mark.skipif(not (paths.ROOT / "labkit" / "doctor.py").exists(), reason="labkit.doctor not written yet")
-def test_doctor_runs():
+def test_doctor_exit_code_follows_its_checks():
+    from labkit import doctor
+
+    failing = any(check.status == doctor.FAIL for check in doctor.checks())
     done = labkit("doctor")
-    assert done.returncode in (0, 1), done.stderr
-    assert "Traceback" not in done.stderr
-    assert done.stdout.strip()
+    assert done.returncode == (1 if failing else 0), done.stderr
+    assert "labkit doctor" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_doctor_clean_removes_a_crashed_kernels_leftovers():
+    # A real crash: a kernel started a server and was killed with -9 before it
+    # could remove the pid file (its server died by the death signal).
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", "from labkit import procs; import time\n"
+         "s = procs.start_server('iterative'); print(s.pid, flush=True); time.sleep(60)"],
+        cwd=paths.ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
+    server_pid = int(kernel.stdout.readline())
+    kernel.kill()
+    kernel.wait()
+    pid_file = paths.RUN_DIR / f"{server_pid}.json"
+    assert pid_file.exists()
+    import psutil
+
+    psutil.wait_procs([p for p in psutil.process_iter() if p.pid == server_pid], timeout=2)
+    done = labkit("doctor", "--clean")
+    assert done.returncode == 0, done.stderr
+    assert not pid_file.exists()
+    assert pid_file.name in done.stdout
