@@ -105,17 +105,19 @@ static void serve_client(struct loop *l, int fd, int ready)
             }
         }
     }
-    /* Write now rather than wait a round: the socket usually has room. */
-    const char *out;
-    while ((out = session_write_buf(s, &len)), len > 0) {
+    /* Write now rather than wait a round: the socket usually has room.  One
+     * write per wakeup: a drained reply lets the session answer its next
+     * pipelined request, and looping here would let one client that piles
+     * up requests hold the whole server while the kernel buffers fill. */
+    const char *out = session_write_buf(s, &len);
+    if (len > 0) {
         ssize_t put = write_some(fd, out, len);
-        if (put < 0) {
-            if (errno == EAGAIN)
-                break;
+        if (put >= 0)
+            session_did_write(s, (size_t)put);
+        else if (errno != EAGAIN) {
             close_conn(l, fd);
             return;
         }
-        session_did_write(s, (size_t)put);
     }
     if (session_done(s)) {
         close_conn(l, fd);

@@ -52,9 +52,11 @@ static void reply_top(session_t *s, int k)
         return;
     }
     int n = procstat_top(procs, k);
-    if (n < 0) {
+    if (n < 0) { /* e.g. EMFILE: every descriptor is held by a connection */
+        char why[96];
+        snprintf(why, sizeof why, "cannot read /proc: %s", strerror(errno));
         free(procs);
-        session_fail(s, "cannot read /proc");
+        session_fail(s, why);
         return;
     }
     size_t used = 0;

@@ -1,0 +1,180 @@
+"""Start one of the lab's C servers for a test, and check that it stops cleanly.
+
+The lab's own launcher is labkit.procs; these tests drive the binaries
+directly, so a bug in either shows up on its own.
+
+    with serverproc.running("select", service="echo", san=True) as server:
+        sock = socket.create_connection(("127.0.0.1", server.port))
+
+On leaving the block the server gets SIGTERM and must exit with status 0
+within 1 s; a sanitizer build must also have reported nothing.  Client is a
+small independent line-oriented client for talking to it.
+"""
+
+import contextlib
+import fcntl
+import functools
+import os
+import re
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build"
+MODELS = ["iterative", "threaded", "select"]
+# Make every sanitizer finding fatal and visible, leaks included.
+SAN_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
+    "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=67",
+}
+SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+@functools.cache
+def bin_dir(san: bool = False) -> Path:
+    """Build the servers (once per test run) and return the directory holding them."""
+    BUILD.mkdir(exist_ok=True)
+    command = ["make", "--no-print-directory", "-C", str(ROOT / "csrc"), f"BUILD={BUILD}", "servers"]
+    if san:
+        command.append("SAN=1")
+    # The same lock as tests/conftest.py: two builds must not write one tree at once.
+    with open(BUILD / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed:\n{result.stdout}{result.stderr}")
+    return BUILD / "san" / "bin" if san else BUILD / "bin"
+
+
+@dataclass
+class Server:
+    model: str
+    port: int
+    proc: subprocess.Popen
+    stderr_path: Path
+
+    def stderr(self) -> str:
+        """What the server has written to stderr so far."""
+        return self.stderr_path.read_text(errors="replace")
+
+
+def _read_listening_line(proc: subprocess.Popen, timeout: float) -> int:
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            raise AssertionError(f"server printed nothing within {timeout} s")
+    line = proc.stdout.readline().decode()
+    words = line.split()
+    if len(words) != 2 or words[0] != "listening" or not words[1].isdigit():
+        raise AssertionError(f"expected 'listening <port>', got {line!r}")
+    return int(words[1])
+
+
+@contextlib.contextmanager
+def running(model: str, service: str = "top", san: bool = False, args=(), fd_limit: int | None = None):
+    """A running server on 127.0.0.1 and a free port; stopped and checked on exit."""
+    import resource  # only where it is used: the child's limit
+
+    def limit_fds():
+        if fd_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
+
+    binary = bin_dir(san) / model
+    env = dict(os.environ, **SAN_ENV) if san else None
+    with tempfile.TemporaryDirectory() as tmp:
+        stderr_path = Path(tmp) / "stderr"
+        with open(stderr_path, "wb") as err:
+            proc = subprocess.Popen([str(binary), "--port", "0", "--service", service, *args],
+                                    stdout=subprocess.PIPE, stderr=err, env=env,
+                                    preexec_fn=limit_fds, start_new_session=True)
+        try:
+            server = Server(model, _read_listening_line(proc, timeout=10), proc, stderr_path)
+            yield server
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+        finally:
+            proc.stdout.close()
+        stop_and_check(server)
+
+
+def stop_and_check(server: Server) -> None:
+    """SIGTERM must end the server with status 0 within 1 s, with nothing from a sanitizer."""
+    proc = server.proc
+    if proc.poll() is not None:
+        raise AssertionError(f"{server.model} died during the test (status {proc.returncode}):\n"
+                             f"{server.stderr()}")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        status = proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError(f"{server.model} did not exit within 1 s of SIGTERM") from None
+    stderr = server.stderr()
+    found = [m for m in SAN_MARKERS if m in stderr]
+    assert not found, f"{server.model}: sanitizer report:\n{stderr}"
+    assert status == 0, f"{server.model} exited with {status} after SIGTERM:\n{stderr}"
+
+
+# ---- the client side ----
+
+TOP_LINE = re.compile(rb"^(\d+) (\d+) (\d+) (.*)$")
+TIMEOUT = 5.0
+
+
+class Client:
+    """One connection to 127.0.0.1:port, read line by line, every wait bounded."""
+
+    def __init__(self, port: int, timeout: float = TIMEOUT):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.reader = self.sock.makefile("rb")
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def line(self) -> bytes:
+        """The next line, without its newline; b"" once the server closed."""
+        return self.reader.readline().rstrip(b"\n")
+
+    def top(self, request: bytes = b"TOP\n") -> list[tuple[int, int, int, bytes]]:
+        """Send one TOP request (b"": read the next reply) and return its
+        (pid, utime, stime, name) rows."""
+        if request:
+            self.send(request)
+        rows = []
+        while (line := self.line()) != b"END":
+            match = TOP_LINE.match(line)
+            assert match, f"not a TOP line: {line!r}"
+            pid, utime, stime, name = match.groups()
+            rows.append((int(pid), int(utime), int(stime), name))
+        return rows
+
+    def closed_by_server(self) -> bool:
+        """True if the server has closed this connection (EOF or reset)."""
+        try:
+            return self.sock.recv(1) == b""
+        except ConnectionResetError:
+            return True
+
+    def reset(self) -> None:
+        """Close abruptly: SO_LINGER 0 makes close() send RST instead of FIN."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
