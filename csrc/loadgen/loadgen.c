@@ -256,6 +256,7 @@ struct exchange {
     unsigned long long last_ticks; /* top: utime+stime of the previous line */
     long server_reads;             /* sink: the reads the server reported */
     const char *why;               /* what was wrong with a bad reply */
+    const char *bad_line;          /* and the reply line it was in, if any */
 };
 
 static void exchange_start(struct exchange *x, const struct workload *w)
@@ -268,6 +269,7 @@ static void exchange_start(struct exchange *x, const struct workload *w)
     x->last_ticks = ULLONG_MAX;
     x->server_reads = 0;
     x->why = NULL;
+    x->bad_line = NULL;
 }
 
 /* The request bytes not yet sent, as up to two pieces; returns how many. */
@@ -383,6 +385,8 @@ static enum reply_status exchange_received(struct exchange *x, const char *data,
         x->line_len = 0;
         enum reply_status st = w->service == SERVICE_TOP ? top_line(x, x->line)
                                                          : sink_line(x, x->line);
+        if (st == REPLY_BAD)
+            x->bad_line = x->line;
         if (st == REPLY_DONE && i + 1 < n)
             return bad(x, "bytes after the end of the reply");
         if (st != REPLY_MORE)
@@ -528,8 +532,9 @@ struct client {
 static void report_bad_reply(struct run *run, long client, const struct exchange *x)
 {
     if (!atomic_exchange(&run->bad_reply_reported, true))
-        warn("client %ld: bad reply: %s (further bad replies are only counted)",
-             client, x->why ? x->why : "?");
+        warn("client %ld: bad reply: %s%s%.200s%s (further bad replies are only counted)",
+             client, x->why, x->bad_line ? ": '" : "", x->bad_line ? x->bad_line : "",
+             x->bad_line ? "'" : "");
 }
 
 static void *client_main(void *arg)
