@@ -418,7 +418,12 @@ def _with_death_signal(command: list[str]) -> list[str]:
 def run_client(port: int, clients: int, requests: int, service: str = "top", k: int = 2, size=None,
                cpus=None, timeout: float = 30.0, events=None, sanitize: bool = False,
                host: str = "127.0.0.1") -> ClientRun:
-    """Run loadgen pinned to `cpus` under `perf stat`; bounded by `timeout` plus a margin."""
+    """Run loadgen pinned to `cpus` under `perf stat` (its counters, or getrusage's without perf).
+
+    `timeout` bounds each exchange inside loadgen, and the whole run from here:
+    past timeout + CLIENT_WALL_MARGIN_S the client's process group is killed
+    and LabError raised.
+    """
     from . import perf
 
     if clients < 1 or requests < 1:
