@@ -223,7 +223,7 @@ def counters_table(df: pd.DataFrame, side: str = "server") -> pd.DataFrame:
     wide["model"], wide["clients"] = ok["model"], ok["clients"].astype(int)
     # median() skips NaN, so a group with no measured value stays NaN (never 0).
     table = wide.groupby(["model", "clients"]).median(numeric_only=True)
-    table.columns.name = f"{side} side, median of repeats"
+    table.attrs["caption"] = f"{side} side: median of the repeats of each point"
     return table
 
 
@@ -234,8 +234,8 @@ def style_counters(table: pd.DataFrame):
                     _EVENT_LABELS["ipc"]: "{:.2f}"})
     formats = {c: f for c, f in formats.items() if c in table.columns}
     return (table.style.format(formats, na_rep="not supported")
-            .map(lambda v: "color: #999; font-style: italic" if pd.isna(v) else "")
-            .set_caption(table.columns.name or ""))
+            .map(lambda v: "color: #999; font-style: italic; white-space: nowrap" if pd.isna(v) else "")
+            .set_caption(table.attrs.get("caption", "")))
 
 
 def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> go.Figure:

@@ -11,11 +11,12 @@ saved notebook and in an exported one.
 from __future__ import annotations
 
 import html
+import re
 
 import ipywidgets as w
-from IPython.display import HTML, display
+from IPython.display import HTML, Markdown, display
 
-from labkit import build, experiments, plots, sweep
+from labkit import build, experiments, paths, plots, sweep
 from labkit.errors import BuildError, LabError
 
 # The panel's fields, in the order of the notebook's parameters cell.
@@ -188,3 +189,44 @@ def _cpu_text(cpus) -> str:
     if isinstance(cpus, str):
         return cpus
     return ",".join(str(c) for c in cpus)
+
+
+def friendly_errors() -> None:
+    """In this IPython kernel, show a LabError as what + fix (error_html), not as a
+    traceback; the cell still fails, so papermill still stops there."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if shell is None:
+        return
+
+    def show(shell, etype, value, tb, tb_offset=None):
+        display(HTML(error_html(value)))
+
+    shell.set_custom_exc((LabError,), show)
+
+
+def c_function(relative_path: str, name: str) -> tuple[int, int, str]:
+    """(first line, last line, text) of the C function `name` in csrc/<relative_path>.
+
+    Found by its definition (a line starting at column 0 that contains `name(`)
+    up to the closing brace at column 0, so the excerpt follows the file as a
+    student edits it."""
+    path = paths.CSRC / relative_path
+    if not path.is_file():
+        raise LabError(f"{path} does not exist", "restore it from git: git checkout -- csrc/")
+    lines = path.read_text().splitlines()
+    definition = re.compile(rf"^[A-Za-z_].*\b{re.escape(name)}\(")
+    for start, line in enumerate(lines):
+        if definition.match(line) and not line.rstrip().endswith(";"):
+            for end in range(start, len(lines)):
+                if lines[end] == "}":
+                    return start + 1, end + 1, "\n".join(lines[start:end + 1])
+    raise LabError(f"no function {name}() in {path}", f"look at the file: less {path}")
+
+
+def show_source(relative_path: str, *functions: str) -> None:
+    """Display C functions from csrc/ as highlighted code, with file and line numbers."""
+    for name in functions:
+        first, last, text = c_function(relative_path, name)
+        display(Markdown(f"`csrc/{relative_path}`, lines {first}-{last}:\n```c\n{text}\n```"))

@@ -1,0 +1,125 @@
+"""The notebooks run headless, the way instructors run them:
+`papermill <nb> out.ipynb -p profile quick -k labkit`, on a copy in a temporary
+directory, with results going to a temporary file (LABKIT_RESULTS), never to
+data/results/."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit import paths
+
+PAPERMILL = Path(sys.executable).with_name("papermill")
+QUICK_RUN_LIMIT_S = 120  # "about a minute" on 2 cores, with room for a slow CI machine
+
+pytestmark = pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)
+
+
+def _kernel_env(tmp_path: Path) -> dict:
+    """The environment for papermill: the `labkit` kernel (made here if the setup
+    has not installed it) and a temporary results file."""
+    env = dict(os.environ, LABKIT_RESULTS=str(tmp_path / "results.jsonl"))
+    listed = subprocess.run([str(PAPERMILL.with_name("jupyter")), "kernelspec", "list", "--json"],
+                            capture_output=True, text=True, check=True)
+    if "labkit" not in json.loads(listed.stdout)["kernelspecs"]:
+        spec = tmp_path / "jupyter" / "kernels" / "labkit"
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python (labkit)", "language": "python"}))
+        env["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    return env
+
+
+def run_quick(name: str, tmp_path: Path) -> tuple[nbformat.NotebookNode, float]:
+    """papermill the notebook `name` on a copy, quick profile; the executed notebook and
+    the wall time.  A run over the limit is killed (its whole process group)."""
+    source = paths.NOTEBOOKS / name
+    if not source.exists():
+        pytest.skip(f"{source} is not there yet")
+    workdir = tmp_path / "run"
+    workdir.mkdir()
+    shutil.copy(source, workdir / name)
+    started = time.monotonic()
+    run = subprocess.Popen([str(PAPERMILL), name, "out.ipynb", "-p", "profile", "quick", "-k", "labkit",
+                            "--cwd", str(workdir)],
+                           cwd=workdir, env=_kernel_env(tmp_path), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = run.communicate(timeout=QUICK_RUN_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        pytest.fail(f"{name} took over {QUICK_RUN_LIMIT_S} s with -p profile quick")
+    elapsed = time.monotonic() - started
+    assert run.returncode == 0, output.decode(errors="replace")[-4000:]
+    return nbformat.read(workdir / "out.ipynb", as_version=4), elapsed
+
+
+def outputs(nb, cell_source_start: str) -> list:
+    """The outputs of the first code cell whose source starts with `cell_source_start`."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith(cell_source_start):
+            return cell.outputs
+    raise AssertionError(f"no cell starts with {cell_source_start!r}")
+
+
+def no_errors(nb) -> None:
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            assert out.output_type != "error", f"cell {index}: {out.ename}: {out.evalue}"
+
+
+def test_00_setup_runs_quick(tmp_path):
+    nb, elapsed = run_quick("00_setup.ipynb", tmp_path)
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+
+
+def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
+    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    nb, elapsed = run_quick("01_proc_service.ipynb", tmp_path)
+    print(f"01_proc_service.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+
+    # papermill injected the profile after the cell tagged "parameters".
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and 'profile = "quick"' in injected[0].source
+
+    # The quick sweep: every model x 10, 50 clients, once, all measured, in the temp file only.
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["model"], r["clients"]) for r in rows) == sorted(
+        (m, c) for m in ("iterative", "threaded", "select") for c in (10, 50))
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    assert after == results_before, "the notebook wrote into data/results/"
+
+    # The service by hand: TOP 3 answered, the malformed line got ERR.
+    by_hand = "".join(o.get("text", "") for o in outputs(nb, "def ask("))
+    assert "TOP 3 ->" in by_hand and "END" in by_hand and "ERR " in by_hand
+    # The C parser and psutil agree on a name with spaces and parentheses.
+    assert "same name: True" in "".join(o.get("text", "") for o in outputs(nb, "TRICKY ="))
+
+    # The panel's figure appears as a normal plotly output, one line per model.
+    figure = [o for o in outputs(nb, "panel.figure") if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert len(figure) == 1
+    traces = figure[0]["data"]["application/vnd.plotly.v1+json"]["data"]
+    assert {t["name"] for t in traces} >= {"iterative", "threaded", "select"}
+
+    # Counters tables: a counter is a number or "not supported", never a made-up 0 for cycles.
+    cycles_measured = any(r.get("server_cycles") is not None for r in rows)
+    table = outputs(nb, 'plots.style_counters(plots.counters_table(df, side="server"))')[0]["data"]["text/html"]
+    assert ("not supported" in table) != cycles_measured
+    # Every plot cell produced a figure.
+    for start in ('plots.metric_vs_clients(df, "elapsed_s")', "plots.latency_vs_clients(df)",
+                  'plots.seed_comparison(df, seeds.table("001"), "cycles")'):
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
