@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -143,9 +144,44 @@ int server_main(int argc, char **argv, const struct server_model *model)
     return model->serve(&cfg);
 }
 
-int server_accept(int listen_fd, bool nonblocking)
+/* Out of descriptors: take the waiting connection with the spare's slot.
+ * Returns it if descriptors came free meanwhile, else sheds it (the client
+ * is told at once, and the listener stops being ready) and returns -1. */
+static int accept_with_spare(int listen_fd, bool nonblocking)
 {
     static time_t last_warning;
+    if (spare_fd < 0 && (spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+        nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL); /* do not spin */
+        errno = EMFILE;
+        return -1;
+    }
+    close(spare_fd);
+    /* Linux reports EMFILE before waiting, so in a blocking model this waits
+     * for the next client, by which time descriptors may have come free. */
+    int fd = net_accept(listen_fd, nonblocking);
+    int err = errno;
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errno = err;
+        return -1;
+    }
+    if (spare_fd >= 0)
+        return fd; /* not out of descriptors any more: serve it */
+    close(fd);
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (time(NULL) != last_warning) { /* at most one warning a second */
+        last_warning = time(NULL);
+        struct rlimit lim;
+        getrlimit(RLIMIT_NOFILE, &lim);
+        warn("out of file descriptors (limit %llu): shed a connection",
+             (unsigned long long)lim.rlim_cur);
+    }
+    errno = EMFILE;
+    return -1;
+}
+
+int server_accept(int listen_fd, bool nonblocking)
+{
     int fd = net_accept(listen_fd, nonblocking);
     if (fd >= 0 || errno == EAGAIN)
         return fd;
@@ -154,24 +190,7 @@ int server_accept(int listen_fd, bool nonblocking)
     switch (err) {
     case EMFILE:
     case ENFILE:
-        /* Shed the connection so the client is told at once and the
-         * listener stops being readable; then take the spare back. */
-        if (spare_fd >= 0) {
-            close(spare_fd);
-            int shed = net_accept(listen_fd, true);
-            if (shed >= 0)
-                close(shed);
-            spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        } else {
-            spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-            nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL); /* no spin */
-        }
-        if (time(NULL) != last_warning) { /* at most one warning a second */
-            last_warning = time(NULL);
-            errno = err;
-            warn_errno("out of file descriptors: shed a connection");
-        }
-        break;
+        return accept_with_spare(listen_fd, nonblocking);
     case ENOBUFS:
     case ENOMEM:
         warn_errno("accept");

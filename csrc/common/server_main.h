@@ -33,11 +33,12 @@ struct server_model {
 
 int server_main(int argc, char **argv, const struct server_model *model);
 
-/* accept() that keeps a server alive: on EMFILE/ENFILE it sheds the waiting
- * connection with the spare-descriptor trick (close a reserved fd, accept,
- * close, reopen).  Returns the new fd, or -1: errno EAGAIN means nothing is
- * waiting (non-blocking listener); any other errno was handled here (a
- * connection shed or aborted) and the caller just tries again. */
+/* accept() that keeps a server alive when it runs out of descriptors
+ * (EMFILE/ENFILE): with the spare-descriptor trick of libev and libuv it
+ * frees a reserved descriptor, accepts, and sheds (closes) the connection
+ * unless descriptors came free meanwhile.  Returns the new fd, or -1: errno
+ * EAGAIN means nothing is waiting (non-blocking listener); any other errno
+ * was handled here (a connection shed or aborted): just try again. */
 int server_accept(int listen_fd, bool nonblocking);
 
 /* A descriptor that becomes readable when SIGTERM/SIGINT arrives, for a

@@ -1,0 +1,91 @@
+"""How the models differ under concurrency, and how they survive running out
+of descriptors.  Every load here is bounded in count and time."""
+
+import socket
+import time
+
+import pytest
+
+import serverproc
+from serverproc import Client
+
+BUILDS = [False, True]
+BUILD_IDS = ["normal", "san"]
+
+
+@pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
+@pytest.mark.parametrize("model", ["threaded", "select"])
+def test_a_silent_client_does_not_block_the_others(model, san):
+    with serverproc.running(model, san=san) as server:
+        with Client(server.port) as silent, Client(server.port) as second:
+            assert len(silent.top(b"TOP 1\n")) == 1
+            silent.send(b"TOP")  # ... and then nothing more
+            second.sock.settimeout(0.5)
+            assert len(second.top(b"TOP 2\n")) == 2
+
+
+@pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
+def test_iterative_serves_one_client_at_a_time(san):
+    with serverproc.running("iterative", san=san) as server:
+        silent = Client(server.port)
+        assert len(silent.top(b"TOP 1\n")) == 1  # the server is now busy with this client
+        with Client(server.port) as second:
+            second.send(b"TOP 2\n")
+            second.sock.settimeout(0.5)
+            with pytest.raises(TimeoutError):
+                second.sock.recv(1)  # queued behind the silent client: no reply
+            started = time.monotonic()
+            silent.close()
+            second.sock.settimeout(2)
+            assert len(second.top(b"")) == 2  # served as soon as the first one left
+            assert time.monotonic() - started < 1
+
+
+def outcome(client: Client) -> str:
+    """'served' if the echo server answers this client, 'shed' if it closed it."""
+    try:
+        client.send(b"ping\n")
+        return "served" if client.line() == b"ping" else "shed"
+    except (ConnectionResetError, BrokenPipeError):
+        return "shed"
+
+
+@pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
+@pytest.mark.parametrize("model", ["threaded", "select"])
+def test_out_of_descriptors_sheds_the_excess_and_keeps_serving(model, san):
+    with serverproc.running(model, service="echo", san=san, fd_limit=32) as server:
+        clients = [Client(server.port, timeout=3) for _ in range(60)]
+        outcomes = [outcome(c) for c in clients]
+        served = [c for c, o in zip(clients, outcomes) if o == "served"]
+        # 32 descriptors, a few of them the server's own: the rest are connections.
+        assert 15 <= len(served) <= 29, outcomes
+        assert outcomes.count("shed") == 60 - len(served)
+        assert "out of file descriptors" in server.stderr()
+        for client in served:  # the connections it kept are still served
+            assert outcome(client) == "served"
+        for client in clients:
+            client.close()
+        time.sleep(0.2)  # let the server notice the closes
+        with Client(server.port) as late:  # descriptors are free again: accepted
+            assert outcome(late) == "served"
+
+
+@pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
+def test_select_refuses_descriptors_beyond_fd_setsize(san):
+    """select() can only watch descriptors below FD_SETSIZE (1024): beyond that
+    the server must close the connection with a clear message, never FD_SET it."""
+    count = 1060
+    with serverproc.running("select", service="echo", san=san) as server:
+        clients = []
+        try:
+            for _ in range(count):
+                clients.append(Client(server.port, timeout=3))
+            # The server's own descriptors come first, so the last ones are refused.
+            assert all(outcome(c) == "shed" for c in clients[-20:])
+            assert all(outcome(c) == "served" for c in clients[:10] + clients[990:1000])
+            assert "FD_SETSIZE" in server.stderr()
+        finally:
+            for client in clients:
+                client.close()
+        with Client(server.port) as late:
+            assert outcome(late) == "served"
