@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 import psutil
 import pytest
 
-from labkit import build, experiments, widgets
+from labkit import build, experiments, paths, widgets
 from labkit.errors import BuildError, LabError
 
 NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus")
@@ -95,3 +95,30 @@ def test_error_html_has_what_fix_and_compiler_output():
     page = widgets.error_html(BuildError("the C build failed", "select.c:3: error: expected ';' <here>",
                                          "fix the first error"))
     assert "<pre" in page and "select.c:3: error: expected &#x27;;&#x27; &lt;here&gt;" in page
+
+
+def test_c_function_reads_the_current_source():
+    first, last, text = widgets.c_function("servers/threaded.c", "serve")
+    lines = (paths.CSRC / "servers" / "threaded.c").read_text().splitlines()
+    assert text.splitlines() == lines[first - 1:last]
+    assert text.startswith("static int serve(") and text.endswith("}")
+    assert "pthread_create" in text
+    with pytest.raises(LabError) as err:
+        widgets.c_function("servers/threaded.c", "no_such_function")
+    assert "no function no_such_function()" in err.value.what
+
+
+def test_friendly_errors_show_what_and_fix_and_still_fail_the_cell(capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        widgets.friendly_errors()
+        result = shell.run_cell("from labkit.errors import LabError\n"
+                                "raise LabError('the port is busy', 'use port 0')")
+        assert isinstance(result.error_in_exec, LabError) and not result.success
+        printed = capsys.readouterr().out
+        assert "Traceback" not in printed
+    finally:
+        shell.set_custom_exc((), None)
+        InteractiveShell.clear_instance()
