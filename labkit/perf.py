@@ -481,7 +481,15 @@ def _waiting_for_events(pid: int) -> bool:
         return False
     if wchan in ("", "0"):  # kernels that hide wchan: sleeping is the best sign we have
         return state == "S"
-    return state == "S" and ("poll" in wchan or "sleep" in wchan or "wait" in wchan)
+    # perf 6.x waits in poll(); older versions in nanosleep() or pause()
+    return state == "S" and any(w in wchan for w in ("poll", "nanosleep", "sigsuspend", "pause"))
+
+
+def _thread_count(pid: int) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return 1
 
 
 # --- the /proc fallback -----------------------------------------------------
@@ -589,11 +597,15 @@ class Attached:
                                       stderr=subprocess.PIPE, text=True, env=_perf_env(),
                                       start_new_session=True,
                                       preexec_fn=functools.partial(_die_with_parent, os.getpid()))
+        # perf opens one descriptor per event and per thread that exists now;
+        # threads created later inherit the counters without new descriptors.
+        threads_before = _thread_count(self.pid)
         deadline = started + self.attach_timeout
         while time.monotonic() < deadline:
             if self._perf.poll() is not None:
                 break
-            if _perf_event_fds(self._perf.pid) >= len(events) and _waiting_for_events(self._perf.pid):
+            wanted = len(events) * min(threads_before, _thread_count(self.pid))
+            if _perf_event_fds(self._perf.pid) >= wanted and _waiting_for_events(self._perf.pid):
                 self.attach_seconds = time.monotonic() - started
                 self.source = "perf"
                 return

@@ -384,6 +384,43 @@ def test_threads_still_running_when_perf_stops_are_counted(child_factory):
     assert perf_processes_watching(child.popen.pid) == []
 
 
+THREADS_BEFORE_ATTACH = textwrap.dedent("""\
+    import sys, threading, time
+    go = threading.Event()
+    def burn():
+        go.wait()
+        end = time.thread_time() + 0.1
+        while time.thread_time() < end:
+            pass
+    workers = [threading.Thread(target=burn) for _ in range(3)]
+    for w in workers: w.start()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    go.set()
+    for w in workers: w.join()
+    print("done", flush=True)
+    sys.stdin.readline()
+""")
+
+
+@needs_perf
+@pytest.mark.timeout(60)
+def test_threads_that_exist_before_attach_are_counted():
+    child = subprocess.Popen([sys.executable, "-c", THREADS_BEFORE_ATTACH], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        with perf.attach(child.pid) as counting:
+            child.stdin.write("\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "done"
+        assert counting.source == "perf"
+        assert counting.counters["task-clock"] >= 280  # 3 threads x 100 ms
+    finally:
+        child.kill()
+        child.wait()
+
+
 @needs_perf
 @pytest.mark.timeout(30)
 def test_a_process_that_never_runs_reads_zero_not_missing():
