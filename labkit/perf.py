@@ -246,6 +246,15 @@ def rusage_counters(rusage: dict) -> dict[str, float]:
     return _complete(values, DEFAULT_EVENTS)
 
 
+def fill_missing(counters: dict[str, float], fallback: dict[str, float]) -> dict[str, float]:
+    """`counters` with its NaN values taken from `fallback` where that has a number.
+
+    For the client under paranoid 2: perf cannot count its context switches,
+    the load generator's getrusage can (fallback = rusage_counters(...))."""
+    return {event: fallback.get(event, NAN) if math.isnan(value) else value
+            for event, value in counters.items()}
+
+
 # ---------------------------------------------------------------------------
 # What this machine can count
 # ---------------------------------------------------------------------------

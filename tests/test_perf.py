@@ -167,6 +167,13 @@ def test_rusage_counters():
         perf.rusage_counters("not a dict")
 
 
+def test_fill_missing_takes_only_what_perf_could_not_count():
+    from_perf = {"task-clock": 10.0, "context-switches": math.nan, "cycles": math.nan}
+    from_rusage = {"task-clock": 20.0, "context-switches": 7.0, "cycles": math.nan}
+    filled = perf.fill_missing(from_perf, from_rusage)
+    assert filled["task-clock"] == 10.0 and filled["context-switches"] == 7.0 and nan(filled["cycles"])
+
+
 # --- probe ------------------------------------------------------------------
 
 needs_perf = pytest.mark.skipif(os.environ.get("LABKIT_NO_PERF") == "1" or not perf.probe().usable,
