@@ -3,10 +3,9 @@
 
 #include <string.h>
 
-static size_t echo_consume(session_t *s, void *state, const char *in, size_t len, bool fresh_read)
+static size_t echo_consume(session_t *s, void *state, const char *in, size_t len)
 {
     (void)state;
-    (void)fresh_read;
     size_t n = len < session_out_room(s) ? len : session_out_room(s);
     char *out = n ? session_out_reserve(s, n) : NULL;
     if (out == NULL)

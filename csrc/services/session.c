@@ -58,11 +58,11 @@ void session_free(session_t *s)
 }
 
 /* Let the service handle whatever input is waiting. */
-static void feed(session_t *s, bool fresh_read)
+static void feed(session_t *s)
 {
     if (!s->failed && s->in_end > s->in_start)
         s->in_start += s->svc->consume(s, s->state, s->in + s->in_start,
-                                       s->in_end - s->in_start, fresh_read);
+                                       s->in_end - s->in_start);
     /* Drop input nobody will answer: after an ERR, or an unfinished request
      * left when the client has closed and every complete one is answered. */
     if (s->failed || s->in_start == s->in_end || (s->eof && session_out_pending(s) == 0))
@@ -87,14 +87,14 @@ char *session_read_buf(session_t *s, size_t *len)
 void session_did_read(session_t *s, size_t n)
 {
     s->in_end += n;
-    feed(s, true);
+    feed(s);
 }
 
 void session_did_eof(session_t *s)
 {
     s->eof = true;
     if (session_out_pending(s) == 0)
-        feed(s, false);
+        feed(s);
 }
 
 const char *session_write_buf(session_t *s, size_t *len)
@@ -109,7 +109,7 @@ void session_did_write(session_t *s, size_t n)
     if (s->out_start == s->out_end) {
         s->out_start = s->out_end = 0;
         if (s->in_end > s->in_start) /* requests that waited for the output to drain */
-            feed(s, false);
+            feed(s);
     }
 }
 

@@ -51,10 +51,10 @@ struct service {
     const char *name;
     size_t state_size;  /* per-connection state, zeroed by session_new */
     /* Handle the unconsumed input in[0..len): return how many bytes were
-     * consumed.  Called after every read (fresh_read true) and again when
-     * the output has drained (fresh_read false).  Replies go through
-     * session_out_*; a bad request calls session_fail() and returns len. */
-    size_t (*consume)(session_t *s, void *state, const char *in, size_t len, bool fresh_read);
+     * consumed.  Called after every read and again when the output has
+     * drained.  Replies go through session_out_*; a bad request calls
+     * session_fail() and returns len. */
+    size_t (*consume)(session_t *s, void *state, const char *in, size_t len);
 };
 
 /* NULL if there is no service by that name. */

@@ -53,12 +53,13 @@ static void reply_ok(session_t *s, struct sink_state *st)
     st->in_body = false;
 }
 
-static size_t sink_consume(session_t *s, void *state, const char *in, size_t len, bool fresh_read)
+static size_t sink_consume(session_t *s, void *state, const char *in, size_t len)
 {
     struct sink_state *st = state;
     size_t done = 0;
-    bool counted = false; /* this call's bytes came from one read (or from earlier ones) */
-    (void)fresh_read;
+    /* One call follows one read, so body bytes in it count as one read (bytes
+     * left waiting behind a reply that had to drain count with them). */
+    bool counted = false;
 
     while (done < len) {
         if (st->in_body) {

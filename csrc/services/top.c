@@ -68,10 +68,9 @@ static void reply_top(session_t *s, int k)
     free(procs);
 }
 
-static size_t top_consume(session_t *s, void *state, const char *in, size_t len, bool fresh_read)
+static size_t top_consume(session_t *s, void *state, const char *in, size_t len)
 {
     (void)state;
-    (void)fresh_read;
     size_t done = 0;
     /* One reply at a time: the next request waits until this one is sent,
      * which bounds the output and stops a client that never reads. */
