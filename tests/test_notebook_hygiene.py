@@ -1,0 +1,134 @@
+"""A notebook run never leaves a server, client or perf process behind.
+
+These tests run notebook 01 through papermill -- the path instructors use --
+with a sweep long enough to be caught mid-measurement, then end the run the
+two brutal ways: papermill killed with SIGKILL, and papermill's own execution
+timeout.  Afterwards no lab process may be alive and no port may stay bound.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from labkit import paths
+
+NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
+PAPERMILL = Path(sys.executable).with_name("papermill")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not NOTEBOOK.exists(), reason="notebook 01 is not there"),
+]
+
+
+def lab_processes(since: float) -> list[psutil.Process]:
+    """Servers, load generators and perf processes started after `since`."""
+    found = []
+    for proc in psutil.process_iter(["exe", "cmdline", "create_time"]):
+        info = proc.info
+        if (info["create_time"] or 0) < since:
+            continue
+        exe = info["exe"] or ""
+        argv = info["cmdline"] or []
+        from_build = exe.startswith(str(paths.BUILD))
+        is_perf = bool(argv) and os.path.basename(argv[0]) == "perf"
+        if from_build or is_perf:
+            found.append(proc)
+    return found
+
+
+def listening_ports(procs: list[psutil.Process]) -> set[int]:
+    ports = set()
+    for proc in procs:
+        try:
+            for conn in proc.net_connections(kind="tcp"):
+                if conn.status == psutil.CONN_LISTEN:
+                    ports.add(conn.laddr.port)
+        except psutil.Error:
+            pass
+    return ports
+
+
+def wait_until(predicate, timeout: float, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def start_long_run(tmp_path: Path, *extra: str) -> subprocess.Popen:
+    """Notebook 01 with a sweep that takes minutes: many repeats of the largest point."""
+    workdir = tmp_path / "nb"
+    workdir.mkdir()
+    shutil.copy(NOTEBOOK, workdir / NOTEBOOK.name)
+    env = dict(os.environ, LABKIT_RESULTS=str(tmp_path / "results.jsonl"))
+    cmd = [
+        str(PAPERMILL), NOTEBOOK.name, "out.ipynb", "-k", "labkit",
+        "-p", "profile", "quick", "-p", "repeats", "200",
+        "-y", "clients: [100]", *extra,
+    ]
+    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+
+
+def assert_nothing_left(since: float, ports: set[int]):
+    leftovers = wait_until(lambda: not lab_processes(since), timeout=10)
+    alive = lab_processes(since)
+    for proc in alive:  # never leave them for the next test, even when failing
+        proc.kill()
+    assert leftovers, f"processes outlived the run: {[p.info for p in alive]}"
+    for port in ports:
+        assert wait_until(lambda: port_is_free(port), timeout=5), f"port {port} still bound"
+
+
+def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
+    since = time.time() - 1
+    run = start_long_run(tmp_path)
+    try:
+        servers = wait_until(lambda: [p for p in lab_processes(since)
+                                      if p.info["exe"].startswith(str(paths.BIN))],
+                             timeout=90)
+        assert servers, "the sweep never started a server: " + run.stderr.read1().decode()
+        time.sleep(1.0)  # well inside the measurement of a point
+        ports = listening_ports(lab_processes(since))
+        kernels = [c for c in psutil.Process(run.pid).children(recursive=True)
+                   if "ipykernel" in " ".join(c.cmdline())]
+        run.kill()  # papermill alone: its kernel must notice and take the lab down
+        run.wait(5)
+        assert_nothing_left(since, ports)
+        assert wait_until(lambda: not any(k.is_running() for k in kernels), timeout=10)
+    finally:
+        os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
+
+
+def test_papermill_timeout_leaves_nothing(tmp_path):
+    since = time.time() - 1
+    run = start_long_run(tmp_path, "--execution-timeout", "20")
+    try:
+        _, stderr = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode != 0, "the run should have timed out"
+    assert b"timed out" in stderr.lower() or b"timeout" in stderr.lower(), stderr[-2000:]
+    assert_nothing_left(since, set())
