@@ -27,7 +27,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-MODELS = ["iterative", "threaded", "select"]
+MODELS = ["iterative", "threaded", "select", "poll", "epoll", "epoll_et"]
+# Models that take --workers N; the tests give them a fixed count, so that
+# they behave the same on a 1-CPU machine as on this one.
+WORKER_MODELS: list[str] = []
+TEST_WORKERS = 3
 # Make every sanitizer finding fatal and visible, leaks included.
 SAN_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
@@ -86,6 +90,8 @@ def running(model: str, service: str = "top", san: bool = False, args=(), fd_lim
             resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
 
     binary = bin_dir(san) / model
+    if model in WORKER_MODELS and "--workers" not in args:
+        args = ("--workers", str(TEST_WORKERS), *args)
     env = dict(os.environ, **SAN_ENV) if san else None
     with tempfile.TemporaryDirectory() as tmp:
         stderr_path = Path(tmp) / "stderr"

@@ -13,8 +13,11 @@ BUILDS = [False, True]
 BUILD_IDS = ["normal", "san"]
 
 
+CONCURRENT_MODELS = [m for m in serverproc.MODELS if m != "iterative"]
+
+
 @pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
-@pytest.mark.parametrize("model", ["threaded", "select"])
+@pytest.mark.parametrize("model", CONCURRENT_MODELS)
 def test_a_silent_client_does_not_block_the_others(model, san):
     with serverproc.running(model, san=san) as server:
         with Client(server.port) as silent, Client(server.port) as second:
@@ -51,7 +54,7 @@ def outcome(client: Client) -> str:
 
 
 @pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
-@pytest.mark.parametrize("model", ["threaded", "select"])
+@pytest.mark.parametrize("model", ["threaded", "select", "poll", "epoll", "epoll_et"])
 def test_out_of_descriptors_sheds_the_excess_and_keeps_serving(model, san):
     with serverproc.running(model, service="echo", san=san, fd_limit=32) as server:
         clients = [Client(server.port, timeout=3) for _ in range(60)]

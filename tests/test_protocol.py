@@ -280,7 +280,7 @@ def test_sink_bad_put_gets_err(kind, request_bytes):
 
 # ---- the command line ----
 
-@pytest.mark.parametrize("model", serverproc.MODELS)
+@pytest.mark.parametrize("model", [m for m in serverproc.MODELS if m not in serverproc.WORKER_MODELS])
 @pytest.mark.parametrize("args, says", [
     (["--workers", "4"], "--workers is not supported"),
     (["--service", "nope"], "unknown service 'nope'"),

@@ -5,8 +5,14 @@
 #ifndef LAB_EV_H
 #define LAB_EV_H
 
+#include <stdbool.h>
+
 #define EV_READABLE 1
 #define EV_WRITABLE 2
+/* With EV_READABLE on a listener that several processes share: wake only
+ * one of them per event (epoll's EPOLLEXCLUSIVE); backends that cannot do
+ * this ignore it, and every process wakes (the thundering herd). */
+#define EV_EXCLUSIVE 4
 
 typedef struct ev ev_t;
 typedef struct ev_fired {
@@ -27,6 +33,9 @@ void ev_del(ev_t *ev, int fd, int mask);
 int ev_poll(ev_t *ev, int timeout_ms, ev_fired_t *fired);
 /* The largest number of descriptors this backend can watch, below setsize. */
 int ev_limit(const ev_t *ev);
+/* True if a descriptor is reported only when it becomes ready (edge), not
+ * while it stays ready (level): the loop must then drain it to EAGAIN. */
+bool ev_edge_triggered(void);
 const char *ev_name(void);
 
 #endif

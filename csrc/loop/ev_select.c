@@ -80,6 +80,11 @@ int ev_limit(const ev_t *ev)
     return ev->setsize;
 }
 
+bool ev_edge_triggered(void)
+{
+    return false;
+}
+
 const char *ev_name(void)
 {
     return "select";

@@ -1,11 +1,15 @@
 /* loop.c -- the event loop: wait for whichever sockets are ready, then do
  * only what will not block.  Each connection is a session (bytes in, bytes
  * out) and a mask of what we wait for: readable while the session takes
- * input, writable while it has output the socket did not take. */
+ * input, writable while it has output the socket did not take.
+ *
+ * With an edge-triggered backend (epoll_et) the loop must work differently,
+ * and the differences are marked "edge": see serve_client_edge(). */
 #include "loop.h"
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -15,11 +19,15 @@
 #include "loop/ev.h"
 
 #define MAX_SETSIZE (1 << 20)
-#define ACCEPTS_PER_WAKEUP 64 /* let clients already connected have their turn */
+#define ACCEPTS_PER_WAKEUP 64  /* let clients already connected have their turn */
+#define TRANSFERS_PER_TURN 16  /* edge: reads+writes for one client before the next one's turn */
 
 struct conn {
     session_t *session; /* NULL: no connection on this descriptor */
     int mask;           /* what the backend watches for it */
+    /* edge: readiness reported and not yet used up by a read/write that
+     * said EAGAIN; and whether the client is on the `again` list. */
+    bool can_read, can_write, queued;
 };
 
 struct loop {
@@ -28,6 +36,10 @@ struct loop {
     struct conn *conns; /* indexed by descriptor */
     int setsize;
     const struct server_config *cfg;
+    /* edge: work left over when a turn ended, done next round without waiting */
+    bool edge;
+    bool accept_again;
+    int *again, nagain;
 };
 
 /* Watch fd for exactly `want`. */
@@ -45,7 +57,7 @@ static void close_conn(struct loop *l, int fd)
 {
     watch(l, fd, 0);
     session_free(l->conns[fd].session);
-    l->conns[fd].session = NULL;
+    l->conns[fd] = (struct conn){ 0 };
     close(fd);
 }
 
@@ -61,13 +73,14 @@ static void refuse(struct loop *l, int fd)
     close(fd);
 }
 
-static void accept_clients(struct loop *l)
+/* Accept up to ACCEPTS_PER_WAKEUP clients; true if more may be waiting. */
+static bool accept_clients(struct loop *l)
 {
     for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
         int fd = server_accept(l->cfg->listen_fd, true);
         if (fd < 0) {
             if (errno == EAGAIN)
-                return;
+                return false;
             continue; /* shed or aborted: next one */
         }
         /* Check before ev_add: a backend must never be handed an fd it cannot hold. */
@@ -76,11 +89,15 @@ static void accept_clients(struct loop *l)
             continue;
         }
         l->conns[fd] = (struct conn){ .session = session_new(l->cfg->service), .mask = EV_READABLE };
+        /* edge: watch both directions once and for all; only edges will come */
+        if (l->edge)
+            watch(l, fd, EV_READABLE | EV_WRITABLE);
         if (l->conns[fd].session == NULL) {
             warn("out of memory: closing a connection");
             close_conn(l, fd);
         }
     }
+    return true;
 }
 
 /* Do what fd is ready for, then decide what to wait for next. */
@@ -127,6 +144,82 @@ static void serve_client(struct loop *l, int fd, int ready)
     watch(l, fd, (len > 0 ? EV_READABLE : 0) | (session_out_pending(s) > 0 ? EV_WRITABLE : 0));
 }
 
+/* edge: the backend reports a socket once, when it BECOMES ready, not again
+ * while it stays ready.  So remember the readiness, and use it up: read and
+ * write until the kernel says EAGAIN, because bytes left unread now would
+ * never be reported again.  Reading stops early only when the session's
+ * input is full; `can_read` remembers that more is waiting.  A budget per
+ * turn keeps one busy client from holding the loop: a client with work left
+ * goes on the `again` list, served next round without waiting for an edge. */
+static void serve_client_edge(struct loop *l, int fd, int ready)
+{
+    struct conn *c = &l->conns[fd];
+    session_t *s = c->session;
+    size_t len;
+    if (s == NULL)
+        return;
+    c->can_read |= (ready & EV_READABLE) != 0;
+    c->can_write |= (ready & EV_WRITABLE) != 0;
+
+    for (int turn = 0; turn < TRANSFERS_PER_TURN; turn++) {
+        bool moved = false;
+        char *in = session_read_buf(s, &len);
+        if (c->can_read && len > 0) {
+            ssize_t got = read_some(fd, in, len);
+            if (got > 0) {
+                session_did_read(s, (size_t)got);
+                moved = true;
+            } else if (got == 0) {
+                session_did_eof(s);
+                c->can_read = false; /* nothing more will come */
+                moved = true;
+            } else if (errno == EAGAIN) {
+                c->can_read = false; /* drained: the next edge will tell */
+            } else {
+                close_conn(l, fd);
+                return;
+            }
+        }
+        const char *out = session_write_buf(s, &len);
+        if (c->can_write && len > 0) {
+            ssize_t put = write_some(fd, out, len);
+            if (put > 0) {
+                session_did_write(s, (size_t)put);
+                moved = true;
+            } else if (put < 0 && errno == EAGAIN) {
+                c->can_write = false; /* the socket is full: wait for its edge */
+            } else if (put < 0) {
+                close_conn(l, fd);
+                return;
+            }
+        }
+        if (session_done(s)) {
+            close_conn(l, fd);
+            return;
+        }
+        if (!moved)
+            return; /* nothing to do until the next edge */
+    }
+    if (!c->queued && l->nagain < l->setsize) {
+        c->queued = true;
+        l->again[l->nagain++] = fd;
+    }
+}
+
+/* edge: give every client that had work left its next turn. */
+static void serve_again(struct loop *l, int *turns)
+{
+    int n = l->nagain;
+    memcpy(turns, l->again, (size_t)n * sizeof *turns);
+    l->nagain = 0;
+    for (int i = 0; i < n; i++) {
+        if (!l->conns[turns[i]].queued)
+            continue; /* closed since, and maybe reused */
+        l->conns[turns[i]].queued = false;
+        serve_client_edge(l, turns[i], 0);
+    }
+}
+
 static int setsize_from_fd_limit(void)
 {
     struct rlimit lim;
@@ -138,18 +231,23 @@ static int setsize_from_fd_limit(void)
 int loop_serve(const struct server_config *cfg)
 {
     int stop_fd = server_stop_fd();
-    struct loop l = { .cfg = cfg, .setsize = setsize_from_fd_limit() };
+    struct loop l = { .cfg = cfg, .setsize = setsize_from_fd_limit(), .edge = ev_edge_triggered() };
     l.ev = ev_create(l.setsize);
     l.fired = calloc((size_t)l.setsize, sizeof *l.fired);
     l.conns = calloc((size_t)l.setsize, sizeof *l.conns);
-    if (l.ev == NULL || l.fired == NULL || l.conns == NULL)
+    l.again = calloc((size_t)l.setsize, sizeof *l.again);
+    int *turns = calloc((size_t)l.setsize, sizeof *turns);
+    if (l.ev == NULL || l.fired == NULL || l.conns == NULL || l.again == NULL || turns == NULL)
         die("out of memory for %d descriptors", l.setsize);
+    /* Worker processes share this listener: have the kernel wake only one. */
+    int listen_mask = EV_READABLE | (cfg->workers > 0 ? EV_EXCLUSIVE : 0);
     if (net_set_nonblocking(cfg->listen_fd, true) < 0 ||
-        ev_add(l.ev, cfg->listen_fd, EV_READABLE) < 0 || ev_add(l.ev, stop_fd, EV_READABLE) < 0)
+        ev_add(l.ev, cfg->listen_fd, listen_mask) < 0 || ev_add(l.ev, stop_fd, EV_READABLE) < 0)
         die_errno("%s cannot watch the listening socket", ev_name());
 
     for (bool stopping = false; !stopping;) {
-        int n = ev_poll(l.ev, -1, l.fired);
+        bool work_left = l.accept_again || l.nagain > 0; /* edge only */
+        int n = ev_poll(l.ev, work_left ? 0 : -1, l.fired);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -160,10 +258,17 @@ int loop_serve(const struct server_config *cfg)
             if (fd == stop_fd)
                 stopping = true;
             else if (fd == cfg->listen_fd)
-                accept_clients(&l);
+                l.accept_again = true;
+            else if (l.edge)
+                serve_client_edge(&l, fd, l.fired[i].mask);
             else
                 serve_client(&l, fd, l.fired[i].mask);
         }
+        /* Level: the listener stays ready while clients wait, so it is
+         * reported again.  Edge: it is not; remember to come back. */
+        if (l.accept_again)
+            l.accept_again = accept_clients(&l) && l.edge;
+        serve_again(&l, turns);
     }
 
     for (int fd = 0; fd < l.setsize; fd++)
@@ -172,6 +277,8 @@ int loop_serve(const struct server_config *cfg)
     ev_free(l.ev);
     free(l.fired);
     free(l.conns);
+    free(l.again);
+    free(turns);
     close(cfg->listen_fd);
     return 0;
 }
