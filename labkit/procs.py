@@ -432,8 +432,7 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
     cpus = _check_cpus(cpus)
     ensure_nofile(clients)
     command = _with_death_signal(_loadgen_argv(port, clients, requests, service, k, size, timeout, host, sanitize))
-    paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=paths.RUN_DIR, prefix="client-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="labkit-client-") as scratch:
         perf_output = Path(scratch) / "perf.csv"
         wrapped = perf.wrap_command(command, perf_output, events)
         under_perf = wrapped != command
@@ -466,8 +465,13 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
         summary = _parse_summary(stdout, stderr_text, child.popen.returncode)
         note = ""
         if under_perf:
-            counters = perf.read_output(perf_output, events)
+            counted = perf.read_output(perf_output, events)
+            # Where perf could not count (context switches at paranoid 2), getrusage can.
+            counters = perf.fill_missing(counted, perf.rusage_counters(summary["rusage"]))
             source = "perf"
+            filled = [e for e in counters if counters[e] == counters[e] and counted[e] != counted[e]]
+            if filled:
+                note = f"client {', '.join(filled)} from the load generator's getrusage (perf could not count them)"
         else:
             counters = perf.rusage_counters(summary["rusage"])
             source = "rusage"
