@@ -19,6 +19,7 @@ import struct
 import subprocess
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,20 @@ RUN_TIMEOUT = 60  # seconds; no loadgen run in this file comes near it
 
 # --------------------------------------------------------------- the binary
 
-@pytest.fixture(scope="module")
-def loadgen():
+ENGINES = ["threads", "events"]
+
+
+@dataclass(frozen=True)
+class Loadgen:
+    """The binary and the engine a test runs it with."""
+    path: Path
+    engine: str
+
+    def argv(self):
+        return [str(self.path), "--engine", self.engine]
+
+
+def build_loadgen():
     """build/bin/loadgen (or build/san/bin/loadgen with LOADGEN_SAN=1), rebuilt
     with the lab's own Makefile so the tests see the current source."""
     if os.environ.get("LOADGEN"):  # a build of your own, e.g. to try a change
@@ -48,9 +61,17 @@ def loadgen():
     return (paths.SAN_BIN if san else paths.BIN) / "loadgen"
 
 
+@pytest.fixture(scope="module", params=ENGINES)
+def loadgen(request):
+    """Every test in this file runs with both engines: they must agree on
+    behaviour, failures and JSON keys."""
+    return Loadgen(build_loadgen(), request.param)
+
+
 def run_loadgen(binary, *args, preexec_fn=None, timeout=RUN_TIMEOUT):
     """Run loadgen; return (exit code, parsed JSON or None, stderr)."""
-    proc = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True,
+    command = binary.argv() if isinstance(binary, Loadgen) else [str(binary)]
+    proc = subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
                           timeout=timeout, preexec_fn=preexec_fn)
     report = json.loads(proc.stdout) if proc.stdout.strip() else None
     if report is not None:
@@ -264,7 +285,12 @@ def free_port():
 
 REPORT_KEYS = {"service", "clients", "requests_per_client", "connections_ok",
                "connections_failed", "requests_ok", "requests_failed", "elapsed_s",
-               "throughput_rps", "latency_us", "errors", "rusage"}
+               "throughput_rps", "latency_us", "errors", "rusage",
+               # since the events engine, printed by both engines
+               "engine", "mode", "rate_rps", "duration_s", "connections_lost",
+               "idle_connections", "idle_connections_ok", "idle_connections_failed",
+               "requests_planned", "warmup", "latency_source", "percentile_precision",
+               "latency_uncorrected_us", "histogram"}
 LATENCY_KEYS = {"p50", "p90", "p99", "p999", "max", "mean", "samples"}
 RUSAGE_KEYS = {"user_s", "sys_s", "voluntary_ctxt_switches", "involuntary_ctxt_switches",
                "minor_faults", "major_faults", "max_rss_kb"}
@@ -282,6 +308,12 @@ def test_every_service_succeeds_with_full_report(loadgen, server, service, handl
     assert code == 0, err
     assert REPORT_KEYS <= report.keys()
     assert report["service"] == service
+    assert (report["engine"], report["mode"], report["rate_rps"]) == (loadgen.engine, "closed", None)
+    assert report["connections_lost"] == 0
+    assert report["warmup"] == {"seconds": None, "requests": None, "excluded": 0}
+    # Closed loop: the send is the intended start, so both figures agree.
+    assert report["latency_uncorrected_us"] == report["latency_us"]
+    assert sum(count for _, count in report["histogram"]) == 40
     assert (report["clients"], report["requests_per_client"]) == (8, 5)
     assert (report["connections_ok"], report["connections_failed"]) == (8, 0)
     assert (report["requests_ok"], report["requests_failed"]) == (40, 0)
@@ -338,6 +370,7 @@ def test_reset_connections_are_counted(loadgen, server):
     assert code == 1
     assert report["errors"] == {"ECONNRESET": 3}
     assert report["connections_ok"] == 3
+    assert report["connections_lost"] == 3
     assert (report["requests_ok"], report["requests_failed"]) == (0, 6)
 
 
@@ -469,7 +502,7 @@ def test_dies_with_its_parent(loadgen, server, tmp_path):
     srv = server(serve_silent)
     pid_file = tmp_path / "pid"
     parent = subprocess.Popen(
-        ["sh", "-c", f'"$0" "$@" & echo $! > {pid_file}; wait', str(loadgen),
+        ["sh", "-c", f'"$0" "$@" & echo $! > {pid_file}; wait', *loadgen.argv(),
          "--port", str(srv.port), "--clients", "1", "--requests", "1", "--timeout", "30"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -494,7 +527,7 @@ def test_dies_with_its_parent(loadgen, server, tmp_path):
 
 def test_against_the_threaded_server(loadgen):
     """Integration with the lab's own server (built by `make build`)."""
-    threaded = loadgen.parent / "threaded"
+    threaded = loadgen.path.parent / "threaded"
     if not threaded.exists():
         pytest.skip(f"{threaded} is not built yet")
     proc = subprocess.Popen([str(threaded), "--port", "0", "--service", "top"],

@@ -1,0 +1,58 @@
+/* exchange.h -- one request/reply exchange of the load generator, as bytes
+ * only: what to send next, and whether the bytes received so far make a
+ * complete, correct reply.  No I/O here, so every driver (threads, events)
+ * uses it unchanged.
+ */
+#ifndef LOADGEN_EXCHANGE_H
+#define LOADGEN_EXCHANGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
+#define MAX_REPLY_LINE 1024 /* LAB.md: a line over 1 KiB is malformed */
+
+enum service { SERVICE_TOP, SERVICE_ECHO, SERVICE_SINK };
+extern const char *const service_names[];
+
+/* What every exchange of this run sends; read-only, shared by all clients. */
+struct workload {
+    enum service service;
+    long k;
+    size_t size;
+    char head[32];                 /* "TOP k\n" or "PUT size\n"; empty for echo */
+    size_t head_len;
+    unsigned char *payload;        /* echo/sink body, `size` bytes */
+    size_t body_len;               /* 0 for top */
+};
+
+/* Fill in the request for a service (the payload is malloc'd; dies if it
+ * cannot be); workload_free() releases it. */
+void workload_make(struct workload *w, enum service service, long k, long size);
+void workload_free(struct workload *w);
+
+enum reply_status { REPLY_MORE, REPLY_DONE, REPLY_BAD };
+
+/* One exchange in progress: which request bytes are still to be sent, and
+ * the reply parsed so far. */
+struct exchange {
+    const struct workload *w;
+    size_t sent;                   /* request bytes sent (head, then body) */
+    size_t echoed;                 /* echo: reply bytes checked */
+    char line[MAX_REPLY_LINE + 1]; /* top/sink: the reply line being read */
+    size_t line_len;
+    long lines;                    /* top: process lines so far */
+    unsigned long long last_ticks; /* top: utime+stime of the previous line */
+    long server_reads;             /* sink: the reads the server reported */
+    const char *why;               /* what was wrong with a bad reply */
+    const char *bad_line;          /* and the reply line it was in, if any */
+};
+
+void exchange_start(struct exchange *x, const struct workload *w);
+/* The request bytes not yet sent, as up to two pieces; returns how many. */
+int exchange_unsent(const struct exchange *x, struct iovec iov[2]);
+void exchange_did_send(struct exchange *x, size_t n);
+/* Feed reply bytes.  Bytes after a complete reply are a protocol error. */
+enum reply_status exchange_received(struct exchange *x, const char *data, size_t n);
+
+#endif

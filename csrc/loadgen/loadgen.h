@@ -1,0 +1,93 @@
+/* loadgen.h -- what the load generator's parts share.
+ *
+ *   loadgen.c   options and setup           exchange.c  one exchange, bytes only
+ *   threads.c   thread-per-connection driver events.c    event-driven driver (epoll)
+ *   report.c    failures, the JSON summary   histogram.c latencies in bounded memory
+ *
+ * A driver runs the connections described by the options and fills in a
+ * struct outcome; report() prints it.  Both drivers fill in the same fields,
+ * so both print the same JSON keys.
+ */
+#ifndef LOADGEN_H
+#define LOADGEN_H
+
+#include "common/net.h"
+#include "loadgen/exchange.h"
+#include "loadgen/histogram.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum engine { ENGINE_THREADS, ENGINE_EVENTS };
+
+struct options {
+    const char *host;
+    long port;
+    long clients;                  /* active connections */
+    long requests;                 /* per connection; -1 when --duration is given */
+    enum service service;
+    long k;
+    long size;
+    double timeout_s;
+    double connect_timeout_s;
+    enum engine engine;
+    double rate_rps;               /* open loop: total requests/s; 0 = closed loop */
+    double duration_s;             /* open loop: instead of --requests; 0 = not given */
+    double warmup_s;               /* leave out exchanges meant to start this early ... */
+    long warmup_requests;          /* ... or the first this many to complete */
+    long idle;                     /* extra connections held open and silent */
+};
+
+/* A failure is an errno value (> 0) or one of the protocol failures below,
+ * which have names of their own in the report. */
+enum { FAIL_EOF = -1, FAIL_BADREPLY = -2 };
+
+/* Failures by kind (failures are rare, so one lock is plenty). */
+#define MAX_FAILURE_KINDS 64
+struct failure_tally {
+    pthread_mutex_t lock;
+    int kinds;
+    struct { int failure; long count; } entry[MAX_FAILURE_KINDS];
+};
+
+void tally_add(struct failure_tally *t, int failure);
+
+/* What a driver measured. */
+struct outcome {
+    long connected;                /* active connections that connected */
+    long lost;                     /* ... and then failed (RST, EOF, timeout, bad reply) */
+    long requests_planned;         /* exchanges the run was to make */
+    long requests_ok;
+    long server_reads;             /* sink: summed over the exchanges */
+    long idle_ok, idle_failed;     /* idle connections held to the end, or not */
+    long warmup_excluded;          /* exchanges left out of the latency figures */
+    uint64_t began_ns, ended_ns;   /* first connect attempt .. last close */
+    struct failure_tally failures;
+    atomic_bool bad_reply_reported;
+    /* Latency from the intended start (open loop; = the send in closed
+     * loop), and from the actual send. */
+    struct histogram corrected, uncorrected;
+    /* The threads driver also keeps every sample, sorted, for exact
+     * percentiles; NULL from the events driver. */
+    uint64_t *exact_ns;
+    size_t exact_count;
+};
+
+void outcome_init(struct outcome *out);
+void outcome_free(struct outcome *out);
+/* Quote the first bad reply on stderr; later ones are only counted. */
+void note_bad_reply(struct outcome *out, long connection, const struct exchange *x);
+
+/* The drivers: run the whole load, fill in *out. */
+void drive_threads(const struct options *o, const struct net_addr *addr,
+                   const struct workload *w, struct outcome *out);
+void drive_events(const struct options *o, const struct net_addr *addr,
+                  const struct workload *w, struct outcome *out);
+
+/* Print the JSON summary on stdout and a line on stderr; returns the exit
+ * code (0: everything succeeded, 1: something failed). */
+int report(const struct options *o, struct outcome *out);
+
+#endif
