@@ -22,15 +22,21 @@ import socket
 import struct
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-MODELS = ["iterative", "threaded", "select", "poll", "epoll", "epoll_et"]
+MODELS = ["iterative", "threaded", "select", "poll", "epoll", "epoll_et",
+          "select_fork", "epoll_workers", "pool", "fork", "prefork"]
 # Models that take --workers N; the tests give them a fixed count, so that
 # they behave the same on a 1-CPU machine as on this one.
-WORKER_MODELS: list[str] = []
+WORKER_MODELS = ["select_fork", "epoll_workers", "pool", "prefork"]
+# Worker models whose workers are processes (pool's are threads).
+PROCESS_WORKER_MODELS = ["select_fork", "epoll_workers", "prefork"]
 TEST_WORKERS = 3
 # Make every sanitizer finding fatal and visible, leaks included.
 SAN_ENV = {
@@ -111,12 +117,32 @@ def running(model: str, service: str = "top", san: bool = False, args=(), fd_lim
         stop_and_check(server)
 
 
+def children(server: Server) -> list[psutil.Process]:
+    """The server's child processes (workers, connection processes) now."""
+    try:
+        return psutil.Process(server.proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def _still_running(proc: psutil.Process) -> bool:
+    """False for a process that is gone or a zombie (dead, waiting for init to
+    reap it: e.g. LeakSanitizer's helper when its process was stopped)."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def stop_and_check(server: Server) -> None:
-    """SIGTERM must end the server with status 0 within 1 s, with nothing from a sanitizer."""
+    """SIGTERM must end the server and every process it started with status 0
+    within 1 s, with nothing from a sanitizer."""
     proc = server.proc
     if proc.poll() is not None:
         raise AssertionError(f"{server.model} died during the test (status {proc.returncode}):\n"
                              f"{server.stderr()}")
+    before = children(server)
+    deadline = time.monotonic() + 1.0
     proc.send_signal(signal.SIGTERM)
     try:
         status = proc.wait(timeout=1.0)
@@ -124,6 +150,11 @@ def stop_and_check(server: Server) -> None:
         proc.kill()
         proc.wait()
         raise AssertionError(f"{server.model} did not exit within 1 s of SIGTERM") from None
+    _, left = psutil.wait_procs(before, timeout=max(0.0, deadline - time.monotonic()))
+    left = [child for child in left if _still_running(child)]
+    for child in left:
+        child.kill()
+    assert not left, f"{server.model}: processes left after SIGTERM: {left}"
     stderr = server.stderr()
     found = [m for m in SAN_MARKERS if m in stderr]
     assert not found, f"{server.model}: sanitizer report:\n{stderr}"

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,25 @@ int server_stop_fd(void)
     return stop_pipe_r;
 }
 
+void server_after_fork(void)
+{
+    if (stop_pipe_r < 0)
+        return;
+    close(stop_pipe_r);
+    close(stop_pipe_w);
+    stop_pipe_r = -1;
+    stop_pipe_w = -1;
+}
+
+/* The CPUs this process may run on (taskset, cgroups), at least 1. */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) < 0)
+        return 1;
+    return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
+
 static void usage(FILE *to, const struct server_model *m)
 {
     fprintf(to,
@@ -53,7 +73,7 @@ static void usage(FILE *to, const struct server_model *m)
             "%s"
             "Prints \"listening <port>\" when ready; SIGTERM stops it.\n",
             m->name, service_names(), m->has_workers ? " [--workers N]" : "", m->summary,
-            m->has_workers ? "  --workers N   number of workers\n" : "");
+            m->has_workers ? "  --workers N   number of workers (default: one per usable CPU)\n" : "");
 }
 
 /* Bad command line: say why and how to get help, exit 2. */
@@ -123,6 +143,8 @@ int server_main(int argc, char **argv, const struct server_model *model)
         snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
         bad_usage(model, why);
     }
+    if (model->has_workers && workers == 0)
+        workers = usable_cpus();
     cfg.workers = (int)workers;
 
     if (ignore_sigpipe() < 0)

@@ -10,6 +10,7 @@
  * hard limit; listens; prints exactly "listening <port>\n" on stdout; then
  * calls serve().  SIGTERM or SIGINT ends the process with status 0 at once,
  * unless the model asked for server_stop_fd() to shut down by itself.
+ * A model with workers that is given no --workers gets one per usable CPU.
  */
 #ifndef LAB_SERVER_MAIN_H
 #define LAB_SERVER_MAIN_H
@@ -45,5 +46,10 @@ int server_accept(int listen_fd, bool nonblocking);
  * model that wants to free everything and return from serve() instead of
  * being ended at once (so LeakSanitizer can check it). */
 int server_stop_fd(void);
+
+/* In a child just forked from a server: forget the parent's stop pipe, so
+ * SIGTERM ends the child at once (or wakes only the child, once it asks for
+ * its own server_stop_fd()). */
+void server_after_fork(void);
 
 #endif

@@ -1,0 +1,77 @@
+/* workers.c -- see workers.h. */
+#include "workers.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/children.h"
+#include "common/util.h"
+
+#define STOP_TIMEOUT_MS 800 /* SIGTERM to the workers, then SIGKILL: within the 1 s contract */
+
+struct supervisor {
+    struct children *children;
+    const struct server_config *cfg;
+    int (*work)(const struct server_config *cfg);
+    time_t second; /* deaths are counted per second of the clock */
+    int deaths;
+    bool giving_up;
+};
+
+/* Fork one worker; in the worker, run it to its end. */
+static void start_worker(struct supervisor *sv)
+{
+    pid_t pid = children_fork(sv->children);
+    if (pid == 0)
+        exit(sv->work(sv->cfg));
+    if (pid < 0)
+        warn_errno("cannot start a worker");
+}
+
+static void worker_ended(pid_t pid, int status, void *arg)
+{
+    struct supervisor *sv = arg;
+    char how[128];
+    if (time(NULL) != sv->second) {
+        sv->second = time(NULL);
+        sv->deaths = 0;
+    }
+    if (++sv->deaths > sv->cfg->workers) {
+        warn("worker %d %s; workers keep dying, giving up", (int)pid,
+             children_describe(status, how, sizeof how));
+        sv->giving_up = true;
+        return;
+    }
+    warn("worker %d %s; starting a new one", (int)pid, children_describe(status, how, sizeof how));
+    start_worker(sv);
+}
+
+int serve_with_workers(const struct server_config *cfg, int (*work)(const struct server_config *cfg))
+{
+    struct supervisor sv = { .children = children_new(), .cfg = cfg, .work = work };
+    if (sv.children == NULL)
+        die_errno("cannot watch for workers ending");
+    int stop_fd = server_stop_fd(); /* before forking: the workers forget it */
+    for (int i = 0; i < cfg->workers; i++)
+        start_worker(&sv);
+
+    struct pollfd watched[] = {
+        { .fd = stop_fd, .events = POLLIN },
+        { .fd = children_fd(sv.children), .events = POLLIN },
+    };
+    while (!sv.giving_up && watched[0].revents == 0) {
+        if (poll(watched, 2, -1) < 0 && errno != EINTR)
+            die_errno("poll");
+        if (watched[1].revents)
+            children_reap(sv.children, worker_ended, &sv);
+    }
+    int killed = children_stop(sv.children, STOP_TIMEOUT_MS);
+    if (killed > 0)
+        warn("%d worker(s) ignored SIGTERM and were killed", killed);
+    children_free(sv.children);
+    close(cfg->listen_fd);
+    return sv.giving_up ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+/* select_fork.c -- seed 003's "select with fork": N forked processes, each
+ * running the select event loop (loop.c + ev_select.c) on the SAME
+ * listening socket, inherited across fork().  A new connection makes the
+ * listener readable in every process, so all of them wake and race to
+ * accept it; one wins, the others find nothing (EAGAIN) and go back to
+ * waiting: the thundering herd.  Compare with epoll_workers.c. */
+#include "common/server_main.h"
+#include "common/workers.h"
+#include "loop/loop.h"
+
+static int serve(const struct server_config *cfg)
+{
+    return serve_with_workers(cfg, loop_serve);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct server_model model = {
+        .name = "select_fork",
+        .summary = "N processes, each serving connections with select() on one shared listener.",
+        .has_workers = true,
+        .serve = serve,
+    };
+    return server_main(argc, argv, &model);
+}
