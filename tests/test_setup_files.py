@@ -137,29 +137,28 @@ def _as_user(command):
     return prefix + command
 
 
-def _os_release(text):
-    """An os-release file that `nobody` can read (pytest's tmp_path is private to root)."""
+def _readable_copy(os_release_text):
+    """The script and an os-release file in a folder `nobody` can read (the
+    checkout or pytest's tmp_path may be private to root)."""
     folder = Path(tempfile.mkdtemp())
     folder.chmod(0o755)
-    path = folder / "os-release"
-    path.write_text(text)
-    path.chmod(0o644)
-    return path
-
-
-def _run_setup_system(env):
-    return subprocess.run(_as_user(["bash", str(ROOT / "scripts" / "setup-system.sh")]),
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    for name, text in [("setup-system.sh", (ROOT / "scripts" / "setup-system.sh").read_text()),
+                       ("os-release", os_release_text)]:
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o644)
+    return folder
 
 
 @pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="not a Debian/Ubuntu machine")
 def test_setup_system_names_ubuntus_perf_packages_and_the_sudo_command():
     # This is a Debian machine, so Ubuntu's linux-tools packages are surely missing.
-    os_release = _os_release('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n')
+    folder = _readable_copy('ID=ubuntu\nID_LIKE=debian\nVERSION_ID="24.04"\n')
     try:
-        result = _run_setup_system({"OS_RELEASE_FILE": str(os_release)})
+        result = subprocess.run(_as_user(["bash", "setup-system.sh"]), cwd=folder,
+                                env={**os.environ, "OS_RELEASE_FILE": str(folder / "os-release")},
+                                capture_output=True, text=True, timeout=60)
     finally:
-        shutil.rmtree(os_release.parent)
+        shutil.rmtree(folder)
     assert result.returncode == 0, result.stderr
     assert "sudo apt-get install -y --no-install-recommends" in result.stdout
     assert "linux-tools-common" in result.stdout
