@@ -126,10 +126,10 @@ static void parse_warmup(const char *text, struct options *o)
         o->warmup_s = v;
         return;
     }
-    o->warmup_requests = parse_count("--warmup", text, 0, MAX_REQUESTS * MAX_CLIENTS);
     if (strchr(text, '.'))
         bad_args("--warmup '%s': seconds need an 's' ('%ss'); a count is a whole number",
                  text, text);
+    o->warmup_requests = parse_count("--warmup", text, 0, MAX_REQUESTS * MAX_CLIENTS);
 }
 
 static struct options parse_options(int argc, char **argv)
