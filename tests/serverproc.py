@@ -87,8 +87,12 @@ def _read_listening_line(proc: subprocess.Popen, timeout: float) -> int:
 
 
 @contextlib.contextmanager
-def running(model: str, service: str = "top", san: bool = False, args=(), fd_limit: int | None = None):
-    """A running server on 127.0.0.1 and a free port; stopped and checked on exit."""
+def running(model: str, service: str = "top", san: bool = False, args=(), fd_limit: int | None = None,
+            workers: int | None = TEST_WORKERS):
+    """A running server on 127.0.0.1 and a free port; stopped and checked on exit.
+
+    A worker model gets --workers `workers` unless args say otherwise
+    (None: no flag, the model's default)."""
     import resource  # only where it is used: the child's limit
 
     def limit_fds():
@@ -96,8 +100,8 @@ def running(model: str, service: str = "top", san: bool = False, args=(), fd_lim
             resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
 
     binary = bin_dir(san) / model
-    if model in WORKER_MODELS and "--workers" not in args:
-        args = ("--workers", str(TEST_WORKERS), *args)
+    if model in WORKER_MODELS and workers is not None and "--workers" not in args:
+        args = ("--workers", str(workers), *args)
     env = dict(os.environ, **SAN_ENV) if san else None
     with tempfile.TemporaryDirectory() as tmp:
         stderr_path = Path(tmp) / "stderr"
@@ -125,7 +129,7 @@ def children(server: Server) -> list[psutil.Process]:
         return []
 
 
-def _still_running(proc: psutil.Process) -> bool:
+def still_running(proc: psutil.Process) -> bool:
     """False for a process that is gone or a zombie (dead, waiting for init to
     reap it: e.g. LeakSanitizer's helper when its process was stopped)."""
     try:
@@ -150,8 +154,10 @@ def stop_and_check(server: Server) -> None:
         proc.kill()
         proc.wait()
         raise AssertionError(f"{server.model} did not exit within 1 s of SIGTERM") from None
-    _, left = psutil.wait_procs(before, timeout=max(0.0, deadline - time.monotonic()))
-    left = [child for child in left if _still_running(child)]
+    left = [child for child in before if still_running(child)]
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = [child for child in left if still_running(child)]
     for child in left:
         child.kill()
     assert not left, f"{server.model}: processes left after SIGTERM: {left}"
