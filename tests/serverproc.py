@@ -47,10 +47,11 @@ SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error
 
 
 @functools.cache
-def bin_dir(san: bool = False) -> Path:
-    """Build the servers (once per test run) and return the directory holding them."""
+def bin_dir(san: bool = False, target: str = "servers") -> Path:
+    """Build the servers (or another make target: "loadgen") once per test run
+    and return the directory holding them."""
     BUILD.mkdir(exist_ok=True)
-    command = ["make", "--no-print-directory", "-C", str(ROOT / "csrc"), f"BUILD={BUILD}", "servers"]
+    command = ["make", "--no-print-directory", "-C", str(ROOT / "csrc"), f"BUILD={BUILD}", target]
     if san:
         command.append("SAN=1")
     # The same lock as tests/conftest.py: two builds must not write one tree at once.
