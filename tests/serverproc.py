@@ -30,8 +30,18 @@ import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
-MODELS = ["iterative", "threaded", "select", "poll", "epoll", "epoll_et",
-          "select_fork", "epoll_workers", "pool", "fork", "prefork"]
+
+
+def _models_make_builds() -> set[str]:
+    """The models csrc/Makefile builds here (uring only where liburing is)."""
+    result = subprocess.run(["make", "--no-print-directory", "-s", "-C", str(ROOT / "csrc"),
+                             "print-MODELS"], capture_output=True, text=True, timeout=30)
+    return set(result.stdout.split())
+
+
+MODELS = [model for model in ("iterative", "threaded", "select", "poll", "epoll", "epoll_et",
+                              "select_fork", "epoll_workers", "pool", "fork", "prefork", "uring")
+          if model in _models_make_builds()]
 # Models that take --workers N; the tests give them a fixed count, so that
 # they behave the same on a 1-CPU machine as on this one.
 WORKER_MODELS = ["select_fork", "epoll_workers", "pool", "prefork"]

@@ -56,7 +56,8 @@ def outcome(client: Client) -> str:
 
 
 @pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
-@pytest.mark.parametrize("model", ["threaded", "select", "poll", "epoll", "epoll_et"])
+@pytest.mark.parametrize("model", [m for m in ["threaded", "select", "poll", "epoll", "epoll_et", "uring"]
+                                   if m in serverproc.MODELS])
 def test_out_of_descriptors_sheds_the_excess_and_keeps_serving(model, san):
     with serverproc.running(model, service="echo", san=san, fd_limit=32) as server:
         clients = [Client(server.port, timeout=3) for _ in range(60)]
@@ -97,7 +98,8 @@ def test_select_refuses_descriptors_beyond_fd_setsize(san):
 
 
 @pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
-@pytest.mark.parametrize("model", ["poll", "epoll", "epoll_et", "epoll_workers"])
+@pytest.mark.parametrize("model", [m for m in ["poll", "epoll", "epoll_et", "epoll_workers", "uring"]
+                                   if m in serverproc.MODELS])
 def test_2000_connections_through_loadgen_without_a_failure(model, san):
     """Past select's FD_SETSIZE: 2,000 concurrent echo clients (the load
     generator's thread-per-connection engine), 3 exchanges each."""
