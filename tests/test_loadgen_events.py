@@ -250,6 +250,7 @@ def test_warmup_by_time_excludes_what_was_due_in_it(loadgen, server):
                                     "--warmup", "0.4s")
     assert code == 0, err
     assert report["requests_ok"] == 500
+    assert (report["requests_per_client"], report["duration_s"]) == (None, 1)
     assert report["warmup"] == {"seconds": 0.4, "requests": None, "excluded": 200}
     assert report["latency_us"]["samples"] == 300
 

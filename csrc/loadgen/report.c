@@ -171,7 +171,16 @@ static void print_rusage(void)
 static void print_optional(const char *key, bool given, double value)
 {
     if (given)
-        printf("\"%s\":%g,", key, value);
+        printf("\"%s\":%.15g,", key, value);
+    else
+        printf("\"%s\":null,", key);
+}
+
+/* A count (never in exponent form), or null when it was not given. */
+static void print_optional_count(const char *key, bool given, long value)
+{
+    if (given)
+        printf("\"%s\":%ld,", key, value);
     else
         printf("\"%s\":null,", key);
 }
@@ -188,7 +197,7 @@ int report(const struct options *o, struct outcome *out)
     printf("\"engine\":\"%s\",\"mode\":\"%s\",", engine_names[o->engine],
            open_loop ? "open" : "closed");
     printf("\"clients\":%ld,", o->clients);
-    print_optional("requests_per_client", o->requests >= 0, (double)o->requests);
+    print_optional_count("requests_per_client", o->requests >= 0, o->requests);
     print_optional("rate_rps", open_loop, o->rate_rps);
     print_optional("duration_s", o->duration_s > 0, o->duration_s);
     if (o->service == SERVICE_TOP)
@@ -204,7 +213,7 @@ int report(const struct options *o, struct outcome *out)
            out->requests_planned, out->requests_ok, requests_failed);
     printf("\"warmup\":{");
     print_optional("seconds", o->warmup_s > 0, o->warmup_s);
-    print_optional("requests", o->warmup_requests > 0, (double)o->warmup_requests);
+    print_optional_count("requests", o->warmup_requests > 0, o->warmup_requests);
     printf("\"excluded\":%ld},", out->warmup_excluded);
     printf("\"elapsed_s\":%.6f,", elapsed);
     if (elapsed > 0)
