@@ -152,8 +152,6 @@ static void connect_done(struct driver *d, struct conn *c)
 
 /* --------------------------------------------------------- an exchange */
 
-static void exchange_begin(struct driver *d, struct conn *c, uint64_t due);
-
 /* Send what the socket takes now; then wait for room only if some is left. */
 static void conn_send(struct driver *d, struct conn *c)
 {
