@@ -172,3 +172,61 @@ def test_help_tells_the_default_worker_count(model):
     result = subprocess.run([str(serverproc.bin_dir() / model), "--help"], capture_output=True,
                             text=True, timeout=5)
     assert result.returncode == 0 and "one per usable CPU" in result.stdout
+
+
+@PROCESS_MODELS
+def test_workers_that_keep_dying_make_the_parent_give_up(model):
+    """More deaths within a second than there are workers: a crash loop; the
+    parent stops the rest and exits 1 instead of forking forever."""
+    proc = subprocess.Popen([str(serverproc.bin_dir() / model), "--port", "0", "--workers", "2"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline().startswith(b"listening ")
+        killed = set()
+        while proc.poll() is None and len(killed) < 6:
+            for pid in live_children(proc.pid) - killed:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            time.sleep(0.01)
+        assert proc.wait(timeout=2) == 1
+        assert b"workers keep dying, giving up" in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def listener_events_in_epoll(pid: int, listen_port: int) -> list[int]:
+    """For each epoll descriptor of process pid: the event mask it watches the
+    listening socket with (from /proc/PID/fdinfo)."""
+    listener_inode = None
+    for conn in psutil.Process(pid).net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == listen_port:
+            fd_path = f"/proc/{pid}/fd/{conn.fd}"
+            listener_inode = os.stat(fd_path).st_ino
+    assert listener_inode is not None
+    masks = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[eventpoll]":
+            continue
+        with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+            for line in info:
+                # tfd:        3 events:       19 data: ... pos:0 ino:14044f sdev:f
+                if line.startswith("tfd:") and \
+                        int(line.split("ino:")[1].split()[0], 16) == listener_inode:
+                    masks.append(int(line.split()[3], 16))
+    return masks
+
+
+def test_epoll_workers_share_the_listener_with_epollexclusive():
+    epollexclusive = 1 << 28
+    with serverproc.running("epoll_workers", args=("--workers", "2")) as server:
+        workers = wait_for(lambda: len(live_children(server.proc.pid)) == 2
+                           and live_children(server.proc.pid), what="2 workers")
+        with Client(server.port) as client:  # the workers are in their loops
+            assert len(client.top(b"TOP 1\n")) == 1
+        for pid in workers:
+            masks = listener_events_in_epoll(pid, server.port)
+            assert len(masks) == 1 and masks[0] & epollexclusive, masks
