@@ -8,7 +8,6 @@ driven by playwright (no browser is downloaded)."""
 import os
 import re
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -64,7 +63,7 @@ def _kernel_is_registered():
 
 @pytest.fixture
 def jupyter_lab(tmp_path):
-    """(base URL, token) of a JupyterLab serving tmp_path/work; stopped at the end."""
+    """(base URL, token, folder) of a JupyterLab serving a fresh folder; stopped at the end."""
     if not _kernel_is_registered():
         pytest.fail("the Jupyter kernel 'labkit' is not registered: run `make setup`", pytrace=False)
     work = tmp_path / "work"

@@ -85,7 +85,7 @@ def test_agreement_check_catches_a_tampered_copy(tmp_path, tamper):
     assert len(pin_differences(tmp_path)) == 1
 
 
-def test_a_loose_pin_is_refused(tmp_path):
+def test_a_loose_pin_is_refused():
     with pytest.raises(AssertionError, match="exact"):
         _parse_pins(["pandas>=3"], "requirements.txt")
 
