@@ -1,7 +1,9 @@
 # The lab's two commands: `make lab` (open JupyterLab) and `make test`.
 # The other targets are their steps; `make help` lists them all.
 
-PYTHON       ?= python3
+# The first Python 3.11+ found (pandas 3 needs it; Ubuntu 22.04's python3 is 3.10).
+PYTHON       ?= $(firstword $(foreach py,python3 python3.13 python3.12 python3.11,\
+                  $(shell $(py) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $(py))))
 JUPYTER_ARGS ?=
 PYTEST_ARGS  ?=
 
@@ -35,6 +37,8 @@ system:
 
 # The venv is reinstalled only when the pins or the package metadata change.
 $(STAMP): requirements.txt requirements-test.txt pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: the lab needs Python 3.11 or newer." \
+	  "Fix: sudo apt-get install python3.11-venv python3.11-dev (or set PYTHON=/path/to/python3.11)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q -r requirements.txt -r requirements-test.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .

@@ -39,6 +39,12 @@ case " $distro " in
     ;;
 esac
 
+# pandas 3 and numpy 2.4 need Python 3.11 or newer; Ubuntu 22.04's python3 is 3.10
+# but the release also ships python3.11 (the Makefile picks it up).
+if [[ ${apt_based:-yes} == yes ]] && ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  required+=(python3.11 python3.11-venv python3.11-dev)
+fi
+
 is_installed() {
   [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == *" installed" ]]
 }
