@@ -9,6 +9,7 @@ open-file limit) is raised as LabError instead.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 
@@ -46,13 +47,17 @@ def _tail(text: str) -> str:
     return text if len(text) <= _STDERR_TAIL else "..." + text[-_STDERR_TAIL:]
 
 
-def _empty_row(model, service, clients, requests, k, events) -> dict:
+def _empty_row(model, service, clients, requests, k, events, load) -> dict:
     row = {
         "model": model, "service": service, "clients": clients, "requests": requests, "k": k,
+        **load,
         "status": "ok", "error": "", "elapsed_s": NAN,
-        "requests_ok": 0, "requests_failed": 0, "connections_failed": 0, "errors": {},
+        "requests_ok": 0, "requests_failed": 0, "connections_failed": 0, "connections_lost": 0,
+        "idle_failed": 0, "lost_connections": 0, "errors": {}, "server_said": "",
         "lat_p50_us": NAN, "lat_p90_us": NAN, "lat_p99_us": NAN, "lat_p999_us": NAN, "lat_max_us": NAN,
+        "lat_uncorrected_p99_us": NAN,
         "throughput_rps": NAN,
+        "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN,
         "counters_source": "", "counters_note": "",
         "server_cpus": [], "client_cpus": [],
         "client_cpu_util": NAN, "client_saturated": False,
@@ -70,31 +75,44 @@ def _fail(row: dict, reason: str) -> dict:
 
 def point(model: str, clients: int, requests: int = 1, service: str = "top", k: int = 2,
           server_cpus=None, client_cpus=None, events=None, sanitize: bool = False,
-          timeout: float = 60.0) -> dict:
-    """Measure `clients` x `requests` against one freshly started `model`."""
+          timeout: float = 60.0, workers: int | None = None, engine: str | None = None,
+          size: int | None = None, rate: float | None = None, idle: int = 0,
+          warmup: str | None = None, duration: float | None = None) -> dict:
+    """Measure `clients` x `requests` against one freshly started `model`.
+
+    `workers` goes to the server (--workers, for the models that have them);
+    `engine`, `size`, `rate`, `duration`, `warmup` and `idle` go to the load
+    generator (None: its defaults).  `timeout` bounds each exchange; the whole
+    run is bounded by an estimate from the load (see _wall_limit)."""
     from . import perf
 
     events = list(events or perf.DEFAULT_EVENTS)
-    row = _empty_row(model, service, clients, requests, k, events)
-    procs.ensure_nofile(clients)  # the server inherits the raised limit too
+    load = {"workers": workers, "engine": engine, "size": size, "rate": rate, "idle": idle,
+            "warmup": warmup, "duration": duration}
+    row = _empty_row(model, service, clients, requests, k, events, load)
+    procs.ensure_nofile(clients, idle)
+    if workers is not None and not procs.has_workers(model, sanitize):
+        workers = None  # a model without workers refuses --workers; the row keeps what was asked  # the server inherits the raised limit too
 
     try:
-        server = procs.start_server(model, service=service, cpus=server_cpus, sanitize=sanitize)
+        server = procs.start_server(model, service=service, cpus=server_cpus, workers=workers,
+                                    sanitize=sanitize)
     except ServerFailed as failure:
         return _fail(row, f"the server did not start: {failure.what}")
     row["server_cpus"] = _affinity(server.pid, server.cpus)
 
     client, attached, server_died = None, None, False
     try:
-        with perf.attach(server.pid, events) as attached:
+        with _attach_tree(server.pid, events) as attached:
             client = _run_client(row, server, clients, requests, service, k, client_cpus,
-                                 timeout, events, sanitize)
+                                 timeout, events, sanitize, load)
             server_died = not server.alive()
     except LabError:
         if server.alive():
             raise
         server_died = True  # perf could not attach: the server was already gone
     finally:
+        said = _tail(server.stderr_text())  # before stop: what it reported during the run
         exit_code = server.stop()
 
     if server_died:
@@ -103,6 +121,11 @@ def point(model: str, clients: int, requests: int = 1, service: str = "top", k: 
     elif exit_code != 0:
         _fail(row, f"the server exited with status {_status(exit_code)} when stopped; "
                    f"its stderr: {_tail(server.stderr_text()) or '(empty)'}")
+    elif said:
+        # A server warns only when something went wrong for a client: a refused
+        # descriptor (select past FD_SETSIZE), a shed connection, a dead worker.
+        row["server_said"] = said
+        _fail(row, f"the server reported: {_distinct_lines(said)}")
 
     elapsed = _fill_client(row, client) if client is not None else NAN
     notes = [server.note]
@@ -112,16 +135,98 @@ def point(model: str, clients: int, requests: int = 1, service: str = "top", k: 
     if client is not None:
         row.update(_prefixed("client", perf.derive(dict(client.counters), elapsed), events))
         notes.append(client.note)
+    _per_request(row)
     row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
     row["counters_note"] = "; ".join(note for note in notes if note)
     return row
 
 
-def _run_client(row, server, clients, requests, service, k, client_cpus, timeout, events, sanitize):
+class _TreeCounters:
+    """perf attached to a server and to every process it has already forked (the
+    worker models' workers), counted as one: perf -p follows a process's new
+    threads and children, not the processes that existed before it attached."""
+
+    def __init__(self, pid: int, events: list[str]):
+        self.pid, self.events = pid, events
+        self.counters: dict = {}
+        self.note = ""
+        self.source = ""
+        self._stack = contextlib.ExitStack()
+        self._parts = []
+
+    def __enter__(self) -> "_TreeCounters":
+        from . import perf
+
+        import psutil
+
+        try:
+            forked = [child.pid for child in psutil.Process(self.pid).children(recursive=True)]
+        except psutil.Error:
+            forked = []
+        with self._stack:
+            for pid in [self.pid, *forked]:
+                try:
+                    self._parts.append(self._stack.enter_context(perf.attach(pid, self.events)))
+                except LabError:
+                    if pid == self.pid:
+                        raise  # the server itself is gone
+                    # a worker that ended before perf attached is simply not counted
+            self._stack = self._stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.close()
+        parts = [part for part in self._parts if part.counters]
+        if not parts:
+            return
+        self.counters = {event: sum(float(part.counters.get(event, NAN)) if part.counters.get(event) is not None
+                                    else NAN for part in parts) for event in parts[0].counters}
+        self.note = "; ".join(dict.fromkeys(part.note for part in parts if part.note))
+        if len(parts) > 1:
+            self.note = (f"server counters summed over {len(parts)} processes (the server and its workers)"
+                         + (f"; {self.note}" if self.note else ""))
+        sources = {part.source for part in parts}
+        self.source = sources.pop() if len(sources) == 1 else "+".join(sorted(sources))
+
+
+def _attach_tree(pid: int, events: list[str]) -> _TreeCounters:
+    return _TreeCounters(pid, events)
+
+
+def _distinct_lines(text: str) -> str:
+    """A server's warnings, each distinct line once (a refusal repeated 85 times is one line)."""
+    seen = dict.fromkeys(line.strip() for line in text.splitlines() if line.strip())
+    return " | ".join(seen)
+
+
+def _per_request(row: dict) -> None:
+    """Server CPU time and context switches per completed request (NaN when not measured)."""
+    done = row["requests_ok"]
+    if not done:
+        return
+    task_clock_ms = row.get("server_task-clock", NAN)
+    switches = row.get("server_context-switches", NAN)
+    row["server_cpu_us_per_request"] = task_clock_ms * 1000.0 / done
+    row["server_cs_per_request"] = switches / done
+
+
+def _wall_limit(clients: int, requests: int, timeout: float, load: dict) -> float:
+    """How long the whole client run may take: the open loop's duration, or for a closed
+    loop the exchanges at a pessimistic 1,000 per second, plus connecting and `timeout`."""
+    connecting = (clients + (load.get("idle") or 0)) / 1000.0
+    if load.get("duration"):
+        return float(load["duration"]) + connecting + timeout
+    return clients * requests / 1000.0 + connecting + timeout
+
+
+def _run_client(row, server, clients, requests, service, k, client_cpus, timeout, events, sanitize, load):
     """The client's run, or None with the row marked failed when the run broke down."""
     try:
-        return procs.run_client(server.port, clients, requests, service=service, k=k, cpus=client_cpus,
-                                timeout=timeout, events=events, sanitize=sanitize)
+        return procs.run_client(server.port, clients, requests, service=service, k=k, size=load["size"],
+                                cpus=client_cpus, timeout=timeout, events=events, sanitize=sanitize,
+                                engine=load["engine"], rate=load["rate"], duration=load["duration"],
+                                warmup=load["warmup"], idle=load["idle"],
+                                wall_timeout=_wall_limit(clients, requests, timeout, load))
     except LabError as failure:
         if not (_machine_side(failure) or not server.alive()):
             raise  # the user's parameters: every point would fail the same way
@@ -156,12 +261,17 @@ def _fill_client(row: dict, client: procs.ClientRun) -> float:
         "requests_ok": int(summary.get("requests_ok", 0)),
         "requests_failed": int(summary.get("requests_failed", 0)),
         "connections_failed": int(summary.get("connections_failed", 0)),
+        "connections_lost": int(summary.get("connections_lost", 0)),
+        "idle_failed": int(summary.get("idle_connections_failed", 0)),
         "errors": dict(summary.get("errors") or {}),
         "throughput_rps": float(summary.get("throughput_rps") or NAN),
         "client_cpus": list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0)),
     })
+    row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
     for percentile in ("p50", "p90", "p99", "p999", "max"):
         row[f"lat_{percentile}_us"] = _latency(summary, percentile)
+    uncorrected = (summary.get("latency_uncorrected_us") or {}).get("p99")
+    row["lat_uncorrected_p99_us"] = NAN if uncorrected is None else float(uncorrected)
 
     rusage = summary.get("rusage") or {}
     busy = float(rusage.get("user_s", NAN)) + float(rusage.get("sys_s", NAN))
@@ -172,6 +282,10 @@ def _fill_client(row: dict, client: procs.ClientRun) -> float:
     failures = []
     if row["connections_failed"]:
         failures.append(f"{row['connections_failed']} connections failed")
+    if row["connections_lost"]:
+        failures.append(f"{row['connections_lost']} connections lost mid-run")
+    if row["idle_failed"]:
+        failures.append(f"{row['idle_failed']} idle connections failed")
     if row["requests_failed"]:
         failures.append(f"{row['requests_failed']} requests failed")
     if row["errors"]:

@@ -242,18 +242,23 @@ def _check_port_free(port: int) -> None:
         probe.close()
 
 
-def ensure_nofile(clients: int) -> None:
-    """Refuse a client count the open-file limit cannot hold, after trying to raise it."""
+def ensure_nofile(clients: int, idle: int = 0) -> None:
+    """Refuse a client count (active + idle connections) the open-file limit cannot
+    hold, after trying to raise it; the message says how many would fit."""
     from . import system
 
-    want = clients + FD_MARGIN
+    want = clients + idle + FD_MARGIN
     limit = system.raise_nofile(want)  # never lowers it; children inherit the new limit
     if limit != resource.RLIM_INFINITY and limit < want:
-        raise LabError(
-            f"{clients} clients need about {want} open files, but the limit is {limit}",
-            f"use at most {max(limit - FD_MARGIN, 0)} clients, or raise the limit "
-            "(`ulimit -n` before starting Jupyter, or /etc/security/limits.conf)",
-        )
+        fits = max(limit - FD_MARGIN, 0)
+        if idle:
+            what = f"{clients} clients + {idle} idle connections need about {want} open files, but the limit is {limit}"
+            fix = f"use at most {fits} connections in all (at most {max(fits - clients, 0)} idle beside {clients} clients)"
+        else:
+            what = f"{clients} clients need about {want} open files, but the limit is {limit}"
+            fix = f"use at most {fits} clients"
+        raise LabError(what, fix + ", or raise the limit "
+                       "(`ulimit -n` before starting Jupyter, or /etc/security/limits.conf)")
 
 
 # ---------------------------------------------------------------------------
@@ -330,6 +335,18 @@ def _drain(pipe, sink: bytearray, limit: int = 64 * 1024) -> None:
     pipe.close()
 
 
+_has_workers: dict[Path, bool] = {}
+
+
+def has_workers(model: str, sanitize: bool = False) -> bool:
+    """Whether `model` takes --workers (its --help says so)."""
+    executable = build.binary(model, sanitize=sanitize)
+    if executable not in _has_workers:
+        usage = subprocess.run([str(executable), "--help"], capture_output=True, text=True, timeout=5)
+        _has_workers[executable] = "--workers" in usage.stdout + usage.stderr
+    return _has_workers[executable]
+
+
 def start_server(model: str, service: str = "top", cpus=None, port: int = 0, workers: int | None = None,
                  sanitize: bool = False, ready_timeout: float = 5.0) -> Server:
     """Start `model` pinned to `cpus`; return once it prints `listening <port>`."""
@@ -399,12 +416,17 @@ class ClientRun:
     note: str = field(default="")
 
 
-def _loadgen_argv(port, clients, requests, service, k, size, timeout, host, sanitize) -> list[str]:
+def _loadgen_argv(port, clients, requests, service, k, size, timeout, host, sanitize, load) -> list[str]:
     argv = [str(build.binary(build.LOADGEN, sanitize=sanitize)),
-            "--port", str(port), "--clients", str(clients), "--requests", str(requests),
-            "--service", service, "--k", str(k), "--timeout", f"{timeout:g}"]
+            "--port", str(port), "--clients", str(clients), "--service", service, "--k", str(k),
+            "--timeout", f"{timeout:g}"]
+    if load.get("duration") is None:  # an open loop runs for its duration instead
+        argv += ["--requests", str(requests)]
     if size is not None:
         argv += ["--size", str(size)]
+    for flag, value in load.items():
+        if value is not None:
+            argv += [f"--{flag}", f"{value:g}" if isinstance(value, float) else str(value)]
     return argv + ["--host", host]
 
 
@@ -417,12 +439,17 @@ def _with_death_signal(command: list[str]) -> list[str]:
 
 def run_client(port: int, clients: int, requests: int, service: str = "top", k: int = 2, size=None,
                cpus=None, timeout: float = 30.0, events=None, sanitize: bool = False,
-               host: str = "127.0.0.1") -> ClientRun:
+               host: str = "127.0.0.1", engine: str | None = None, rate: float | None = None,
+               duration: float | None = None, warmup: str | None = None, idle: int = 0,
+               wall_timeout: float | None = None) -> ClientRun:
     """Run loadgen pinned to `cpus` under `perf stat` (its counters, or getrusage's without perf).
 
-    `timeout` bounds each exchange inside loadgen, and the whole run from here:
-    past timeout + CLIENT_WALL_MARGIN_S the client's process group is killed
-    and LabError raised.
+    `timeout` bounds each exchange inside loadgen; `wall_timeout` (default
+    `timeout`) bounds the whole run from here: past wall_timeout +
+    CLIENT_WALL_MARGIN_S the client's process group is killed and LabError
+    raised.  `engine`, `rate`, `duration`, `warmup` and `idle` are loadgen's
+    flags of the same names (None: loadgen's default; `idle` connections are
+    held open and silent beside the active ones).
     """
     from . import perf
 
@@ -430,8 +457,11 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
         raise LabError(f"clients and requests must be at least 1 (got {clients}, {requests})",
                        "use 1 or more clients, each sending 1 or more requests")
     cpus = _check_cpus(cpus)
-    ensure_nofile(clients)
-    command = _with_death_signal(_loadgen_argv(port, clients, requests, service, k, size, timeout, host, sanitize))
+    ensure_nofile(clients, idle)
+    load = {"engine": engine, "rate": rate, "duration": duration, "warmup": warmup, "idle": idle or None}
+    command = _with_death_signal(_loadgen_argv(port, clients, requests, service, k, size, timeout, host,
+                                               sanitize, load))
+    wall_limit = (wall_timeout or timeout) + CLIENT_WALL_MARGIN_S
     with tempfile.TemporaryDirectory(prefix="labkit-client-") as scratch:
         perf_output = Path(scratch) / "perf.csv"
         wrapped = perf.wrap_command(command, perf_output, events)
@@ -443,12 +473,12 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
         except OSError:  # already finished
             used_cpus = cpus
         try:
-            stdout, stderr = child.popen.communicate(timeout=timeout + CLIENT_WALL_MARGIN_S)
+            stdout, stderr = child.popen.communicate(timeout=wall_limit)
         except subprocess.TimeoutExpired:
             child.kill_group()
             child.popen.communicate()
             raise LabError(
-                f"the load generator ran longer than {timeout + CLIENT_WALL_MARGIN_S:g} s and was killed",
+                f"the load generator ran longer than {wall_limit:g} s and was killed",
                 "give it a larger timeout, or fewer clients or requests",
             ) from None
         except BaseException:  # KeyboardInterrupt included: nothing may survive the cell
