@@ -1,4 +1,4 @@
-"""`labkit doctor | build | sweep`: the lab from a terminal.
+"""`labkit doctor | build | sweep | bench`: the lab from a terminal.
 
 Exit status: 0 done, 1 the work ran but something failed (a failed build
 output, failed points), 2 a LabError (message and fix on stderr, no traceback).
@@ -72,6 +72,13 @@ def _sweep(args) -> int:
     return EXIT_FAILED if len(failed) else EXIT_OK
 
 
+def _bench(args) -> int:
+    from . import bench
+
+    print(bench.run_command(args))
+    return EXIT_OK
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="labkit", description="The concurrent-servers lab from a terminal.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -96,6 +103,26 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--no-resume", dest="resume_off", action="store_true",
                        help="measure every point again, even those already in the results file")
     sweep.set_defaults(run=_sweep)
+
+    bench = commands.add_parser("bench", help="the lab against its anchors: rtt (vs sockperf), throughput, events")
+    bench.add_argument("bench", choices=("rtt", "throughput", "events"),
+                       help="rtt: round trip vs sockperf; throughput: every model at 100 connections; "
+                            "events: select/poll/epoll cost vs watched descriptors")
+    bench.add_argument("--server-cpus", nargs="+", type=int, help="CPUs for the server (default: the first)")
+    bench.add_argument("--client-cpus", nargs="+", type=int, help="CPUs for the client (default: the second)")
+    bench.add_argument("--rounds", type=int, default=3, help="rtt: interleaved rounds of each tool (default 3)")
+    bench.add_argument("--seconds", type=int, default=2, help="rtt: seconds per sockperf round (default 2)")
+    bench.add_argument("--exchanges", type=int, default=20000, help="rtt: ping-pongs per lab round (default 20000)")
+    bench.add_argument("--engine", choices=("events", "threads"), default="events", help="rtt: loadgen engine")
+    bench.add_argument("--models", nargs="+", help="throughput: server models (default: all)")
+    bench.add_argument("--clients", type=int, default=100, help="throughput: connections (default 100)")
+    bench.add_argument("--requests", type=int, default=200, help="throughput: exchanges per connection (default 200)")
+    bench.add_argument("--descriptors", nargs="+", type=int, default=[100, 1000, 10000],
+                       help="events: watched descriptor counts (default 100 1000 10000)")
+    bench.add_argument("--active", type=int, default=1, help="events: active descriptors (default 1)")
+    bench.add_argument("--writes", type=int, default=1000, help="events: chained events per run (default 1000)")
+    bench.add_argument("--runs", type=int, default=5, help="events: timed runs, median reported (default 5)")
+    bench.set_defaults(run=_bench)
     return top
 
 
