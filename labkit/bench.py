@@ -1,0 +1,455 @@
+"""The lab measured against its anchors: `labkit bench rtt | throughput | events`.
+
+  rtt         the lab's load generator against the epoll echo server, one
+              connection, ping-pong, beside sockperf against sockperf's own
+              server: same pinning, same run, interleaved rounds (A B A B ...)
+              so that drift on the machine hits both.  Target: the lab's
+              median round trip within RTT_TARGET x sockperf's.
+  throughput  closed-loop echo throughput of every server model at 100
+              connections, with the server's CPU time per request when perf
+              (or /proc) counts it; saved as CSV under data/results/bench/.
+  events      csrc/bench/ev_bench.c (libevent's test/bench.c idea) for the
+              select, poll and epoll backends as the watched descriptors grow.
+
+Each function returns its figures (a dict or a pandas DataFrame) and the
+format_* functions turn them into the text the CLI prints, environment
+first.  No figure is asserted anywhere: the tests check that each bench runs
+and prints well-formed figures, not how fast this machine is.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+from . import build, paths, procs, system
+from .errors import LabError
+
+RTT_TARGET = 1.15  # the issue's target: lab round trip / sockperf round trip
+RTT_SIZE = 64      # bytes per message, both tools
+BACKENDS = ("select", "poll", "epoll")
+RESULTS_DIR = paths.ROOT / "data" / "results" / "bench"
+SOCKPERF_INSTALL = "sudo apt-get install sockperf  (Debian/Ubuntu; or build it from github.com/Mellanox/sockperf)"
+NAN = float("nan")
+
+
+# ---------------------------------------------------------------------------
+# pinning, and running a pinned program to completion
+
+
+def pinning(server_cpus=None, client_cpus=None) -> tuple[list[int], list[int], str]:
+    """Disjoint server and client CPUs (system.default_pinning) unless given."""
+    default_server, default_client, note = system.default_pinning()
+    server = system.check_cpus(server_cpus) if server_cpus is not None else default_server
+    client = system.check_cpus(client_cpus) if client_cpus is not None else default_client
+    if set(server) & set(client) and not note:
+        note = f"server CPUs {server} and client CPUs {client} overlap, so the results mix both"
+    return server, client, note
+
+
+def _run_pinned(argv: list[str], cpus: list[int], wall_timeout: float) -> subprocess.CompletedProcess:
+    """Run argv pinned to `cpus` under procs' hygiene (own process group, death
+    signal, registry); kill it past `wall_timeout` seconds."""
+    child = procs._spawn(argv, "bench", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        stdout, stderr = child.popen.communicate(timeout=wall_timeout)
+    except subprocess.TimeoutExpired:
+        child.kill_group()
+        child.popen.communicate()
+        raise LabError(f"{Path(argv[0]).name} ran longer than {wall_timeout:g} s and was killed",
+                       "use a smaller configuration (fewer exchanges, descriptors or seconds)") from None
+    except BaseException:
+        child.kill_group()
+        child.popen.wait()
+        raise
+    finally:
+        if child.popen.poll() is not None:
+            child.kill_group()  # anything it forked goes with it
+            child.forget()
+    return subprocess.CompletedProcess(argv, child.popen.returncode,
+                                       stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
+
+
+def _loadgen(port: int, cpus: list[int], clients: int, requests: int, warmup: int,
+             engine: str = "events", timeout: float = 10.0) -> dict:
+    """One closed-loop echo run of the lab's load generator; its JSON summary."""
+    argv = [str(build.binary(build.LOADGEN)), "--port", str(port), "--host", "127.0.0.1",
+            "--service", "echo", "--size", str(RTT_SIZE), "--clients", str(clients),
+            "--requests", str(requests), "--engine", engine, "--timeout", f"{timeout:g}"]
+    if warmup and engine == "events":  # only the events engine leaves a warm-up out
+        argv += ["--warmup", str(warmup)]
+    wall = clients * requests / 1000.0 + 2 * timeout  # a pessimistic 1,000 exchanges/s
+    done = _run_pinned(argv, cpus, wall)
+    try:
+        summary = json.loads(done.stdout)
+    except ValueError:
+        raise LabError(f"the load generator exited with status {done.returncode} without its JSON summary:\n"
+                       f"{done.stderr.strip()[-2000:]}", "read the message above") from None
+    if done.returncode != 0:
+        raise LabError(f"the load generator reported failures: {done.stderr.strip()[-500:]}",
+                       "check that the server is up and serving echo")
+    return summary
+
+
+# ---------------------------------------------------------------------------
+# rtt: the lab against sockperf
+
+
+def find_sockperf() -> str | None:
+    """sockperf's path, or None when it is not installed."""
+    return shutil.which("sockperf")
+
+
+def sockperf_path() -> str:
+    """sockperf's path, or a LabError saying how to install it."""
+    found = find_sockperf()
+    if found is None:
+        raise LabError("sockperf is not installed, so the lab's round trip has no anchor to compare with",
+                       f"install it: {SOCKPERF_INSTALL}")
+    return found
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_PERCENTILE = re.compile(r"percentile\s+(\d+(?:\.\d+)?)\s*=\s*([\d.]+)")
+_AVERAGE = re.compile(r"avg-(rtt|latency)\s*=\s*([\d.]+)")
+
+
+def parse_sockperf(text: str) -> dict:
+    """sockperf ping-pong's summary as {"p50_us", "p99_us", "avg_us", "observations"}.
+
+    With --full-rtt sockperf prints "avg-rtt" and its percentiles are whole
+    round trips in usec; without it, "avg-latency" and every figure is half a
+    round trip.  Only full round trips are accepted here, so nothing is
+    silently halved or doubled."""
+    text = _ANSI.sub("", text)
+    average = _AVERAGE.search(text)
+    percentiles = {float(p): float(v) for p, v in _PERCENTILE.findall(text)}
+    if average is None or 50.0 not in percentiles or 99.0 not in percentiles:
+        raise LabError(f"sockperf's output has no round-trip summary:\n{text.strip()[-1500:]}",
+                       "run the same sockperf command by hand to see what went wrong")
+    if average.group(1) != "rtt":
+        raise LabError("sockperf reported one-way latency (avg-latency), not round trips",
+                       "run sockperf ping-pong with --full-rtt")
+    observations = re.search(r"Total (\d+) observations", text)
+    return {"p50_us": percentiles[50.0], "p99_us": percentiles[99.0], "avg_us": float(average.group(2)),
+            "observations": int(observations.group(1)) if observations else None}
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_listening(port: int, child, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if child.popen.poll() is not None:
+            raise LabError(f"sockperf's server exited with status {child.popen.returncode} before listening",
+                           f"run `sockperf server --tcp -i 127.0.0.1 -p {port}` by hand to see why")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise LabError(f"sockperf's server did not listen on port {port} within {timeout:g} s",
+                   f"run `sockperf server --tcp -i 127.0.0.1 -p {port}` by hand to see why")
+
+
+def _sockperf_round(sockperf: str, port: int, cpus: list[int], seconds: int) -> dict:
+    argv = [sockperf, "ping-pong", "--tcp", "--full-rtt", "-m", str(RTT_SIZE),
+            "-i", "127.0.0.1", "-p", str(port), "-t", str(int(seconds))]
+    done = _run_pinned(argv, cpus, seconds + 20)
+    if done.returncode != 0:
+        raise LabError(f"sockperf ping-pong exited with status {done.returncode}:\n{done.stderr.strip()[-1500:]}",
+                       "run the same sockperf command by hand to see what went wrong")
+    return parse_sockperf(done.stdout + done.stderr)
+
+
+def rtt(rounds: int = 3, seconds: int = 2, exchanges: int = 20000, engine: str = "events",
+        server_cpus=None, client_cpus=None, use_sockperf: bool = True) -> dict:
+    """Median and p99 round trips, lab vs sockperf, interleaved over `rounds`.
+
+    Each lab round is `exchanges` ping-pongs (the first 10% left out as
+    warm-up); each sockperf round runs `seconds` (sockperf leaves out its own
+    warm-up).  The figures are the median over rounds of each round's median
+    and p99.  With use_sockperf and no sockperf installed: LabError with the
+    install command; use_sockperf=False measures the lab alone."""
+    if rounds < 1 or exchanges < 10 or seconds < 1 or seconds != int(seconds):
+        raise LabError(f"rounds, exchanges and seconds must be at least 1, 10 and 1, seconds whole "
+                       "(sockperf's -t takes whole seconds) "
+                       f"(got {rounds}, {exchanges}, {seconds})", "use e.g. rounds=3 exchanges=20000 seconds=2")
+    sockperf = sockperf_path() if use_sockperf else None
+    server_cpus, client_cpus, note = pinning(server_cpus, client_cpus)
+    result = {"kind": "rtt", "size_bytes": RTT_SIZE, "rounds": rounds, "engine": engine,
+              "exchanges": exchanges, "sockperf_seconds": seconds if sockperf else None,
+              "server_cpus": server_cpus, "client_cpus": client_cpus, "pinning_note": note,
+              "lab": [], "sockperf": [], "target": RTT_TARGET}
+    lab_server = procs.start_server("epoll", "echo", cpus=server_cpus)
+    anchor = None
+    try:
+        if sockperf:
+            port = _free_port()
+            anchor = procs._spawn([sockperf, "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
+                                  "server", server_cpus, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            _wait_listening(port, anchor)
+        for _ in range(rounds):
+            summary = _loadgen(lab_server.port, client_cpus, 1, exchanges, warmup=max(exchanges // 10, 1),
+                               engine=engine)
+            result["lab"].append({"p50_us": summary["latency_us"]["p50"], "p99_us": summary["latency_us"]["p99"],
+                                  "avg_us": summary["latency_us"]["mean"],
+                                  "observations": summary["latency_us"]["samples"]})
+            if sockperf:
+                result["sockperf"].append(_sockperf_round(sockperf, port, client_cpus, seconds))
+    finally:
+        lab_server.stop()
+        if anchor is not None:
+            procs._stop_child(anchor, timeout=1.0)
+    for tool in ("lab", "sockperf"):
+        for figure in ("p50_us", "p99_us"):
+            values = [r[figure] for r in result[tool]]
+            result[f"{tool}_{figure}"] = statistics.median(values) if values else NAN
+    result["ratio"] = result["lab_p50_us"] / result["sockperf_p50_us"] if sockperf else NAN
+    result["verdict"] = ("PASS" if result["ratio"] <= RTT_TARGET else "MISS") if sockperf else "no anchor"
+    return result
+
+
+def format_rtt(result: dict) -> str:
+    lines = [_environment_line(result), "",
+             f"round trip, {result['size_bytes']}-byte ping-pong over TCP on 127.0.0.1, one connection, "
+             f"{result['rounds']} interleaved round(s):"]
+    lines.append(f"  {'':10} {'median us':>10} {'p99 us':>10}   per round (median)")
+    for tool, label in (("lab", "lab"), ("sockperf", "sockperf")):
+        if result[tool]:
+            rounds = ", ".join(f"{r['p50_us']:.1f}" for r in result[tool])
+            lines.append(f"  {label:10} {result[f'{tool}_p50_us']:10.1f} {result[f'{tool}_p99_us']:10.1f}   {rounds}")
+    lines.append(f"  lab = build/bin/loadgen --engine {result['engine']} -> build/bin/epoll --service echo")
+    if result["sockperf"]:
+        lines.append("  sockperf = sockperf ping-pong --tcp --full-rtt -m 64 -> sockperf server --tcp")
+        lines.append(f"ratio lab/sockperf (median round trip): {result['ratio']:.3f}  "
+                     f"target <= {result['target']:.2f}: {result['verdict']}")
+    else:
+        lines.append(f"sockperf is not installed: no ratio. Install it with: {SOCKPERF_INSTALL}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# throughput: every model at 100 connections
+
+
+def throughput(models=None, clients: int = 100, requests: int = 200, server_cpus=None,
+               client_cpus=None, save: bool = True):
+    """Closed-loop echo throughput of each model: a DataFrame, one row per model.
+
+    The load generator's events engine runs `clients` x `requests` exchanges
+    of 64 bytes; the first 10% are warm-up.  perf (or /proc) counts the
+    server meanwhile; server CPU time per request is task-clock / requests
+    (NaN when not measurable).  A model that fails gets a row with its error."""
+    import pandas as pd
+
+    from . import perf
+
+    models = list(models) if models else build.models()
+    unknown = [m for m in models if m not in build.models()]
+    if unknown:
+        raise LabError(f"unknown model(s): {', '.join(unknown)}",
+                       f"choose among: {', '.join(build.models())}")
+    if clients < 1 or requests < 1:
+        raise LabError(f"clients and requests must be at least 1 (got {clients}, {requests})",
+                       "use e.g. --clients 100 --requests 200")
+    procs.ensure_nofile(clients)
+    server_cpus, client_cpus, note = pinning(server_cpus, client_cpus)
+    rows = []
+    for model in models:
+        row = {"model": model, "clients": clients, "requests_per_client": requests, "size_bytes": RTT_SIZE,
+               "req_per_s": NAN, "p50_us": NAN, "p99_us": NAN, "server_cpu_us_per_request": NAN,
+               "counters_source": "", "error": ""}
+        try:
+            with procs.start_server(model, "echo", cpus=server_cpus) as server:
+                tree_before = _tree_cpu_s(server.pid)
+                with perf.attach(server.pid, ["task-clock"]) as counting:
+                    summary = _loadgen(server.port, client_cpus, clients, requests,
+                                       warmup=max(clients * requests // 10, 1))
+                tree_after = _tree_cpu_s(server.pid)
+                # Worker processes (some forked just after `listening`) are still there now;
+                # fork-per-connection children have ended and perf followed them.
+                has_workers = bool(_descendants(server.pid))
+            row.update(req_per_s=summary["throughput_rps"], p50_us=summary["latency_us"]["p50"],
+                       p99_us=summary["latency_us"]["p99"])
+            if has_workers:
+                # perf -p does not count processes that existed before it attached:
+                # worker processes are summed from /proc instead.
+                cpu_s, row["counters_source"] = tree_after - tree_before, "proc (server + workers, 10 ms ticks)"
+            else:
+                cpu_s, row["counters_source"] = counting.counters.get("task-clock", NAN) / 1000.0, counting.source
+            row["server_cpu_us_per_request"] = cpu_s * 1e6 / summary["requests_ok"]
+        except LabError as failure:
+            row["error"] = failure.what.splitlines()[0]
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(server_cpus=server_cpus, client_cpus=client_cpus, pinning_note=note)
+    if save:
+        frame.attrs["saved_to"] = str(_save(frame, "throughput"))
+    return frame
+
+
+def format_throughput(frame) -> str:
+    shown = frame[["model", "req_per_s", "p50_us", "p99_us", "server_cpu_us_per_request", "counters_source",
+                   "error"]]
+    table = shown.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:,.1f}")
+    clients, requests = frame["clients"].iloc[0], frame["requests_per_client"].iloc[0]
+    lines = [_environment_line(frame.attrs), "",
+             f"closed-loop echo, {clients} connections x {requests} exchanges of {RTT_SIZE} B "
+             "(events engine, first 10% warm-up); server CPU per request: perf's task-clock, or /proc "
+             "summed over the worker processes:",
+             table]
+    if frame["server_cpu_us_per_request"].isna().all():
+        lines.append("server CPU per request: not measurable here (neither perf nor /proc counted task-clock)")
+    if frame.attrs.get("saved_to"):
+        lines.append(f"saved to {frame.attrs['saved_to']}")
+    return "\n".join(lines)
+
+
+def _descendants(pid: int) -> list[int]:
+    import psutil
+
+    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """User + system seconds of a process, its live descendants and its reaped children."""
+    import psutil
+
+    total = 0.0
+    root = psutil.Process(pid)
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.NoSuchProcess:
+            continue  # ended meanwhile: its time is in its parent's children_* once reaped
+        total += times.user + times.system + times.children_user + times.children_system
+    return total
+
+
+# ---------------------------------------------------------------------------
+# events: ev_bench per backend
+
+
+def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, runs: int = 5,
+           backends=BACKENDS, save: bool = True):
+    """Time per poll call and per event for each backend and descriptor count: a DataFrame.
+
+    A backend that cannot watch that many descriptors (select beyond
+    FD_SETSIZE) gets a row with NaN figures and its refusal in `note`."""
+    import pandas as pd
+
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise LabError(f"unknown backend(s): {', '.join(unknown)}", f"choose among: {', '.join(BACKENDS)}")
+    bad = [n for n in descriptors if n < active]
+    if bad or active < 1:
+        raise LabError(f"descriptor counts {bad} are below --active {active}",
+                       "give descriptor counts at least as large as the active ones")
+    system.raise_nofile(max(descriptors) + 64)  # ev_bench raises it too, up to the hard limit
+    bin_dir = build.build()
+    server_cpus, _, note = pinning()
+    rows = []
+    for backend in backends:
+        program = bin_dir / f"ev_bench_{backend}"
+        for count in descriptors:
+            argv = [str(program), "--descriptors", str(count), "--active", str(active),
+                    "--writes", str(writes), "--runs", str(runs)]
+            done = _run_pinned(argv, server_cpus, wall_timeout=120)
+            row = {"backend": backend, "descriptors": count, "active": active, "writes": writes,
+                   "ns_per_poll": NAN, "ns_per_event": NAN, "note": ""}
+            if done.returncode == 0:
+                figures = json.loads(done.stdout)
+                row.update(ns_per_poll=figures["ns_per_poll"], ns_per_event=figures["ns_per_event"])
+            elif done.returncode == 3:  # the backend's own refusal (select past FD_SETSIZE)
+                row["note"] = done.stderr.strip().splitlines()[-1]
+            else:
+                raise LabError(f"{program.name} --descriptors {count} failed (status {done.returncode}):\n"
+                               f"{done.stderr.strip()[-1500:]}", "read the message above")
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(server_cpus=server_cpus, client_cpus=None, pinning_note=note)
+    if save:
+        frame.attrs["saved_to"] = str(_save(frame, "events"))
+    return frame
+
+
+def format_events(frame) -> str:
+    per_poll = frame.pivot(index="descriptors", columns="backend", values="ns_per_poll")
+    per_poll = per_poll[[b for b in BACKENDS if b in per_poll.columns]] / 1000.0
+    active, writes = frame["active"].iloc[0], frame["writes"].iloc[0]
+    lines = [_environment_line(frame.attrs), "",
+             f"ev_bench (libevent's bench.c): {active} active of N watched eventfds, a chain of {writes} "
+             "events per run; microseconds per poll call (median of runs):",
+             per_poll.to_string(na_rep="refused", float_format=lambda v: f"{v:,.2f}"),
+             "select and poll pass every watched descriptor to the kernel on each call, so their cost "
+             "grows with N; epoll's follows the active ones."]
+    lines += [f"note: {n}" for n in frame["note"] if n]
+    if frame.attrs.get("saved_to"):
+        lines.append(f"saved to {frame.attrs['saved_to']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# environment and saving
+
+
+def _environment_line(attrs: dict) -> str:
+    env = system.environment()
+    pinned = f"server CPUs {attrs.get('server_cpus')}"
+    if attrs.get("client_cpus") is not None:
+        pinned += f", client CPUs {attrs.get('client_cpus')}"
+    line = (f"machine: {env['cpu_model']}, {env['cores']} cores, kernel {env['kernel']}; pinning: {pinned}; "
+            f"labkit {env['labkit_version']} ({env['labkit_commit'] or 'no git'})")
+    if attrs.get("pinning_note"):
+        line += f"\nnote: {attrs['pinning_note']}"
+    return line
+
+
+def _save(frame, name: str) -> Path:
+    """CSV with the environment and pinning in every row, under data/results/bench/."""
+    env = system.environment()
+    stamped = frame.copy()
+    for key in ("kernel", "cpu_model", "cores", "labkit_commit", "timestamp"):
+        stamped[key] = env[key]
+    for key in ("server_cpus", "client_cpus"):
+        stamped[key] = str(frame.attrs.get(key))
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{name}-{env['timestamp'].replace(':', '')}.csv"
+    stamped.to_csv(path, index=False)
+    return path
+
+
+
+# ---------------------------------------------------------------------------
+# `labkit bench rtt | throughput | events` (the parser lives in cli.py)
+
+
+def run_command(args) -> str:
+    """Run the bench `args.bench` names; return the text to print."""
+    import sys
+
+    server_cpus, client_cpus = args.server_cpus, args.client_cpus
+    if args.bench == "rtt":
+        use_sockperf = find_sockperf() is not None
+        if not use_sockperf:
+            print(f"note: sockperf is not installed, so only the lab's round trip is measured; "
+                  f"install it: {SOCKPERF_INSTALL}", file=sys.stderr)
+        return format_rtt(rtt(rounds=args.rounds, seconds=args.seconds, exchanges=args.exchanges,
+                              engine=args.engine, server_cpus=server_cpus, client_cpus=client_cpus,
+                              use_sockperf=use_sockperf))
+    if args.bench == "throughput":
+        return format_throughput(throughput(models=args.models, clients=args.clients, requests=args.requests,
+                                            server_cpus=server_cpus, client_cpus=client_cpus))
+    return format_events(events(descriptors=args.descriptors, active=args.active, writes=args.writes,
+                                runs=args.runs))

@@ -1,0 +1,136 @@
+"""labkit.bench in tiny configurations: each bench runs and prints well-formed
+figures.  No timing is asserted: how fast this machine is is not a test."""
+
+import math
+import re
+import shutil
+
+import pytest
+
+from labkit import bench, build
+from labkit.errors import LabError
+
+# Real output of `sockperf ping-pong --tcp --full-rtt -m 64` (sockperf 3.7, Debian 12).
+SOCKPERF_FULL_RTT = """\
+sockperf: \x1b[2;35m== version #3.7-no.git == \x1b[0m
+sockperf: [Total Run] RunTime=2.000 sec; Warm up time=400 msec; SentMessages=17675; ReceivedMessages=17674
+sockperf: ========= Printing statistics for Server No: 0
+sockperf: [Valid Duration] RunTime=1.552 sec; SentMessages=13720; ReceivedMessages=13720
+sockperf: \x1b[2;35m====> avg-rtt=113.063 (std-dev=398.982)\x1b[0m
+sockperf: Summary: Round trip is 113.063 usec
+sockperf: \x1b[2;35mTotal 13720 observations\x1b[0m; each percentile contains 137.20 observations
+sockperf: ---> <MAX> observation = 7976.202
+sockperf: ---> percentile 99.999 = 7976.202
+sockperf: ---> percentile 99.000 = 2670.629
+sockperf: ---> percentile 90.000 =   85.028
+sockperf: ---> percentile 50.000 =   63.237
+sockperf: ---> <MIN> observation =   18.774
+"""
+
+
+def test_parse_sockperf_reads_full_round_trips():
+    figures = bench.parse_sockperf(SOCKPERF_FULL_RTT)
+    assert figures == {"p50_us": 63.237, "p99_us": 2670.629, "avg_us": 113.063, "observations": 13720}
+
+
+def test_parse_sockperf_refuses_one_way_latency_and_garbage():
+    one_way = SOCKPERF_FULL_RTT.replace("avg-rtt", "avg-latency")
+    with pytest.raises(LabError, match="--full-rtt"):
+        bench.parse_sockperf(one_way)
+    with pytest.raises(LabError, match="no round-trip summary"):
+        bench.parse_sockperf("sockperf: ERROR: connection refused")
+
+
+def test_missing_sockperf_says_how_to_install(monkeypatch, built_bin):
+    monkeypatch.setattr(bench, "find_sockperf", lambda: None)
+    with pytest.raises(LabError) as raised:
+        bench.rtt(rounds=1, exchanges=50, seconds=1)
+    assert "sockperf is not installed" in raised.value.what
+    assert "apt-get install sockperf" in raised.value.fix
+
+
+def test_cli_rtt_without_sockperf_prints_the_labs_figure_alone(monkeypatch, capsys, built_bin):
+    from labkit import cli
+
+    monkeypatch.setattr(bench, "find_sockperf", lambda: None)
+    assert cli.main(["bench", "rtt", "--rounds", "1", "--exchanges", "100"]) == 0
+    out, err = capsys.readouterr()
+    assert "apt-get install sockperf" in err
+    assert re.search(r"^  lab +\d+\.\d +\d+\.\d", out, re.M)
+    assert "ratio lab/sockperf" not in out
+    assert "sockperf is not installed: no ratio" in out
+
+
+@pytest.mark.skipif(shutil.which("sockperf") is None, reason="sockperf is not installed (apt-get install sockperf)")
+def test_rtt_against_sockperf_prints_both_and_their_ratio(built_bin):
+    result = bench.rtt(rounds=2, exchanges=200, seconds=1)
+    assert len(result["lab"]) == len(result["sockperf"]) == 2
+    for tool in ("lab", "sockperf"):
+        assert 0 < result[f"{tool}_p50_us"] <= result[f"{tool}_p99_us"] < 1e6
+    assert result["ratio"] == pytest.approx(result["lab_p50_us"] / result["sockperf_p50_us"])
+    assert result["verdict"] in ("PASS", "MISS")
+    assert result["server_cpus"] and result["client_cpus"]
+    text = bench.format_rtt(result)
+    assert re.search(r"^ratio lab/sockperf \(median round trip\): \d+\.\d{3}  target <= 1\.15: (PASS|MISS)$",
+                     text, re.M)
+    assert "kernel" in text and "pinning" in text
+
+
+def test_throughput_has_a_row_per_model_and_saves_csv(tmp_path, monkeypatch, built_bin):
+    import pandas as pd
+
+    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
+    frame = bench.throughput(clients=4, requests=20)
+    assert sorted(frame["model"]) == build.models()
+    assert (frame["error"] == "").all(), frame[frame["error"] != ""][["model", "error"]]
+    assert (frame["req_per_s"] > 0).all()
+    assert (frame["p50_us"] <= frame["p99_us"]).all()
+    # CPU per request: a measured non-negative number, or NaN (never a made-up 0 for "missing").
+    for value in frame["server_cpu_us_per_request"]:
+        assert math.isnan(value) or value >= 0
+    saved = pd.read_csv(frame.attrs["saved_to"])
+    assert list(saved["model"]) == list(frame["model"])
+    assert {"kernel", "cpu_model", "server_cpus", "client_cpus"} <= set(saved.columns)
+    text = bench.format_throughput(frame)
+    for model in build.models():
+        assert re.search(rf"^ *{model} +[\d,]+\.\d", text, re.M), model
+
+
+def test_throughput_refuses_an_unknown_model():
+    with pytest.raises(LabError, match="unknown model"):
+        bench.throughput(models=["nonesuch"], save=False)
+
+
+def test_events_rows_per_backend_and_select_refuses_past_fd_setsize(tmp_path, monkeypatch, built_bin):
+    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
+    frame = bench.events(descriptors=(10, 2000), writes=50, runs=1)
+    assert sorted(frame["backend"].unique()) == sorted(bench.BACKENDS)
+    assert len(frame) == 2 * len(bench.BACKENDS)
+    measured = frame[~((frame["backend"] == "select") & (frame["descriptors"] == 2000))]
+    assert (measured["ns_per_poll"] > 0).all() and (measured["ns_per_event"] > 0).all()
+    refused = frame[(frame["backend"] == "select") & (frame["descriptors"] == 2000)].iloc[0]
+    assert math.isnan(refused["ns_per_poll"])
+    assert "select can watch descriptors below 1024 only" in refused["note"]
+    text = bench.format_events(frame)
+    assert re.search(r"^2000 +refused +[\d,]+\.\d\d +[\d,]+\.\d\d$", text, re.M)
+
+
+def test_ev_bench_counts_every_event_of_the_chain(built_bin):
+    import json
+    import subprocess
+
+    done = subprocess.run([str(built_bin / "ev_bench_epoll"), "--descriptors", "50", "--active", "5",
+                           "--writes", "100", "--runs", "2"], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(done.stdout)
+    assert figures["events"] == 2 * (5 + 100)  # the timed runs: A initial events + W chained ones each
+    assert figures["backend"] == "epoll"
+
+
+def test_ev_bench_refuses_bad_arguments(built_bin):
+    import subprocess
+
+    done = subprocess.run([str(built_bin / "ev_bench_poll"), "--descriptors", "5", "--active", "9"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "--active 9 is more than --descriptors 5" in done.stderr
