@@ -100,6 +100,9 @@ def point(model: str, clients: int, requests: int = 1, service: str = "top", k: 
     except ServerFailed as failure:
         return _fail(row, f"the server did not start: {failure.what}")
     row["server_cpus"] = _affinity(server.pid, server.cpus)
+    if procs.has_workers(model, sanitize):
+        # They take --workers and default to one per CPU the server may use.
+        _wait_for_workers(server.pid, workers or len(row["server_cpus"]) or 1)
 
     client, attached, server_died = None, None, False
     try:
@@ -187,6 +190,24 @@ class _TreeCounters:
                          + (f"; {self.note}" if self.note else ""))
         sources = {part.source for part in parts}
         self.source = sources.pop() if len(sources) == 1 else "+".join(sorted(sources))
+
+
+def _wait_for_workers(pid: int, expected: int, within: float = 2.0) -> None:
+    """Let a worker model fork its workers (after `listening`) so perf attaches to all.
+    Thread-pool models have no child processes: the wait ends when time is up."""
+    import time
+
+    import psutil
+
+    deadline = time.monotonic() + within
+    try:
+        server = psutil.Process(pid)
+        while time.monotonic() < deadline:
+            if len(server.children()) >= expected or len(server.threads()) > expected:
+                return
+            time.sleep(0.01)
+    except psutil.Error:
+        return  # the server is gone: the point reports that
 
 
 def _attach_tree(pid: int, events: list[str]) -> _TreeCounters:

@@ -30,6 +30,11 @@ MODEL_COLORS = {
     "threadpool": "#56B4E9",
     "prefork": "#7F7F7F",
     "select_fork": "#F0E442",
+    "epoll_et": "#882255",
+    "epoll_workers": "#AA4499",
+    "pool": "#56B4E9",
+    "fork": "#332288",
+    "uring": "#44AA99",
 }
 _SPARE_COLORS = ["#000000", "#8C564B", "#17BECF", "#BCBD22", "#9467BD"]
 FAILED_COLOR = "#C00000"
@@ -68,6 +73,10 @@ _COLUMN_LABELS = {
     "lat_p999_us": "latency p99.9 (µs)",
     "lat_max_us": "latency max (µs)",
     "client_cpu_util": "client CPU utilization",
+    "lost_connections": "lost connections",
+    "server_cpu_us_per_request": "server CPU time per request (µs)",
+    "server_cs_per_request": "server context switches per request",
+    "lat_uncorrected_p99_us": "latency p99, uncorrected (µs)",
 }
 
 # counters_table's columns, in the order of the seed reports' tables.
@@ -134,13 +143,15 @@ def why_missing(df: pd.DataFrame, metric: str) -> str:
 
 
 def metric_vs_clients(df: pd.DataFrame, metric: str, title: str | None = None,
-                      log_x: bool = False, log_y: bool = False) -> go.Figure:
+                      log_x: bool = False, log_y: bool = False, x_noun: str = "clients",
+                      x_title: str = "concurrent clients") -> go.Figure:
     """`metric` against concurrent clients, one line per model: median of the repeats,
-    min-max error bars, failed points as crosses with the reason in the hover."""
+    min-max error bars, failed points as crosses with the reason in the hover.
+    (metric_vs_idle draws the same against idle connections: x_noun, x_title.)"""
     summary = summarize(df, metric)
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, title=title or f"{label(metric)} vs concurrent clients",
-                      xaxis_title="concurrent clients", yaxis_title=label(metric))
+    fig.update_layout(template=TEMPLATE, title=title or f"{label(metric)} vs {x_title}",
+                      xaxis_title=x_title, yaxis_title=label(metric))
     fig.update_xaxes(type="log" if log_x else "linear",
                      tickvals=sorted(summary["clients"].unique()))
     if log_y:
@@ -156,12 +167,12 @@ def metric_vs_clients(df: pd.DataFrame, metric: str, title: str | None = None,
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
             customdata=line[["min", "max", "measured", "saturated"]].to_numpy(),
-            hovertemplate=(f"<b>{model}</b><br>%{{x}} clients<br>median %{{y:,.4g}}<br>"
+            hovertemplate=(f"<b>{model}</b><br>%{{x}} {x_noun}<br>median %{{y:,.4g}}<br>"
                            "min-max %{customdata[0]:,.4g} - %{customdata[1]:,.4g}<br>"
                            "repeats %{customdata[2]}<br>client saturated: %{customdata[3]}"
                            "<extra></extra>"),
         ))
-    _add_failures(fig, summary)
+    _add_failures(fig, summary, x_noun=x_noun)
 
     notes = []
     missing = summary[summary["median"].isna() & (summary["ok"] > 0)]
@@ -203,6 +214,129 @@ def latency_vs_clients(df: pd.DataFrame, percentiles=("p50", "p99")) -> go.Figur
         _annotate(fig, "latency: nothing measured (every point failed)")
     fig.update_xaxes(tickvals=sorted(df["clients"].unique()))
     return fig
+
+
+def metric_vs_idle(df: pd.DataFrame, metric: str, title: str | None = None, log_y: bool = False) -> go.Figure:
+    """idle_conns: `metric` against idle connections, one line per model (median, min-max),
+    a refused point (select past FD_SETSIZE) as a red cross with the server's words."""
+    _require(df, ["idle"])
+    active = sorted(int(c) for c in df["clients"].unique())
+    fig = metric_vs_clients(df.assign(clients=df["idle"].astype(int)), metric, log_y=log_y,
+                            x_noun="idle connections", x_title="idle connections",
+                            title=title or f"{label(metric)} vs idle connections "
+                                           f"({', '.join(map(str, active))} active)")
+    return fig
+
+
+def _point_label(clients, requests) -> str:
+    return f"{int(clients):,} x {int(requests)}"
+
+
+def metric_by_model(df: pd.DataFrame, metric: str, title: str | None = None, include_failed: bool = False,
+                    log_y: bool = False) -> go.Figure:
+    """echo_scale: one group of bars per point (clients x exchanges), one bar per model
+    (its colour), the median of the repeats with min-max whiskers.  A point with a
+    failed repeat is marked with a red cross at its bar (or at 0), the reasons in the
+    hover.  include_failed=True takes the values of failed repeats too (lost
+    connections are measured *because* the point failed)."""
+    _require(df, ["model", "clients", "requests", "status"])
+    if metric not in df.columns:
+        raise LabError(f"the results have no column {metric!r}",
+                       "pick one of: " + ", ".join(c for c in df.columns if _is_numeric(df[c])))
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, barmode="group", title=title or f"{label(metric)} per model",
+                      xaxis_title="clients x exchanges per connection", yaxis_title=label(metric))
+    if log_y:
+        fig.update_yaxes(type="log")
+    rows, failures = [], []
+    for (model, clients, requests), point in df.groupby(["model", "clients", "requests"], sort=True):
+        used = point if include_failed else point[point["status"] == "ok"]
+        used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
+            if include_failed and "requests_ok" in used else used
+        values = pd.to_numeric(used[metric], errors="coerce").dropna()
+        failed = point[point["status"] != "ok"]
+        median = values.median() if len(values) else math.nan
+        rows.append(dict(model=model, point=_point_label(clients, requests), median=median,
+                         low=values.min() if len(values) else math.nan,
+                         high=values.max() if len(values) else math.nan, n=len(values)))
+        if len(failed):
+            reasons = "; ".join(sorted({_wrap(_escape(str(e)), 90) for e in failed["error"].fillna("")}))
+            failures.append(dict(model=model, point=_point_label(clients, requests),
+                                 y=0.0 if math.isnan(median) or log_y else median,
+                                 text=f"{len(failed)} of {len(point)} repeats failed<br>{reasons}"))
+    summary = pd.DataFrame(rows)
+    order = [_point_label(c, r) for c, r in sorted(set(zip(df["clients"], df["requests"])))]
+    for model in dict.fromkeys(df["model"]):
+        bars = summary[summary["model"] == model].set_index("point").reindex(order)
+        fig.add_trace(go.Bar(
+            x=order, y=bars["median"], name=model, marker_color=color(model), offsetgroup=model,
+            error_y=dict(type="data", symmetric=False, array=bars["high"] - bars["median"],
+                         arrayminus=bars["median"] - bars["low"], thickness=1.2, width=4),
+            customdata=bars[["n"]].to_numpy(),
+            hovertemplate=f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>repeats %{{customdata[0]}}<extra></extra>",
+        ))
+    if failures:
+        failed = pd.DataFrame(failures)
+        for model, marks in failed.groupby("model", sort=False):
+            fig.add_trace(go.Scatter(
+                x=marks["point"], y=marks["y"], mode="markers", name="failed", legendgroup="failed",
+                showlegend=model == failed["model"].iloc[0], offsetgroup=model,
+                marker=dict(symbol="x", size=12, color=FAILED_COLOR, line=dict(width=1, color="white")),
+                customdata=marks[["text"]].to_numpy(),
+                hovertemplate=f"<b>FAILED</b>: {model} @ %{{x}}<br>%{{customdata[0]}}<extra></extra>",
+            ))
+        fig.update_layout(scattermode="group")
+    if summary["median"].isna().all():
+        _annotate(fig, f"{label(metric)}: nothing measured:<br>{why_missing(df, metric)}")
+    return fig
+
+
+def latency_percentiles(df: pd.DataFrame, clients: int | None = None, requests: int | None = None) -> go.Figure:
+    """Response-time percentiles (p50, p90, p99, p99.9, max) of every model at one point
+    (default: the largest clients x exchanges measured), medians of the ok repeats."""
+    _require(df, ["model", "clients", "requests", "status"])
+    clients = int(clients if clients is not None else df["clients"].max())
+    at = df[df["clients"] == clients]
+    requests = int(requests if requests is not None else at["requests"].max())
+    at = at[at["requests"] == requests]
+    names = {"p50": "lat_p50_us", "p90": "lat_p90_us", "p99": "lat_p99_us", "p99.9": "lat_p999_us",
+             "max": "lat_max_us"}
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, title=f"response time percentiles at {_point_label(clients, requests)}",
+                      xaxis_title="percentile", yaxis_title="response time (µs)")
+    fig.update_yaxes(type="log")
+    for model, point in at.groupby("model", sort=False):
+        ok = point[point["status"] == "ok"]
+        medians = [pd.to_numeric(ok[column], errors="coerce").median() for column in names.values()]
+        if ok.empty:
+            continue
+        fig.add_trace(go.Scatter(x=list(names), y=medians, name=model, mode="lines+markers",
+                                 line=dict(color=color(model), width=2),
+                                 hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<extra></extra>"))
+    failed = sorted(at.loc[at["status"] != "ok", "model"].unique())
+    if failed:
+        fig.update_layout(title_subtitle_text=_escape(f"failed here (not drawn): {', '.join(failed)}"),
+                          margin_t=90)
+    return fig
+
+
+def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFrame:
+    """Seed 003's Observations table beside yours: rows = clients / exchanges; the
+    seed's response time per model (s, as printed), then your median p50 response
+    time (s) and your lost connections per model (blank where not measured)."""
+    seed = seed_table.pivot_table(index=["clients", "exchanges"], columns="model", values="value")
+    seed.columns = pd.MultiIndex.from_product([["seed 003: response time (s)"], seed.columns])
+    measured = df.assign(exchanges=df["requests"].astype(int), clients=df["clients"].astype(int))
+    ok = measured[measured["status"] == "ok"]
+    yours = (ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
+                            aggfunc="median") / 1e6) if not ok.empty else pd.DataFrame()
+    yours.columns = pd.MultiIndex.from_product([["yours: p50 response time (s)"], yours.columns])
+    lost = measured.pivot_table(index=["clients", "exchanges"], columns="model", values="lost_connections",
+                                aggfunc="median")
+    lost.columns = pd.MultiIndex.from_product([["yours: lost connections"], lost.columns])
+    table = pd.concat([seed, yours, lost], axis=1).sort_index()
+    table.index.names = ["clients", "exchanges"]
+    return table
 
 
 def counters_table(df: pd.DataFrame, side: str = "server") -> pd.DataFrame:
@@ -314,7 +448,7 @@ def failed_points(df: pd.DataFrame) -> pd.DataFrame:
     return df.loc[df["status"] != "ok", cols].reset_index(drop=True)
 
 
-def _add_failures(fig: go.Figure, summary: pd.DataFrame, row=None, col=None) -> None:
+def _add_failures(fig: go.Figure, summary: pd.DataFrame, row=None, col=None, x_noun: str = "clients") -> None:
     """Draw every point with a failed repeat as a red cross: at its median when other
     repeats succeeded, else at the bottom of the plot; the reasons are in the hover."""
     failed = summary[summary["failed"] > 0]
@@ -328,7 +462,7 @@ def _add_failures(fig: go.Figure, summary: pd.DataFrame, row=None, col=None) -> 
         marker=dict(symbol="x", size=13, color=FAILED_COLOR, line=dict(width=1, color="white")),
         customdata=failed.assign(total=failed["failed"] + failed["ok"])[
             ["model", "failed", "total", "errors"]].to_numpy(),
-        hovertemplate=("<b>FAILED</b>: %{customdata[0]} @ %{x} clients<br>"
+        hovertemplate=("<b>FAILED</b>: %{customdata[0]} @ %{x} " + x_noun + "<br>"
                        "%{customdata[1]} of %{customdata[2]} repeats failed<br>"
                        "%{customdata[3]}<extra></extra>"),
     ), row=row, col=col)

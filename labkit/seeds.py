@@ -21,7 +21,12 @@ TABLES = {
     "001": ("001_server_perf.csv",
             "seed 001: perf stat of the SERVER process, threaded and select servers, "
             "3, 6 and 10 clients: cycles, instructions, context switches"),
+    "003": ("003_echo_response.csv",
+            "seed 003: echo response time seen by the CLIENT, threaded / select / epoll "
+            "servers, 5000 and 10000 clients x 200 and 300 exchanges (its Observations table)"),
 }
+# Tables with a column more than the common ones (003 sweeps exchanges too).
+_EXTRA_COLUMNS = {"003": ["exchanges"]}
 
 _COLUMNS = ["seed", "side", "model", "seed_label", "clients", "metric", "value",
             "unit", "printed", "source"]
@@ -34,17 +39,21 @@ def describe(name: str) -> str:
 
 def table(name: str) -> pd.DataFrame:
     """Seed `name`'s numbers in long format (see the module docstring)."""
-    file_name = TABLES[_check(name)][0]
+    name = _check(name)
+    file_name = TABLES[name][0]
     path = paths.SEEDS / file_name
     if not path.exists():
         raise LabError(f"the seed table {path} is missing",
                        "restore it from git: git checkout -- data/seeds/")
     # Read everything as text first so "000" stays "000" and "printed" keeps its commas.
     df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    if list(df.columns) != _COLUMNS:
-        raise LabError(f"{path} has columns {list(df.columns)}, expected {_COLUMNS}",
+    expected = _COLUMNS[:5] + _EXTRA_COLUMNS.get(name, []) + _COLUMNS[5:]
+    if list(df.columns) != expected:
+        raise LabError(f"{path} has columns {list(df.columns)}, expected {expected}",
                        "restore it from git: git checkout -- data/seeds/")
     df["clients"] = df["clients"].astype(int)
+    if "exchanges" in df:
+        df["exchanges"] = df["exchanges"].astype(int)
     df["value"] = df["value"].astype(float)
     return df
 
@@ -55,14 +64,16 @@ def tables() -> dict[str, pd.DataFrame]:
 
 
 def wide(name: str, metric: str) -> pd.DataFrame:
-    """One metric as the report laid it out: rows = clients, columns = models."""
+    """One metric as the report laid it out: rows = clients (and exchanges, for 003),
+    columns = models."""
     df = table(name)
     rows = df[df["metric"] == metric]
     if rows.empty:
         known = sorted(df["metric"].unique())
         raise LabError(f"seed {name} has no metric {metric!r}",
                        f"use one of: {', '.join(known)}")
-    return rows.pivot(index="clients", columns="model", values="value")
+    index = ["clients", "exchanges"] if "exchanges" in rows else "clients"
+    return rows.pivot(index=index, columns="model", values="value")
 
 
 def side(name: str) -> str:

@@ -19,8 +19,17 @@ from IPython.display import HTML, Markdown, display
 from labkit import build, experiments, paths, plots, sweep
 from labkit.errors import BuildError, LabError
 
-# The panel's fields, in the order of the notebook's parameters cell.
-FIELDS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus")
+# Parameters an experiment fixes (its workload), so neither its notebook nor its panel offers them.
+NOT_FIELDS = ("service", "engine")
+
+
+def fields_of(experiment: str) -> tuple[str, ...]:
+    """The panel's fields for `experiment`: its parameters, in order, but the fixed ones."""
+    return tuple(name for name in experiments.get(experiment).parameters if name not in NOT_FIELDS)
+
+
+# proc_top's fields, in the order of notebook 01's parameters cell.
+FIELDS = fields_of("proc_top")
 
 # What the figure can show: label -> sweep column.
 PLOTTABLE = {
@@ -32,7 +41,12 @@ PLOTTABLE = {
     "latency p99": "lat_p99_us",
     "throughput": "throughput_rps",
     "server cycles": "server_cycles",
+    "lost connections": "lost_connections",
+    "server CPU time per request": "server_cpu_us_per_request",
+    "server context switches per request": "server_cs_per_request",
 }
+# Fields that are lists of whole numbers (IntsInput) and their smallest value.
+_INT_LISTS = {"clients": 1, "exchanges": 1, "idle": 0}
 
 
 class ControlPanel:
@@ -52,18 +66,11 @@ class ControlPanel:
         self.figure = None
         self.last_error = None  # the LabError the panel last showed, if any
 
+        self.names = fields_of(experiment)
         self.model_boxes = {m: w.Checkbox(value=m in params["models"], description=m, indent=False,
                                           layout=w.Layout(width="auto"))
                             for m in build.models()}
-        self.fields = {
-            "models": w.HBox(list(self.model_boxes.values())),
-            "clients": w.IntsInput(value=list(params["clients"]), min=1),
-            "requests": w.BoundedIntText(value=params["requests"], min=1, max=1_000_000),
-            "repeats": w.BoundedIntText(value=params["repeats"], min=1, max=100),
-            "k": w.BoundedIntText(value=params["k"], min=1, max=1000),
-            "server_cpus": w.Text(value=_cpu_text(params["server_cpus"]), placeholder="e.g. 0 or 0,1"),
-            "client_cpus": w.Text(value=_cpu_text(params["client_cpus"]), placeholder="e.g. 1"),
-        }
+        self.fields = {name: self._field(name, params[name]) for name in self.names}
         help_lines = experiments.get(experiment).help
         rows = [w.HBox([w.Label(name, layout=w.Layout(width="110px")), field,
                         w.HTML(f"<span style='color:#666'>{html.escape(help_lines.get(name, ''))}</span>")])
@@ -86,32 +93,53 @@ class ControlPanel:
             self.errors, self.plot_choice, self.figure_area, self.table_area,
         ])
 
+    def _field(self, name: str, value):
+        """The widget for parameter `name`, chosen by what the parameter holds."""
+        if name == "models":
+            return w.HBox(list(self.model_boxes.values()))
+        if name in _INT_LISTS:
+            return w.IntsInput(value=list(value), min=_INT_LISTS[name])
+        if name in ("server_cpus", "client_cpus"):
+            return w.Text(value=_cpu_text(value), placeholder="e.g. 0 or 0,1" if name == "server_cpus" else "e.g. 1")
+        if name == "workers":  # empty: the server's default
+            return w.Text(value="" if value is None else str(value), placeholder="one per CPU")
+        if name == "warmup":
+            return w.Text(value=str(value), placeholder="e.g. 1s or 1000")
+        if isinstance(value, float):
+            return w.BoundedFloatText(value=value, min=0.001, max=1e9)
+        return w.BoundedIntText(value=value, min=1, max=1_000_000)
+
     # -- reading the fields ------------------------------------------------
     def values(self) -> dict:
         """The fields as the notebook's parameters (not yet validated)."""
-        return {
-            "models": [m for m, box in self.model_boxes.items() if box.value],
-            "clients": list(self.fields["clients"].value),
-            "requests": self.fields["requests"].value,
-            "repeats": self.fields["repeats"].value,
-            "k": self.fields["k"].value,
-            "server_cpus": self.fields["server_cpus"].value,
-            "client_cpus": self.fields["client_cpus"].value,
-        }
+        values = {}
+        for name, field in self.fields.items():
+            if name == "models":
+                values[name] = [m for m, box in self.model_boxes.items() if box.value]
+            elif name in _INT_LISTS:
+                values[name] = list(field.value)
+            elif name == "workers":
+                values[name] = field.value.strip() or None
+            else:
+                values[name] = field.value
+        return values
 
     def set(self, **values) -> None:
         """Fill fields from parameter values (what a student would type)."""
-        unknown = sorted(set(values) - set(FIELDS))
+        unknown = sorted(set(values) - set(self.names))
         if unknown:
-            raise LabError(f"the panel has no field {', '.join(unknown)}", f"its fields are: {', '.join(FIELDS)}")
+            raise LabError(f"the panel has no field {', '.join(unknown)}",
+                           f"its fields are: {', '.join(self.names)}")
         for name, value in values.items():
             if name == "models":
                 for model, box in self.model_boxes.items():
                     box.value = model in value
             elif name in ("server_cpus", "client_cpus"):
                 self.fields[name].value = _cpu_text(value)
-            elif name == "clients":
+            elif name in _INT_LISTS:
                 self.fields[name].value = list(value)
+            elif name in ("workers", "warmup"):
+                self.fields[name].value = "" if value is None else str(value)
             else:
                 self.fields[name].value = value
 
@@ -147,12 +175,19 @@ class ControlPanel:
     def _on_progress(self, done: int, total: int, row: dict) -> None:
         self.progress.max = total
         self.progress.value = done
-        self.status.value = f"{done}/{total}: {row.get('model')} x {row.get('clients')} clients, {row.get('status')}"
+        where = f"{row.get('clients')} clients" + (f" + {row.get('idle')} idle" if row.get("idle") else "")
+        self.status.value = f"{done}/{total}: {row.get('model')} x {where}, {row.get('status')}"
 
     def _refresh_figure(self) -> None:
         if self.df is None or self.df.empty:
             return
-        self.figure = plots.metric_vs_clients(self.df, self.plot_choice.value)
+        metric = self.plot_choice.value
+        if "idle" in self.names:
+            self.figure = plots.metric_vs_idle(self.df, metric)
+        elif "exchanges" in self.names:
+            self.figure = plots.metric_by_model(self.df, metric, include_failed=metric == "lost_connections")
+        else:
+            self.figure = plots.metric_vs_clients(self.df, metric)
         with self.figure_area:
             self.figure_area.clear_output(wait=True)
             display(self.figure)
@@ -163,7 +198,13 @@ class ControlPanel:
             self.table_area.clear_output(wait=True)
             if warning:
                 display(HTML(f"<p style='color:#B00020'><b>{html.escape(warning)}</b></p>"))
-            display(plots.style_counters(plots.counters_table(self.df, "server")))
+            df = self.df
+            if "idle" in self.names:  # one row per model x idle connections
+                df = df.assign(clients=df["idle"])
+            table = plots.counters_table(df, "server")
+            if "idle" in self.names:
+                table.index = table.index.set_names(["model", "idle"])
+            display(plots.style_counters(table))
 
     # -- display -------------------------------------------------------------
     def show(self) -> None:
@@ -230,3 +271,25 @@ def show_source(relative_path: str, *functions: str) -> None:
     for name in functions:
         first, last, text = c_function(relative_path, name)
         display(Markdown(f"`csrc/{relative_path}`, lines {first}-{last}:\n```c\n{text}\n```"))
+
+
+def show_diff(old_path: str, new_path: str, context: int = 2) -> None:
+    """Display `diff -u csrc/<old_path> csrc/<new_path>`, read from the files as they are now."""
+    import difflib
+
+    texts = []
+    for relative in (old_path, new_path):
+        path = paths.CSRC / relative
+        if not path.is_file():
+            raise LabError(f"{path} does not exist", "restore it from git: git checkout -- csrc/")
+        texts.append(path.read_text().splitlines())
+    lines = difflib.unified_diff(*texts, f"csrc/{old_path}", f"csrc/{new_path}", n=context, lineterm="")
+    display(Markdown("```diff\n" + "\n".join(lines) + "\n```"))
+
+
+def show_file(relative_path: str) -> None:
+    """Display a whole (short) file of csrc/ as highlighted C."""
+    path = paths.CSRC / relative_path
+    if not path.is_file():
+        raise LabError(f"{path} does not exist", "restore it from git: git checkout -- csrc/")
+    display(Markdown(f"`csrc/{relative_path}`:\n```c\n{path.read_text()}\n```"))

@@ -123,3 +123,55 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
     for start in ('plots.metric_vs_clients(df, "elapsed_s")', "plots.latency_vs_clients(df)",
                   'plots.seed_comparison(df, seeds.table("001"), "cycles")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+
+
+def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves(tmp_path):
+    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    nb, elapsed = run_quick("02_multiplexing.ipynb", tmp_path)
+    print(f"02_multiplexing.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and 'profile = "quick"' in injected[0].source
+
+    # The backends compared as diffs read from csrc/: select builds bitmaps, poll an array, epoll asks the kernel.
+    diffs = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, 'widgets.show_diff("loop/ev_select.c"')
+                    if "data" in o)
+    assert "-" in diffs and "FD_SET" in diffs and "pollfd" in diffs
+    assert "epoll_wait" in "".join(o["data"].get("text/markdown", "")
+                                   for o in outputs(nb, 'widgets.show_diff("loop/ev_poll.c"') if "data" in o)
+
+    # select's wall by hand: the server's own refusal, and the other connections still echoed.
+    wall = "".join(o.get("text", "") for o in outputs(nb, "procs.ensure_nofile(1100)"))
+    assert "FD_SETSIZE" in wall and "refused" in wall and not wall.startswith("0 connections echoed")
+
+    # Both quick sweeps measured into the temporary file only.
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    scale = [r for r in rows if r["experiment"] == "echo_scale"]
+    idle = [r for r in rows if r["experiment"] == "idle_conns"]
+    assert sorted((r["model"], r["clients"]) for r in scale) == sorted(
+        (m, c) for m in ("threaded", "select", "poll", "epoll", "epoll_workers") for c in (500, 2000))
+    assert all(r["status"] == "ok" for r in scale if r["model"] != "select"), [r["error"] for r in scale]
+    assert sorted((r["model"], r["idle"]) for r in idle) == sorted(
+        (m, i) for m in ("select", "poll", "epoll") for i in (0, 1000))
+    refused = [r for r in idle if r["model"] == "select" and r["idle"] == 1000]
+    assert refused[0]["status"] == "failed" and "FD_SETSIZE" in refused[0]["error"]
+    assert all(r["status"] == "ok" for r in idle if r["model"] != "select"), [r["error"] for r in idle]
+    # CPU per request is measured (task-clock works without hardware counters).
+    assert all(r["server_cpu_us_per_request"] and r["server_cpu_us_per_request"] > 0
+               for r in scale + idle if r["status"] == "ok")
+    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    assert after == results_before, "the notebook wrote into data/results/"
+
+    # The plots: every plot cell produced a figure; the refusal is printed with the server's words.
+    for start in ("plots.latency_percentiles(df)", 'plots.metric_by_model(df, "lost_connections"',
+                  'plots.metric_by_model(df, "server_cpu_us_per_request")',
+                  'plots.metric_by_model(df, "server_cs_per_request")',
+                  'plots.metric_vs_idle(idle_df, "lat_p99_us")',
+                  'plots.metric_vs_idle(idle_df, "server_cpu_us_per_request")'):
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    printed = "".join(o.get("text", "") for o in outputs(nb, "refusals = "))
+    assert "select with 1000 idle connections" in printed and "descriptor 1024 is too high" in printed
+    # Seed 003's observations beside the student's.
+    table = outputs(nb, 'plots.observations_table(df, seeds.table("003"))')[0]["data"]["text/html"]
+    assert "seed 003" in table and "0.007262" in table and "yours" in table
