@@ -184,7 +184,12 @@ class _TreeCounters:
             return
         self.counters = {event: sum(float(part.counters.get(event, NAN)) if part.counters.get(event) is not None
                                     else NAN for part in parts) for event in parts[0].counters}
-        self.note = "; ".join(dict.fromkeys(part.note for part in parts if part.note))
+        notes = [part.note for part in parts if part.note]
+        if len(parts) > 1:
+            # The supervisor only waits for its workers: that it "did not run" is expected.
+            notes = [note for part, note in zip(parts, [p.note for p in parts])
+                     if note and not (part.pid == self.pid and "did not run" in note)]
+        self.note = "; ".join(dict.fromkeys(notes))
         if len(parts) > 1:
             self.note = (f"server counters summed over {len(parts)} processes (the server and its workers)"
                          + (f"; {self.note}" if self.note else ""))

@@ -122,3 +122,25 @@ def test_friendly_errors_show_what_and_fix_and_still_fail_the_cell(capsys):
     finally:
         shell.set_custom_exc((), None)
         InteractiveShell.clear_instance()
+
+
+@pytest.mark.parametrize("experiment", ["echo_scale", "idle_conns"])
+def test_panel_fields_follow_any_experiments_parameters(experiment, built_bin):
+    params = experiments.resolve(experiment, "quick")
+    panel = widgets.ControlPanel(experiment, params)
+    expected = tuple(name for name in experiments.get(experiment).parameters if name not in ("service", "engine"))
+    assert tuple(panel.fields) == expected == widgets.fields_of(experiment)
+    values = panel.values()
+    # What the panel reads back resolves to the same parameters it started from.
+    again = experiments.resolve(experiment, "quick", **values)
+    assert sorted(again["models"]) == sorted(params["models"])  # the panel lists models in build order
+    assert {name: again[name] for name in expected[1:]} == {name: params[name] for name in expected[1:]}
+    if experiment == "echo_scale":
+        assert values["workers"] is None  # empty field: the server's default
+        panel.set(exchanges=[5, 7], workers=2)
+        assert panel.values()["exchanges"] == [5, 7] and panel.values()["workers"] == "2"
+    else:
+        panel.set(idle=[0, 10], warmup="0.1s", rate=100.0)
+        assert (panel.values()["idle"], panel.values()["warmup"], panel.values()["rate"]) == ([0, 10], "0.1s", 100.0)
+    with pytest.raises(LabError):
+        panel.set(service="top")
