@@ -10,7 +10,6 @@ LOADGEN_SAN=1 runs these against the ASan + UBSan build too.
 """
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -20,7 +19,6 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -30,7 +28,7 @@ import pytest
 
 import serverproc
 from labkit import paths
-from test_loadgen import Loadgen, ScriptedServer, build_loadgen, run_loadgen, serve_echo
+from test_loadgen import Loadgen, ScriptedServer, build_loadgen, run_loadgen, serve_echo, server  # noqa: F401 (fixture)
 
 RUN_TIMEOUT = 60  # seconds; no run here comes near it
 
@@ -38,20 +36,6 @@ RUN_TIMEOUT = 60  # seconds; no run here comes near it
 @pytest.fixture(scope="module")
 def loadgen():
     return Loadgen(build_loadgen(), "events")
-
-
-@pytest.fixture
-def server():
-    """Start ScriptedServer(handler, ...) for the test; stopped afterwards."""
-    started = []
-
-    def start(handler, **kwargs):
-        started.append(ScriptedServer(handler, **kwargs))
-        return started[-1]
-
-    yield start
-    for srv in started:
-        srv.stop()
 
 
 # ------------------------------------------------- a single-threaded server
@@ -123,46 +107,11 @@ def event_echo_server(stall_after=0, stall_s=0.0, lifetime=60, close_silent=0.0)
         proc.stdout.close()
 
 
-# ------------------------------------------------------ the lab's servers
-
-@contextlib.contextmanager
-def lab_server(model, service="echo"):
-    """build/bin/<model> on a free port (built alone, so a model another
-    engineer is still writing cannot break this test); SIGTERM must stop it
-    with status 0."""
-    if not (paths.CSRC / "servers" / f"{model}.c").exists():
-        pytest.skip(f"csrc/servers/{model}.c does not exist yet")
-    paths.BUILD.mkdir(exist_ok=True)
-    with open(paths.BUILD / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        built = subprocess.run(["make", "--no-print-directory", "-C", str(paths.CSRC),
-                                str(paths.BIN / model)], capture_output=True, text=True,
-                               timeout=300)
-    assert built.returncode == 0, f"building {model} failed:\n{built.stdout}{built.stderr}"
-    with tempfile.TemporaryDirectory() as tmp:
-        stderr_path = Path(tmp) / "stderr"
-        with open(stderr_path, "wb") as err:
-            proc = subprocess.Popen([str(paths.BIN / model), "--port", "0", "--service", service],
-                                    stdout=subprocess.PIPE, stderr=err, start_new_session=True)
-        try:
-            line = proc.stdout.readline().split()
-            assert line[:1] == [b"listening"], f"{model} printed {line!r}"
-            server = serverproc.Server(model, int(line[1]), proc, stderr_path)
-            yield server
-        except BaseException:
-            proc.kill()
-            proc.wait()
-            raise
-        finally:
-            proc.stdout.close()
-        serverproc.stop_and_check(server)
-
-
 # ------------------------------------------------------------------ tests
 
 @pytest.mark.parametrize("model", ["threaded", "epoll"])
 def test_two_thousand_echo_connections_without_a_failure(loadgen, model):
-    with lab_server(model) as srv:
+    with serverproc.running(model, "echo") as srv:
         code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 2000,
                                         "--requests", 5, "--service", "echo", "--size", 256,
                                         "--timeout", 20)
