@@ -1,0 +1,447 @@
+"""The isolation of one notebook run for grading: a working directory of its
+own, a uid of its own, resource limits, a wall-clock timeout, and nothing left
+behind afterwards.
+
+The grader (root or not) calls `run_notebook()`.  Inside, the notebook runs
+through papermill in a child process started in a new session with this very
+module as its entry point (`python -m labkit.sandbox SPEC.json`): that child
+lowers its own resource limits, so the kernel and everything the student
+starts inherit them, and reports how papermill ended on its last stdout line.
+
+Why a uid per run (root only): RLIMIT_NPROC counts the processes of a uid and
+is not enforced for root, and a process that calls setsid() leaves every
+process group and session; its uid is the one thing it cannot leave.  So each
+concurrent run gets uid 61000 + slot (no /etc/passwd entry needed), and after
+the run `kill(-1, SIGKILL)` as that uid, repeated until none is left, ends a
+fork bomb or a detached port squatter as surely as a hanging kernel.
+
+Without root every run shares the grader's uid: the limits hold per process,
+RLIMIT_NPROC is relative to the processes already running, and clean-up kills
+by session and by a marker in the environment -- a process that leaves the
+session and clears its environment escapes.  `isolation_note()` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+from . import paths
+from .errors import LabError
+
+FIRST_GRADING_UID = 61000
+RUNNER_MARK = "labkit-sandbox-result:"  # the runner's last stdout line starts with this
+ENV_MARK = "LABKIT_SANDBOX_TOKEN"      # set in every sandboxed process's environment
+
+# What a run's working directory needs of the lab: the package, the C sources
+# and a copy of the build (mtimes kept, so make only recompiles what changed).
+LAB_PARTS = ("labkit", "csrc", "Makefile", "data/seeds")
+BUILD_PARTS = ("bin", "obj", "cffi")
+MIB = 1024 * 1024
+
+
+@dataclass
+class Limits:
+    """Per-run limits.  Memory, CPU time, open files and file size hold per
+    process; processes per uid (root) or on top of the user's current count."""
+
+    timeout_s: float = 300.0          # wall clock for the whole notebook
+    cpu_s: int | None = None          # CPU seconds per process (default: timeout + 30 s)
+    memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB)
+    processes: int = 512              # processes and threads (RLIMIT_NPROC counts threads)
+    open_files: int = 4096
+    file_bytes: int = 256 * MIB       # largest file a process may write
+    workdir_bytes: int = 1024 * MIB   # the whole working directory, checked while it runs
+
+    def cpu_seconds(self) -> int:
+        return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 30)
+
+
+@dataclass
+class RunResult:
+    """How one sandboxed notebook run ended."""
+
+    outcome: str                 # completed | timeout | kernel_died | fork_bomb | disk_full | failed
+    message: str                 # one sentence for the feedback page
+    elapsed_s: float
+    executed: Path | None        # the executed notebook (partial after a timeout), if any
+    checks_file: Path            # the JSON lines the checks appended
+    log: Path                    # papermill's and the runner's output
+    cell_errors: list[str] = field(default_factory=list)
+    killed: int = 0              # processes still alive after the run, killed by the clean-up
+
+
+def running_as_root() -> bool:
+    return os.geteuid() == 0
+
+
+def isolation_note() -> str:
+    if running_as_root():
+        return ("each notebook ran under its own uid with limits on processes, CPU time, memory, "
+                "open files and file size; every process of that uid was killed afterwards")
+    return ("not root: notebooks ran under your own uid, so the process limit is shared and a "
+            "process that leaves its session and clears its environment can escape the clean-up; "
+            "grade as root (e.g. in a container) for full isolation")
+
+
+# ---------------------------------------------------------------------------
+# the working directory
+
+
+def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, Path] | None = None,
+                    uid: int | None = None) -> Path:
+    """Make `workdir` a private copy of the lab with `notebook` (an nbformat
+    node) as lab/notebooks/<name>.ipynb; `overlay` maps lab-relative paths (e.g.
+    csrc/exercises/procstat_parse.c) to files that replace the lab's.
+    Returns the notebook's path.  With `uid`, the tree is given to that uid."""
+    import nbformat
+
+    lab = workdir / "lab"
+    for part in LAB_PARTS:
+        source = paths.ROOT / part
+        target = lab / part
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        elif source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    for part in BUILD_PARTS:
+        if (paths.BUILD / part).is_dir():
+            shutil.copytree(paths.BUILD / part, lab / "build" / part, symlinks=True)
+    for relative, replacement in (overlay or {}).items():
+        target = lab / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # A fresh mtime, newer than the copied objects: make recompiles it.
+        shutil.copyfile(replacement, target)
+    for private in ("home", "tmp", "runtime", "out"):
+        (workdir / private).mkdir(parents=True, exist_ok=True)
+    (lab / "notebooks").mkdir(parents=True, exist_ok=True)
+    notebook_path = lab / "notebooks" / f"{name}.ipynb"
+    nbformat.write(notebook, notebook_path)
+    if uid is not None:
+        _chown_tree(workdir, uid)
+    return notebook_path
+
+
+def _chown_tree(top: Path, uid: int) -> None:
+    os.chown(top, uid, uid)
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            os.chown(os.path.join(folder, name), uid, uid, follow_symlinks=False)
+
+
+def tree_bytes(top: Path) -> int:
+    """Bytes allocated under `top` (sparse files count what they really use)."""
+    total = 0
+    for folder, _, files in os.walk(top):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                pass  # removed while we walked
+    return total
+
+
+# ---------------------------------------------------------------------------
+# processes of a run
+
+
+def _processes_of(uid: int | None, token: str, session: int | None) -> list[psutil.Process]:
+    """Every live process of the run: by uid when it has its own, else by session or marker."""
+    found = []
+    for proc in psutil.process_iter(["uids", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            if uid is not None:
+                if proc.info["uids"].real == uid:
+                    found.append(proc)
+            elif proc.pid != os.getpid() and (
+                    (session is not None and os.getsid(proc.pid) == session)
+                    or proc.environ().get(ENV_MARK) == token):
+                found.append(proc)
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            pass
+    return found
+
+
+def kill_all(uid: int | None, token: str, session: int | None, deadline_s: float = 10.0) -> int:
+    """Kill every process of the run; return how many there were.
+
+    As root, kill(-1) as the run's uid signals all of that uid's processes in
+    one pass of the kernel, so a fork bomb cannot outrun it; repeated until
+    psutil finds none (a process in the middle of fork may escape one pass)."""
+    first = _processes_of(uid, token, session)
+    count = len(first)
+    stop = time.monotonic() + deadline_s
+    left = first
+    while left and time.monotonic() < stop:
+        if uid is not None:
+            subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        for proc in left:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(left, timeout=0.5)
+        left = _processes_of(uid, token, session)
+    if uid is not None:
+        # Killed children of killed parents are zombies until init reaps them, and
+        # zombies still count against the uid's RLIMIT_NPROC for the next run.
+        while time.monotonic() < stop and any(
+                p.info["uids"] and p.info["uids"].real == uid
+                for p in psutil.process_iter(["uids"])):
+            time.sleep(0.1)
+    if left:
+        raise LabError(f"{len(left)} process(es) of a graded notebook survived SIGKILL: "
+                       f"{', '.join(str(p.pid) for p in left[:10])}",
+                       "stop them by hand (kill -9 PID) before grading on")
+    return count
+
+
+def remove_files_of(uid: int, places=("/tmp", "/var/tmp", "/dev/shm")) -> None:
+    """Files a run's uid left outside its working directory (root only)."""
+    for place in places:
+        try:
+            entries = list(os.scandir(place))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_uid != uid:
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+            except OSError:
+                pass
+
+
+# ---------------------------------------------------------------------------
+# the run
+
+
+def _unreachable_for_others(targets: list[Path]) -> list[str]:
+    """chmod commands that let other users reach and read `targets`."""
+    commands = []
+    for target in targets:
+        for folder in reversed(target.parents):
+            if folder.is_dir() and not folder.stat().st_mode & 0o001:
+                commands.append(f"chmod o+x {folder}")
+        if not target.stat().st_mode & 0o004:
+            commands.append(f"chmod -R o+rX {target}")
+    return list(dict.fromkeys(commands))
+
+
+def _check_readable(uid: int, env: dict) -> None:
+    """The venv, its interpreter and the lab must be usable by the grading uid."""
+    commands = _unreachable_for_others(
+        [Path(sys.executable).resolve(), Path(sys.prefix), paths.ROOT / "labkit", paths.BUILD])
+    if not commands:
+        probe = subprocess.run([sys.executable, "-c", "import papermill, ipykernel, labkit"],
+                               user=uid, group=uid, extra_groups=[], env=env, cwd="/",
+                               capture_output=True, text=True, timeout=120)
+        if probe.returncode == 0:
+            return
+        commands = [f"chmod -R o+rX {sys.prefix}  # the import failed: {probe.stderr.strip()[-300:]}"]
+    raise LabError(
+        f"the grading uid {uid} cannot run the lab's Python ({sys.executable}): each notebook runs "
+        "under a uid of its own so that its process limit holds",
+        "let other users read the interpreter and the venv (execute on the folders above them): "
+        + "; ".join(commands))
+
+
+_checked_uids: set[int] = set()
+_checked_lock = threading.Lock()
+
+
+def run_notebook(notebook_path: Path, workdir: Path, *, profile: str | None = "quick",
+                 limits: Limits | None = None, uid: int | None = None,
+                 kernel: str = "labkit") -> RunResult:
+    """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root)."""
+    limits = limits or Limits()
+    token = uuid.uuid4().hex
+    lab = workdir / "lab"
+    executed = workdir / "out" / "executed.ipynb"
+    checks_file = workdir / "out" / "checks.jsonl"
+    log_path = workdir / "runner.log"  # the grader's own file: owned by root, written through our fd
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "HOME": str(workdir / "home"),
+        "TMPDIR": str(workdir / "tmp"),
+        "IPYTHONDIR": str(workdir / "home" / ".ipython"),
+        "JUPYTER_RUNTIME_DIR": str(workdir / "runtime"),
+        "JUPYTER_DATA_DIR": str(workdir / "home" / ".local" / "share" / "jupyter"),
+        "JUPYTER_CONFIG_DIR": str(workdir / "home" / ".jupyter"),
+        "MPLCONFIGDIR": str(workdir / "home" / ".matplotlib"),
+        "PYTHONPATH": str(lab),  # `import labkit` finds the private copy first
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LABKIT_CHECKS_FILE": str(checks_file),
+        "LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
+        ENV_MARK: token,
+    }
+    if uid is not None:
+        with _checked_lock:
+            if uid not in _checked_uids:
+                _check_readable(uid, env)
+                _checked_uids.add(uid)
+    spec = {
+        "input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
+        "kernel": kernel, "parameters": {"profile": profile} if profile else {},
+        "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
+        "extra_processes": 0 if uid is not None else len(_processes_of(os.getuid(), "", None)),
+    }
+    spec_path = workdir / "spec.json"
+    spec_path.write_text(json.dumps(spec))
+    if uid is not None:
+        os.chown(spec_path, uid, uid)
+
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "labkit.sandbox", str(spec_path)],
+            cwd=notebook_path.parent, env=env, stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+            **({"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}))
+        outcome, message = _watch(runner, workdir, limits, uid, token, started)
+    elapsed = time.monotonic() - started
+    killed = kill_all(uid, token, runner.pid)
+    runner.wait()
+    if uid is not None:
+        remove_files_of(uid)
+
+    cell_errors: list[str] = []
+    if outcome == "finished":
+        outcome, message, cell_errors = _runner_report(log_path, runner.returncode)
+    return RunResult(outcome, message, elapsed, executed if executed.is_file() else None,
+                     checks_file, log_path, cell_errors, killed)
+
+
+def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | None,
+           token: str, started: float) -> tuple[str, str]:
+    """Wait for the runner, stopping it on timeout, a full disk or a fork bomb."""
+    crowded_since = None
+    next_disk_check = 0.0
+    while True:
+        try:
+            runner.wait(timeout=0.5)
+            return "finished", ""
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        if now - started > limits.timeout_s:
+            return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
+        if now >= next_disk_check:
+            next_disk_check = now + 2.0
+            used = tree_bytes(workdir)
+            if used > limits.workdir_bytes:
+                return "disk_full", (f"the notebook wrote {used // MIB} MiB into its working directory "
+                                     f"(limit {limits.workdir_bytes // MIB} MiB) and was stopped")
+        if uid is not None:
+            # The process limit holds, but hundreds of spinning processes would
+            # starve the other runs until the timeout: stop a bomb early.
+            count = len(_processes_of(uid, token, None))
+            if count >= 0.8 * limits.processes:
+                crowded_since = crowded_since or now
+                if now - crowded_since > 2.0:
+                    return "fork_bomb", (f"the notebook kept {count} processes running (limit "
+                                         f"{limits.processes}): a fork bomb? it was stopped")
+            else:
+                crowded_since = None
+
+
+def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, list[str]]:
+    """The runner's verdict from its last marked stdout line."""
+    text = log_path.read_bytes().decode(errors="replace")
+    marked = [line for line in text.splitlines() if line.startswith(RUNNER_MARK)]
+    if marked:
+        report = json.loads(marked[-1][len(RUNNER_MARK):])
+        return report["outcome"], report["message"], report.get("cell_errors", [])
+    tail = text.strip().splitlines()[-5:]
+    return "failed", (f"the notebook run ended (status {returncode}) without a verdict: "
+                      + " | ".join(tail)), []
+
+
+# ---------------------------------------------------------------------------
+# inside the sandbox: python -m labkit.sandbox SPEC.json
+
+
+def _lower_limits(spec: dict) -> None:
+    limits = spec["limits"]
+    wanted = {
+        resource.RLIMIT_CPU: spec["cpu_s"],
+        resource.RLIMIT_AS: limits["memory_bytes"],
+        resource.RLIMIT_NPROC: limits["processes"] + spec["extra_processes"],
+        resource.RLIMIT_NOFILE: limits["open_files"],
+        resource.RLIMIT_FSIZE: limits["file_bytes"],
+        resource.RLIMIT_CORE: 0,
+    }
+    for which, value in wanted.items():
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _report(outcome: str, message: str, cell_errors: list[str] | None = None) -> None:
+    print(RUNNER_MARK + json.dumps({"outcome": outcome, "message": message,
+                                    "cell_errors": cell_errors or []}), flush=True)
+
+
+def _cell_errors(executed: Path) -> list[str]:
+    import nbformat
+
+    if not executed.is_file():
+        return []
+    errors = []
+    for index, cell in enumerate(nbformat.read(executed, as_version=4).cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                errors.append(f"cell {index}: {output.get('ename')}: {output.get('evalue')}"[:300])
+    return errors
+
+
+def _main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    _lower_limits(spec)
+    import papermill
+    from nbclient.exceptions import DeadKernelError
+
+    output = Path(spec["output"])
+    try:
+        # allow_errors: a student's broken cell must not hide the later exercises' checks.
+        papermill.execute_notebook(spec["input"], str(output), parameters=spec["parameters"],
+                                   kernel_name=spec["kernel"], cwd=spec["cwd"], progress_bar=False,
+                                   log_output=False, allow_errors=True, start_timeout=120)
+    except DeadKernelError as error:
+        _report("kernel_died", f"the kernel died ({error}) -- os._exit, a crash in C code, or a limit")
+        return 0
+    except papermill.PapermillExecutionError:
+        pass  # cell errors: recorded below, the notebook ran to its end
+    except Exception as error:  # papermill's own failures: bad notebook JSON, kernel did not start
+        if "Kernel died" in str(error) or "kernel died" in str(error):
+            _report("kernel_died", f"the kernel died ({type(error).__name__}: {error})")
+        else:
+            _report("failed", f"papermill could not run the notebook: {type(error).__name__}: {error}")
+        return 0
+    _report("completed", "the notebook ran to its end", _cell_errors(output))
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.exit(_main(sys.argv[1]))
