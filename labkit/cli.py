@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .errors import BuildError, LabError
 
@@ -79,6 +80,21 @@ def _bench(args) -> int:
     return EXIT_OK
 
 
+def _export(args) -> int:
+    from . import export
+
+    out_dir = args.out or export.DEFAULT_OUT
+    if args.execute or not args.notebooks:
+        sources = args.notebooks or export.lab_notebooks()
+        print(f"executing {len(sources)} notebook(s) with papermill, profile {args.profile} ...", file=sys.stderr)
+        notebooks = export.execute(sources, out_dir / "notebooks", profile=args.profile)
+    else:
+        notebooks = args.notebooks
+    report = export.export(notebooks, out_dir, embed_in_place=args.embed)
+    print(report.summary())
+    return EXIT_OK
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="labkit", description="The concurrent-servers lab from a terminal.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -123,6 +139,20 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--writes", type=int, default=1000, help="events: chained events per run (default 1000)")
     bench.add_argument("--runs", type=int, default=5, help="events: timed runs, median reported (default 5)")
     bench.set_defaults(run=_bench)
+
+    export = commands.add_parser("export", help="every figure (PNG, SVG, PDF, HTML) and table (CSV, Markdown, "
+                                                "LaTeX) of the lab's notebooks into one folder, with an index")
+    export.add_argument("--notebooks", nargs="+", type=Path,
+                        help="executed notebooks to export (with --execute: notebooks to run first); "
+                             "default: run the lab's notebooks")
+    export.add_argument("--execute", action="store_true",
+                        help="run the notebooks with papermill before exporting (the default without --notebooks)")
+    export.add_argument("--profile", default="quick", help="profile for --execute: quick or full (default quick)")
+    export.add_argument("--out", type=Path, help="folder to write (default build/export)")
+    export.add_argument("--embed", action="store_true",
+                        help="also write a PNG of each plot into the given notebooks themselves, "
+                             "so nbconvert shows their plots (the copies in OUT/notebooks always have them)")
+    export.set_defaults(run=_export)
     return top
 
 

@@ -18,7 +18,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from labkit import export, figures
+from labkit import cli, export, figures
 from labkit.errors import LabError
 
 CHROMIUM = "/usr/bin/chromium"
@@ -180,6 +180,24 @@ def test_without_chromium_html_and_tables_still_export(executed, tmp_path, monke
     with pytest.raises(LabError, match="no Chrome or Chromium"):
         with figures.StaticRenderer():
             pass
+
+
+def test_cli_export_names_the_fix_when_chromium_is_missing(executed, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium-here"))
+    out = tmp_path / "export"
+    status = cli.main(["export", "--notebooks", str(executed), "--out", str(out)])
+    printed = capsys.readouterr().out
+
+    assert status == cli.EXIT_OK
+    assert "exported 2 figures and 2 tables" in printed
+    assert "sudo apt-get install chromium" in printed
+    assert not list(out.glob("*.png"))
+
+
+def test_cli_export_of_a_missing_notebook_is_a_user_error(tmp_path, capsys):
+    status = cli.main(["export", "--notebooks", str(tmp_path / "nope.ipynb"), "--out", str(tmp_path / "o")])
+    assert status == cli.EXIT_USER
+    assert "no such notebook" in capsys.readouterr().err
 
 
 def test_bad_input_says_what_to_do(tmp_path):
