@@ -100,11 +100,11 @@ def isolation_note() -> str:
 # the working directory
 
 
-def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, Path] | None = None,
+def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes] | None = None,
                     uid: int | None = None) -> Path:
     """Make `workdir` a private copy of the lab with `notebook` (an nbformat
     node) as lab/notebooks/<name>.ipynb; `overlay` maps lab-relative paths (e.g.
-    csrc/exercises/procstat_parse.c) to files that replace the lab's.
+    csrc/exercises/parse.c) to the contents that replace the lab's.
     Returns the notebook's path.  With `uid`, the tree is given to that uid."""
     import nbformat
 
@@ -120,11 +120,10 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, Path]
     for part in BUILD_PARTS:
         if (paths.BUILD / part).is_dir():
             shutil.copytree(paths.BUILD / part, lab / "build" / part, symlinks=True)
-    for relative, replacement in (overlay or {}).items():
+    for relative, content in (overlay or {}).items():
         target = lab / relative
         target.parent.mkdir(parents=True, exist_ok=True)
-        # A fresh mtime, newer than the copied objects: make recompiles it.
-        shutil.copyfile(replacement, target)
+        target.write_bytes(content)  # a fresh mtime, newer than the copied objects: make recompiles it
     for private in ("home", "tmp", "runtime", "out"):
         (workdir / private).mkdir(parents=True, exist_ok=True)
     (lab / "notebooks").mkdir(parents=True, exist_ok=True)
