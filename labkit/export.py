@@ -276,8 +276,10 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
     written = [base.with_suffix(".csv"), base.with_suffix(".md"), base.with_suffix(".tex")]
     table.frame.to_csv(written[0], index=False)
     written[1].write_text(to_markdown(table.frame))
+    # ".15g": a number read back from the notebook prints as it was shown, not as 912.580000
     written[2].write_text(table.frame.to_latex(index=False, na_rep="n/a", caption=table.caption,
-                                               label=f"tab:{table.name}", escape=True))
+                                               label=f"tab:{table.name}", escape=True,
+                                               float_format=lambda v: format(v, ".15g")))
     return written
 
 

@@ -126,6 +126,7 @@ def test_export_writes_every_format_and_an_index(executed, tmp_path):
     assert "| iterative | 10 | 0.512 | a\\|b |" in (out / f"{results.name}.md").read_text()
     tex = (out / f"{counters.name}.tex").read_text()
     assert "\\begin{tabular}" in tex and "\\caption{Server counters}" in tex and "n/a" in tex
+    assert "select & 100 & 2.25 & n/a" in tex  # numbers as shown, not 2.250000
 
     index = (out / "index.html").read_text()
     for figure in report.figures:
