@@ -95,6 +95,16 @@ def _export(args) -> int:
     return EXIT_OK
 
 
+def _grade(args) -> int:
+    from . import grade
+
+    _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
+                             timeout_s=args.timeout, notebooks=args.notebooks)
+    print(summary)
+    print(f"gradebook: {args.out / 'gradebook.csv'}; feedback: {args.out / 'feedback'}/<student>.html")
+    return EXIT_OK
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="labkit", description="The concurrent-servers lab from a terminal.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -153,6 +163,18 @@ def parser() -> argparse.ArgumentParser:
                         help="also write a PNG of each plot into the given notebooks themselves, "
                              "so nbconvert shows their plots (the copies in OUT/notebooks always have them)")
     export.set_defaults(run=_export)
+
+    grade = commands.add_parser("grade", help="run every student's notebooks in sandboxes with the hidden checks; "
+                                              "write a gradebook CSV and a feedback page per student")
+    grade.add_argument("submissions", type=Path, help="folder with one folder per student: <student>/<notebook>.ipynb")
+    grade.add_argument("--out", type=Path, required=True, help="folder for gradebook.csv, feedback/, executed/, logs/")
+    grade.add_argument("--jobs", type=int, default=1, help="notebooks graded at once (default 1)")
+    grade.add_argument("--profile", default="quick", help="the notebooks' profile parameter (default quick)")
+    grade.add_argument("--timeout", type=float, default=300, help="seconds per notebook before it is stopped "
+                                                                  "(default 300)")
+    grade.add_argument("--notebooks", nargs="+", help="notebook names to grade, e.g. 01_proc_service "
+                                                      "(default: every notebook with checks)")
+    grade.set_defaults(run=_grade)
     return top
 
 
