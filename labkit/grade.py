@@ -26,7 +26,6 @@ import json
 import queue
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,8 +234,7 @@ class Grader:
         self.slots: queue.Queue[int] = queue.Queue()
         for slot in range(jobs):
             self.slots.put(slot)
-        self.base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
-        self.base.chmod(0o711)  # grading uids reach their own folder, and see no other
+        self.base = sandbox.make_base()
 
     def close(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)

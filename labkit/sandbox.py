@@ -100,6 +100,17 @@ def isolation_note() -> str:
 # the working directory
 
 
+def make_base() -> Path:
+    """A fresh folder for runs' working directories that grading uids can reach
+    (mode 711: each reaches its own working directory, and lists none)."""
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    base.chmod(0o711)
+    return base
+
+
+
 def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes] | None = None,
                     uid: int | None = None) -> Path:
     """Make `workdir` a private copy of the lab with `notebook` (an nbformat
@@ -108,6 +119,11 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes
     Returns the notebook's path.  With `uid`, the tree is given to that uid."""
     import nbformat
 
+    if uid is not None:
+        blocked = [str(p) for p in workdir.parents if p.is_dir() and not p.stat().st_mode & 0o001]
+        if blocked:
+            raise LabError(f"the grading uid {uid} cannot reach {workdir}: {', '.join(blocked)} "
+                           "is closed to other users", "put working directories under sandbox.make_base()")
     lab = workdir / "lab"
     for part in LAB_PARTS:
         source = paths.ROOT / part

@@ -1,0 +1,343 @@
+"""Batch grading: the hidden checks go back in, every instructor check gets a
+row, and each notebook runs isolated -- a hang, a kernel crash, a fork bomb,
+a full disk or a squatted port is recorded and the batch goes on, leaving no
+process behind.
+
+The synthetic class is built at test time from `labkit release` output (no
+notebook copies are committed): students are edited copies of the released
+notebook 01, the one with the C exercises."""
+
+import copy
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import psutil
+import pytest
+
+from labkit import grade, paths, release, sandbox
+
+NOTEBOOK = "01_proc_service"
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
+
+
+# ---------------------------------------------------------------------------
+# the synthetic class
+
+
+@pytest.fixture(scope="module")
+def instructor():
+    return nbformat.read(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb", as_version=4)
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory, instructor):
+    """The released notebook, as `labkit release` writes it."""
+    out = tmp_path_factory.mktemp("release")
+    release.release(out)
+    nb = nbformat.read(out / "notebooks" / f"{NOTEBOOK}.ipynb", as_version=4)
+    assert len(nb.cells) < len(instructor.cells), "the release should have dropped the hidden checks"
+    return nb
+
+
+def solved(released_nb, instructor_nb):
+    """The released notebook with the instructor's solutions put in place."""
+    nb = copy.deepcopy(released_nb)
+    solutions = {c.id: c.source for c in instructor_nb.cells if "BEGIN SOLUTION" in c.source}
+    for cell in nb.cells:
+        if cell.id in solutions:
+            cell.source = solutions[cell.id]
+    return nb
+
+
+def cell_with(nb, text):
+    return next(cell for cell in nb.cells if text in cell.source)
+
+
+def insert_after(nb, text, source):
+    at = nb.cells.index(cell_with(nb, text)) + 1
+    nb.cells.insert(at, nbformat.v4.new_code_cell(source))
+    return nb
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+FORK_BOMB = """import os
+while True:          # forks without end; a failed fork is retried
+    try:
+        os.fork()
+    except OSError:
+        pass
+"""
+
+
+def squatter(port: int) -> str:
+    """A cell that leaves a process in its own session holding `port`, then goes on."""
+    return f"""import subprocess, sys, time
+subprocess.Popen([sys.executable, "-c", '''
+import os, socket, time
+if os.fork():
+    os._exit(0)          # the parent exits: the squatter is nobody's child
+os.setsid()              # and in no process group or session of the notebook's
+s = socket.socket(); s.bind(("127.0.0.1", {port})); s.listen()
+time.sleep(3600)
+'''])
+time.sleep(1)
+"""
+
+
+def write_student(root: Path, student: str, nb) -> None:
+    folder = root / student
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / f"{NOTEBOOK}.ipynb")
+
+
+def rows_of(book: pd.DataFrame, student: str) -> dict[str, tuple[str, float, str]]:
+    mine = book[book["student"] == student]
+    return {r.check: (r.status, r.points, str(r.message)) for r in mine.itertuples()}
+
+
+def processes_of_grading_uids() -> list[psutil.Process]:
+    return [p for p in psutil.process_iter(["uids"])
+            if p.info["uids"] and p.info["uids"].real >= sandbox.FIRST_GRADING_UID]
+
+
+# ---------------------------------------------------------------------------
+# fast: catalog, hidden checks back in place, rows
+
+
+def test_catalog_lists_every_check_with_points(instructor):
+    catalog = {spec.name: spec for spec in grade.check_catalog(instructor)}
+    assert {n for n, s in catalog.items() if s.hidden} == set(release.hidden_check_names(instructor))
+    assert catalog["procstat_parse_tricky_names"] == grade.CheckSpec("procstat_parse_tricky_names", 3, False)
+    assert catalog["ev_poll_dispatch_many_clients"].hidden
+    assert catalog["answer_q1"].max_points == 1  # ex.answer(...) is a check too
+    assert len(catalog) == 7
+
+
+def test_restore_checks_puts_hidden_cells_back_and_undoes_edited_checks(released, instructor):
+    student = copy.deepcopy(released)
+    visible = cell_with(student, '@ex.check("procstat_parse_tricky_names"')
+    visible.source = '@ex.check("procstat_parse_tricky_names", points=3)\ndef _():\n    pass  # always passes'
+    fake = nbformat.v4.new_code_cell('@ex.check("ev_poll_dispatch_many_clients", points=1, hidden=True)\n'
+                                     'def _():\n    pass', metadata={"tags": ["hidden-check"]})
+    student.cells.append(fake)
+
+    graded = grade.restore_checks(student, instructor)
+    ids = [c.id for c in graded.cells]
+    for cell in instructor.cells:
+        if release.HIDDEN_TAG in cell.metadata.get("tags", []):
+            anchor = cell.metadata["labkit"]["anchor"]
+            assert ids.index(cell.id) == ids.index(anchor) + 1, f"hidden cell {cell.id} not after {anchor}"
+    assert fake.id not in ids, "a hidden-check cell the student wrote must be dropped"
+    restored = next(c for c in graded.cells if c.id == visible.id)
+    assert "check_procstat_parse" in restored.source, "an edited check cell must be the instructor's again"
+    assert grade.check_catalog(graded) == grade.check_catalog(instructor)
+    assert "BEGIN SOLUTION" not in "".join(c.source for c in graded.cells), "restoring must not add solutions"
+
+
+def test_rows_take_points_from_the_catalog_and_say_why_a_check_never_ran(tmp_path):
+    catalog = [grade.CheckSpec("a", 2, False), grade.CheckSpec("b", 1, True), grade.CheckSpec("c", 3, False)]
+    checks = tmp_path / "checks.jsonl"
+    checks.write_text("\n".join(json.dumps(r) for r in [
+        {"check": "a", "status": "failed", "points": 0, "message": "first try"},
+        {"check": "a", "status": "passed", "points": 99, "message": ""},   # points from the catalog
+        {"check": "b", "status": "error", "points": 0, "message": "ValueError: x"},
+        {"check": "zz", "status": "passed", "points": 50, "message": ""},  # not a check: ignored
+    ]) + '\n{"check": "c", "sta')                                           # cut by a kill
+    run = sandbox.RunResult("timeout", "the notebook ran over the 5 s time limit", 5.0, None, checks,
+                            tmp_path / "log")
+    rows = grade.rows_for(grade.Task("s", "nb", tmp_path), catalog, run)
+    assert [(r["check"], r["status"], r["points"], r["max_points"]) for r in rows] == [
+        ("a", "passed", 2, 2), ("b", "error", 0, 1), ("c", "timeout", 0, 3)]
+    assert "5 s time limit" in rows[2]["message"]
+
+
+def test_a_missing_notebook_gives_every_check_an_error_row(tmp_path):
+    (tmp_path / "class" / "nobody").mkdir(parents=True)
+    book, text = grade.grade(tmp_path / "class", tmp_path / "out", notebooks=[NOTEBOOK], progress=False)
+    assert set(book["status"]) == {"error"} and set(book["message"]) == {"notebook not submitted"}
+    assert len(book) == len(grade.check_catalog(nbformat.read(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb", 4)))
+    assert "nobody" in (tmp_path / "out" / "feedback" / "nobody.html").read_text()
+    assert "statuses: error" in text
+
+
+def test_grading_refuses_a_notebook_without_checks(tmp_path):
+    (tmp_path / "class" / "someone").mkdir(parents=True)
+    with pytest.raises(grade.LabError, match="no checks to grade"):
+        grade.grade(tmp_path / "class", tmp_path / "out", notebooks=["02_multiplexing"], progress=False)
+
+
+# ---------------------------------------------------------------------------
+# the sandbox on tiny notebooks: a kernel crash, a full disk, a file too large
+
+
+def tiny_notebook(cell: str):
+    record = ('import json, os\n'
+              'def record(name):\n'
+              '    with open(os.environ["LABKIT_CHECKS_FILE"], "a") as f:\n'
+              '        f.write(json.dumps({"check": name, "status": "passed"}) + "\\n")\n'
+              'record("before")')
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "labkit", "display_name": "labkit",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell('profile = "full"', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(record), nbformat.v4.new_code_cell(cell),
+                nbformat.v4.new_code_cell('record("after")')]
+    return nb
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell, outcome, after_ran", [
+    ("import os; os._exit(3)", "kernel_died", False),
+    # Four files of 40 MiB, each under the file-size limit, together over the workdir's.
+    ("for i in range(4):\n    open(f'f{i}', 'wb').write(b'x' * (40 << 20))\nimport time; time.sleep(30)",
+     "disk_full", False),
+    ("open('big', 'wb').write(b'x' * (80 << 20))", "completed", True),  # over RLIMIT_FSIZE: OSError
+])
+def test_sandbox_records_a_crash_a_full_disk_and_a_file_too_large(tmp_path, cell, outcome, after_ran):
+    uid = sandbox.FIRST_GRADING_UID + 9 if sandbox.running_as_root() else None
+    limits = sandbox.Limits(timeout_s=60, file_bytes=64 << 20, workdir_bytes=120 << 20)
+    workdir = sandbox.make_base() / "work"  # reachable by the grading uid, unlike tmp_path
+    try:
+        path = sandbox.prepare_workdir(workdir, tiny_notebook(cell), "tiny", uid=uid)
+        run = sandbox.run_notebook(path, workdir, profile=None, limits=limits, uid=uid)
+        ran = {json.loads(line)["check"] for line in run.checks_file.read_text().splitlines()}
+    finally:
+        shutil.rmtree(workdir.parent)
+    assert run.outcome == outcome, run.message
+    assert ("after" in ran) == after_ran and "before" in ran
+    if outcome == "completed":
+        assert any("File too large" in e for e in run.cell_errors), run.cell_errors
+    assert run.elapsed_s < 60
+
+
+# ---------------------------------------------------------------------------
+# the synthetic class, graded with two jobs
+
+
+@pytest.fixture(scope="module")
+def graded_class(tmp_path_factory, released, instructor):
+    root = tmp_path_factory.mktemp("grading")
+    submissions = root / "class"
+    port = free_port()
+    correct = solved(released, instructor)
+    broken_c = solved(released, instructor)
+    cell = cell_with(broken_c, "my_procstat_parse = r")
+    cell.source = cell.source.replace("/* BEGIN SOLUTION */", "/* BEGIN SOLUTION */\n    int broken = ;", 1)
+    write_student(submissions, "correct", correct)
+    write_student(submissions, "untouched", released)
+    write_student(submissions, "compile_error", broken_c)
+    write_student(submissions, "fork_bomb", insert_after(solved(released, instructor), "exercises.Checker(",
+                                                         FORK_BOMB))
+    write_student(submissions, "port_squatter", insert_after(solved(released, instructor), "exercises.Checker(",
+                                                             squatter(port)))
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(root / "out"),
+                             "--jobs", "2", "--timeout", "240", "--notebooks", NOTEBOOK],
+                            capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    book = pd.read_csv(root / "out" / "gradebook.csv", keep_default_na=False)
+    return {"book": book, "out": root / "out", "wall": wall, "port": port, "stdout": result.stdout,
+            "stderr": result.stderr}
+
+
+TOTAL = 14  # the points of notebook 01's seven checks
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+@pytest.mark.timeout(900)
+def test_the_class_gets_the_expected_statuses_and_points(graded_class):
+    book = graded_class["book"]
+    assert list(book.columns[:6]) == ["student", "notebook", "check", "points", "max_points", "status"]
+    assert sorted(book["student"].unique()) == ["compile_error", "correct", "fork_bomb", "port_squatter",
+                                                "untouched"]
+    assert (book.groupby("student")["max_points"].sum() == TOTAL).all(), "every student is graded out of 14"
+
+    correct = rows_of(book, "correct")
+    assert {status for status, _, _ in correct.values()} == {"passed"}, correct
+    assert sum(points for _, points, _ in correct.values()) == TOTAL
+
+    untouched = rows_of(book, "untouched")
+    assert {status for status, _, _ in untouched.values()} == {"failed"}, untouched
+    assert sum(points for _, points, _ in untouched.values()) == 0
+
+    broken = rows_of(book, "compile_error")
+    for check in ("procstat_parse_tricky_names", "procstat_parse_live_process", "procstat_parse_edge_cases"):
+        status, points, message = broken[check]
+        assert status == "error" and points == 0 and "does not compile" in message, broken[check]
+    assert all(broken[c][0] == "passed" for c in ("ev_poll_dispatch_echo", "iterative_ratio", "answer_q1"))
+    assert sum(points for _, points, _ in broken.values()) == TOTAL - 6
+
+    bomb = rows_of(book, "fork_bomb")
+    assert {status for status, _, _ in bomb.values()} == {"error"}, bomb
+    assert all("fork bomb" in message for _, _, message in bomb.values())
+
+    # The squatter's process outlived its cell, yet the checks ran and it was killed afterwards.
+    squatter_rows = rows_of(book, "port_squatter")
+    assert {status for status, _, _ in squatter_rows.values()} == {"passed"}, squatter_rows
+    assert "process(es) left running were killed" in graded_class["stderr"]
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_grading_leaves_no_process_and_frees_the_squatted_port(graded_class):
+    assert processes_of_grading_uids() == []
+    assert port_is_free(graded_class["port"])
+    assert graded_class["wall"] < 420, f"grading 5 notebooks with 2 jobs took {graded_class['wall']:.0f} s"
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+def test_feedback_executed_notebooks_and_summary(graded_class):
+    out = graded_class["out"]
+    for student in graded_class["book"]["student"].unique():
+        page = (out / "feedback" / f"{student}.html").read_text()
+        assert f"Total: " in page and "procstat_parse_tricky_names" in page
+    assert "Total: 14 / 14 points" in (out / "feedback" / "correct.html").read_text()
+    assert "does not compile" in (out / "feedback" / "compile_error.html").read_text()
+    executed = nbformat.read(out / "executed" / "correct" / f"{NOTEBOOK}.ipynb", as_version=4)
+    assert any(release.HIDDEN_TAG in c.metadata.get("tags", []) for c in executed.cells), \
+        "the executed notebook ran the hidden checks"
+    assert "per student:" in graded_class["stdout"] and "with 2 job(s)" in graded_class["stdout"]
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+@pytest.mark.timeout(300)
+def test_an_endless_loop_times_out_and_keeps_the_checks_before_it(tmp_path, released, instructor):
+    looping = solved(released, instructor)
+    cell = cell_with(looping, "my_ev_poll = r")  # the second C exercise: the first one's checks have run
+    cell.source = "while True:  # the student's endless loop\n    pass\n" + cell.source
+    write_student(tmp_path / "class", "endless_loop", looping)
+    book, text = grade.grade(tmp_path / "class", tmp_path / "out", timeout_s=45, notebooks=[NOTEBOOK],
+                             progress=False)
+    rows = rows_of(book, "endless_loop")
+    before = ("procstat_parse_tricky_names", "procstat_parse_live_process", "procstat_parse_edge_cases")
+    assert all(rows[c][0] == "passed" for c in before), rows
+    after = [c for c in rows if c not in before]
+    assert all(rows[c][0] == "timeout" and "45 s time limit" in rows[c][2] for c in after), rows
+    assert book["points"].sum() == 6
+    assert processes_of_grading_uids() == []
