@@ -222,6 +222,8 @@ def html_table(markup: str) -> tuple[pd.DataFrame, str]:
     names = [_unique(name, set(names[:i])) if name in names[:i] else name for i, name in enumerate(names)]
     frame = pd.DataFrame([pad(row) for row in grid.body], columns=names)
     frame = frame.apply(_as_number)
+    if names[0] == "index" and frame["index"].tolist() == list(range(len(frame))):
+        frame = frame.drop(columns="index")  # a default RangeIndex carries no information
     return frame, " ".join(grid.caption.split())
 
 
@@ -251,9 +253,12 @@ def collect(nb, notebook_path: Path, taken: set[str]) -> tuple[list[Figure], lis
                 figures.append(Figure(stem, name, title or name, spec, output))
             elif _is_dataframe_html(markup := "".join(data.get("text/html", ""))):
                 frame, caption = html_table(markup)
-                caption = caption or _last_expression(cell.source)
-                name = _unique(f"{stem}--{slug(caption) or 'table'}", taken)
-                tables.append(Table(stem, name, caption or name, frame))
+                # A cell's value is its last expression; a display() call has no such name.
+                if not caption and output["output_type"] == "execute_result":
+                    caption = _last_expression(cell.source)
+                caption = caption or f"table {len(tables) + 1}"
+                name = _unique(f"{stem}--{slug(caption)}", taken)
+                tables.append(Table(stem, name, caption, frame))
     return figures, tables
 
 

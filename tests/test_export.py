@@ -36,6 +36,7 @@ SYNTHETIC_CELLS = [
            'fig.show()'),
     (None, 'results = pd.DataFrame({"model": ["iterative", "select"], "clients": [10, 10],\n'
            '                        "elapsed_s": [0.512, 0.25], "note": ["a|b", None]})\nresults'),
+    (None, 'from IPython.display import display\ndisplay(pd.DataFrame({"error": ["refused"]}))\nprint("done")'),
     (None, 'table = pd.DataFrame({"task-clock": [1.5, 2.25], "cycles": [float("nan"), float("nan")]},\n'
            '    index=pd.MultiIndex.from_tuples([("select", 3), ("select", 100)], names=["model", "clients"]))\n'
            'table.style.format(na_rep="n/a").set_caption("Server counters")'),
@@ -119,8 +120,9 @@ def test_export_writes_every_format_and_an_index(executed, tmp_path):
         assert "plotly.min.js" in page and "Plotly.newPlot" in page
     assert (out / "plotly.min.js").stat().st_size > 1_000_000  # the HTML figures work offline
 
-    assert [t.caption for t in report.tables] == ["results", "Server counters"]
-    results, counters = report.tables
+    assert [t.caption for t in report.tables] == ["results", "table 2", "Server counters"]
+    results, displayed, counters = report.tables
+    assert list(displayed.frame.columns) == ["error"]  # the default 0..n-1 index is dropped
     csv = pd.read_csv(out / f"{results.name}.csv")
     assert csv["elapsed_s"].tolist() == [0.512, 0.25]
     assert "| iterative | 10 | 0.512 | a\\|b |" in (out / f"{results.name}.md").read_text()
@@ -176,7 +178,7 @@ def test_without_chromium_html_and_tables_still_export(executed, tmp_path, monke
     assert not report.static_images
     assert "sudo apt-get install chromium" in report.summary()
     assert sorted(p.suffix for p in out.glob("03_synthetic--elapsed*")) == [".html"]
-    assert len(list(out.glob("*.csv"))) == 2
+    assert len(list(out.glob("*.csv"))) == 3
     assert "sudo apt-get install chromium" in (out / "index.html").read_text()
     with pytest.raises(LabError, match="no Chrome or Chromium"):
         with figures.StaticRenderer():
@@ -190,7 +192,7 @@ def test_cli_export_names_the_fix_when_chromium_is_missing(executed, tmp_path, m
     printed = capsys.readouterr().out
 
     assert status == cli.EXIT_OK
-    assert "exported 2 figures and 2 tables" in printed
+    assert "exported 2 figures and 3 tables" in printed
     assert "sudo apt-get install chromium" in printed
     assert not list(out.glob("*.png"))
 
