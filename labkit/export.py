@@ -66,6 +66,7 @@ class ExportReport:
     tables: list[Table]
     files: list[Path]
     static_images: bool         # False when Chromium was missing: HTML only
+    notebooks: list[str] = field(default_factory=list)  # stems, in the order given
     message: str = ""           # what could not be done and how to fix it
     seconds_per_figure: float = float("nan")  # static images: all formats of one figure
 
@@ -234,10 +235,14 @@ def _is_dataframe_html(markup: str) -> bool:
 
 # ---- collecting from executed notebooks ----------------------------------------------------
 
+def _stem(notebook_path: Path) -> str:
+    return slug(Path(notebook_path).stem).replace("-", "_") or "notebook"
+
+
 def collect(nb, notebook_path: Path, taken: set[str]) -> tuple[list[Figure], list[Table]]:
     """The figures and results tables of one executed notebook `nb` (nbformat), in
     order, with names not yet in `taken` (which grows)."""
-    stem = slug(Path(notebook_path).stem).replace("-", "_") or "notebook"
+    stem = _stem(notebook_path)
     figures, tables = [], []
     for cell in nb.cells:
         if cell.cell_type != "code":
@@ -307,7 +312,7 @@ def write_index(report: ExportReport) -> Path:
              f"<h1>Lab export</h1><p>{len(report.figures)} figures, {len(report.tables)} tables.</p>"]
     if report.message:
         parts.append(f"<p><strong>Note:</strong> {esc(report.message)}</p>")
-    for notebook in dict.fromkeys([f.notebook for f in report.figures] + [t.notebook for t in report.tables]):
+    for notebook in report.notebooks:
         parts.append(f"<h2>{esc(notebook)}</h2>")
         for figure in (f for f in report.figures if f.notebook == notebook):
             formats = ["html"] + (list(IMAGE_FORMATS) if report.static_images else [])
@@ -357,7 +362,8 @@ def export(notebooks: list[Path], out_dir: Path = DEFAULT_OUT, embed_in_place: b
         figures, tables = collect(nb, path, taken)
         per_notebook.append((path, nb, figures, tables))
     report = ExportReport(out_dir, [f for *_, fs, _ in per_notebook for f in fs],
-                          [t for *_, ts in per_notebook for t in ts], [], static_images=False)
+                          [t for *_, ts in per_notebook for t in ts], [], static_images=False,
+                          notebooks=[_stem(path) for path, *_ in per_notebook])
 
     for table in report.tables:
         report.files += write_table(table, out_dir)
