@@ -235,6 +235,22 @@ def _is_dataframe_html(markup: str) -> bool:
 
 # ---- collecting from executed notebooks ----------------------------------------------------
 
+def _write_static_images(report: ExportReport, chromium: str) -> float:
+    """PNG, SVG and PDF of every figure from one browser; a PNG beside each plot in its
+    notebook.  Returns the seconds per figure, the browser start included."""
+    started = time.monotonic()
+    with StaticRenderer(chromium) as renderer:
+        for figure in report.figures:
+            for fmt in IMAGE_FORMATS:
+                image = renderer.image(figure.spec, fmt)
+                target = report.out_dir / f"{figure.name}.{fmt}"
+                target.write_bytes(image)
+                report.files.append(target)
+                if fmt == "png":
+                    attach_png(figure.output, image, figure.spec)
+    return (time.monotonic() - started) / len(report.figures)
+
+
 def _stem(notebook_path: Path) -> str:
     return slug(Path(notebook_path).stem).replace("-", "_") or "notebook"
 
@@ -371,24 +387,18 @@ def export(notebooks: list[Path], out_dir: Path = DEFAULT_OUT, embed_in_place: b
         report.files.append(write_figure_html(figure, out_dir))
 
     chromium = browser or find_chromium()
-    if chromium and report.figures:
-        started = time.monotonic()
-        with StaticRenderer(chromium) as renderer:
-            for figure in report.figures:
-                for fmt in IMAGE_FORMATS:
-                    image = renderer.image(figure.spec, fmt)
-                    target = out_dir / f"{figure.name}.{fmt}"
-                    target.write_bytes(image)
-                    report.files.append(target)
-                    if fmt == "png":
-                        attach_png(figure.output, image, figure.spec)
-        report.static_images = True
-        report.seconds_per_figure = (time.monotonic() - started) / len(report.figures)
-    elif report.figures:
+    if not report.figures:
+        report.static_images = chromium is not None
+    elif not chromium:
         report.message = (f"PNG, SVG and PDF were not written: no Chrome or Chromium found. "
                           f"To get them: {CHROMIUM_FIX}; then run labkit export again.")
     else:
-        report.static_images = chromium is not None
+        try:
+            report.seconds_per_figure = _write_static_images(report, chromium)
+            report.static_images = True
+        except LabError as error:  # the browser did not start: the HTML and tables still count
+            report.message = (f"PNG, SVG and PDF were not written: {error.what}. "
+                              f"To get them: {error.fix}; then run labkit export again.")
 
     # attach_png wrote into the notebooks' own outputs: save them.
     for path, nb, _, _ in per_notebook:

@@ -93,7 +93,13 @@ class StaticRenderer:
             raise LabError(f"unknown image format {fmt!r}", f"use one of {', '.join(IMAGE_FORMATS)}")
         width, height = figure_size(spec)
         opts = {"format": fmt, "width": width, "height": height, "scale": PNG_SCALE if fmt == "png" else 1}
-        data = self._call(self._kaleido.calc_fig(spec, opts=opts))
+        try:
+            data = self._call(self._kaleido.calc_fig(spec, opts=opts))
+        except Exception as error:
+            title = ((spec.get("layout") or {}).get("title") or {})
+            raise LabError(f"kaleido could not render the figure {title!r} as {fmt}: {error!r}",
+                           f"check that {self.browser} runs (`{self.browser} --headless --version`); "
+                           "a figure the notebook shows should also render here") from error
         self.rendered += 1
         return data
 

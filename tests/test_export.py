@@ -203,6 +203,14 @@ def test_cli_export_of_a_missing_notebook_is_a_user_error(tmp_path, capsys):
     assert "no such notebook" in capsys.readouterr().err
 
 
+def test_a_browser_that_does_not_start_still_exports_html(executed, tmp_path, monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", "/bin/false")  # exists and runs, but is no browser
+    report = export.export([executed], tmp_path / "export")
+    assert not report.static_images
+    assert "did not start" in report.message and "sudo apt-get install chromium" in report.message
+    assert len(list((tmp_path / "export").glob("*.html"))) == 3  # two figures and the index
+
+
 def test_bad_input_says_what_to_do(tmp_path):
     with pytest.raises(LabError, match="no such notebook") as raised:
         export.export([tmp_path / "missing.ipynb"], tmp_path / "out")
