@@ -40,6 +40,8 @@ LAB_NOTEBOOKS = ("00_setup.ipynb", "01_proc_service.ipynb", "02_multiplexing.ipy
 EXECUTE_TIMEOUT_S = 900  # one notebook, quick profile: about a minute; generous for slow machines
 TABLE_FORMATS = ("csv", "md", "tex")
 MAX_NAME = 60
+MANIFEST = ".labkit-export"  # the files the last export wrote, removed by the next one
+_EXPORTED_SUFFIXES = {*IMAGE_FORMATS, "html", *TABLE_FORMATS}
 
 
 @dataclass
@@ -370,6 +372,7 @@ def export(notebooks: list[Path], out_dir: Path = DEFAULT_OUT, embed_in_place: b
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "notebooks").mkdir(exist_ok=True)
+    _remove_previous_export(out_dir)
 
     taken: set[str] = set()
     per_notebook = []
@@ -408,7 +411,21 @@ def export(notebooks: list[Path], out_dir: Path = DEFAULT_OUT, embed_in_place: b
         if embed_in_place and report.static_images:
             nbformat.write(nb, path)
     report.files.append(write_index(report))
+    (out_dir / MANIFEST).write_text("".join(f"{path.name}\n" for path in report.files if path.parent == out_dir))
     return report
+
+
+def _remove_previous_export(out_dir: Path) -> None:
+    """Delete the figures and tables an earlier export listed in its manifest, so a
+    renamed figure or a run without Chromium leaves no stale file behind.  Only
+    names the manifest lists, in the folder itself, are touched."""
+    manifest = out_dir / MANIFEST
+    if not manifest.is_file():
+        return
+    for name in manifest.read_text().split("\n"):
+        if name and "/" not in name and Path(name).suffix.lstrip(".") in _EXPORTED_SUFFIXES:
+            (out_dir / name).unlink(missing_ok=True)
+    manifest.unlink()
 
 
 # ---- re-executing the lab ------------------------------------------------------------------

@@ -203,6 +203,19 @@ def test_cli_export_of_a_missing_notebook_is_a_user_error(tmp_path, capsys):
     assert "no such notebook" in capsys.readouterr().err
 
 
+@needs_chromium
+def test_exporting_again_without_chromium_leaves_no_stale_image(executed, tmp_path, monkeypatch):
+    out = tmp_path / "export"
+    mine = out / "my-notes.txt"
+    export.export([executed], out)
+    mine.write_text("not the export's")
+    assert len(list(out.glob("*.png"))) == 2
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium-here"))
+    export.export([executed], out)
+    assert not list(out.glob("*.png")) and len(list(out.glob("*.csv"))) == 3
+    assert mine.read_text() == "not the export's"
+
+
 def test_a_browser_that_does_not_start_still_exports_html(executed, tmp_path, monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", "/bin/false")  # exists and runs, but is no browser
     report = export.export([executed], tmp_path / "export")
