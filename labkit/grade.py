@@ -231,13 +231,17 @@ class Grader:
         self.jobs = jobs
         self.profile = profile
         self.limits = limits
-        self.slots: queue.Queue[int] = queue.Queue()
+        # A slot per job: as root each slot is a uid leased for this grader alone.
+        self.lease = sandbox.UidLease(jobs) if sandbox.running_as_root() else None
+        self.slots: queue.Queue[tuple[int, int | None]] = queue.Queue()
         for slot in range(jobs):
-            self.slots.put(slot)
+            self.slots.put((slot, self.lease.uids[slot] if self.lease else None))
         self.base = sandbox.make_base()
 
     def close(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
+        if self.lease:
+            self.lease.close()
 
     def grade(self, task: Task) -> Outcome:
         import nbformat
@@ -252,9 +256,8 @@ class Grader:
             reason = f"the notebook could not be read ({type(error).__name__}: {error})"
             return Outcome(task, rows_for(task, catalog, None, reason), None, reason)
         graded = restore_checks(submitted, self.instructor[task.notebook])
-        slot = self.slots.get()
+        slot, uid = self.slots.get()
         try:
-            uid = sandbox.FIRST_GRADING_UID + slot if sandbox.running_as_root() else None
             workdir = self.base / f"{slot}-{task.student}-{task.notebook}"
             try:
                 notebook = sandbox.prepare_workdir(workdir, graded, task.notebook,
@@ -266,7 +269,7 @@ class Grader:
             finally:
                 shutil.rmtree(workdir, ignore_errors=True)
         finally:
-            self.slots.put(slot)
+            self.slots.put((slot, uid))
         note = run.message + (f" ({run.killed} process(es) left running were killed)" if run.killed else "")
         return Outcome(task, rows, run, note)
 

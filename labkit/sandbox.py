@@ -23,6 +23,7 @@ session and clears its environment escapes.  `isolation_note()` says so.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import resource
@@ -94,6 +95,48 @@ def isolation_note() -> str:
     return ("not root: notebooks ran under your own uid, so the process limit is shared and a "
             "process that leaves its session and clears its environment can escape the clean-up; "
             "grade as root (e.g. in a container) for full isolation")
+
+
+# ---------------------------------------------------------------------------
+# grading uids, leased across processes
+
+
+class UidLease:
+    """`count` grading uids reserved for this process (root only).
+
+    Two graders at once (two courses, or a test suite beside a real batch)
+    must never share a uid: the clean-up kills every process of the uid.  A
+    uid is ours while we hold an flock on /tmp/labkit-grade-uid-<uid>.lock;
+    processes a crashed grader left under it are killed when it is leased."""
+
+    LOCKS = Path("/tmp")
+    SPAN = 1000
+
+    def __init__(self, count: int):
+        self.uids: list[int] = []
+        self._locks = []
+        uid = FIRST_GRADING_UID
+        while len(self.uids) < count:
+            if uid >= FIRST_GRADING_UID + self.SPAN:
+                self.close()
+                raise LabError(f"no free grading uid in {FIRST_GRADING_UID}..{uid - 1}",
+                               "wait for the other graders to finish, or use fewer --jobs")
+            lock = open(self.LOCKS / f"labkit-grade-uid-{uid}.lock", "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                uid += 1
+                continue
+            kill_all(uid, "", None)
+            self.uids.append(uid)
+            self._locks.append(lock)
+            uid += 1
+
+    def close(self) -> None:
+        for lock in self._locks:
+            lock.close()  # closing releases the flock
+        self._locks = []
 
 
 # ---------------------------------------------------------------------------
