@@ -197,6 +197,18 @@ def test_cli_export_names_the_fix_when_chromium_is_missing(executed, tmp_path, m
     assert not list(out.glob("*.png"))
 
 
+def test_cli_export_execute_runs_papermill_first(executed, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium-here"))  # HTML only: fast
+    source = executed.parent.parent / "03_synthetic.ipynb"
+    out = tmp_path / "export"
+    status = cli.main(["export", "--execute", "--notebooks", str(source), "--out", str(out)])
+    assert status == cli.EXIT_OK, capsys.readouterr().err
+    ran = nbformat.read(out / "notebooks" / source.name, as_version=4)
+    assert ran.metadata["papermill"]["parameters"] == {"profile": "quick"}
+    assert not any(o.output_type == "error" for cell in ran.cells for o in cell.get("outputs", []))
+    assert len(list(out.glob("03_synthetic--*.html"))) == 2
+
+
 def test_cli_export_of_a_missing_notebook_is_a_user_error(tmp_path, capsys):
     status = cli.main(["export", "--notebooks", str(tmp_path / "nope.ipynb"), "--out", str(tmp_path / "o")])
     assert status == cli.EXIT_USER
