@@ -410,6 +410,11 @@ def export(notebooks: list[Path], out_dir: Path = DEFAULT_OUT, embed_in_place: b
         report.files.append(copy)
         if embed_in_place and report.static_images:
             nbformat.write(nb, path)
+    empty = [path.name for path, _, figures, tables in per_notebook if not figures and not tables]
+    if empty:
+        hint = (f"no figure or table in {', '.join(empty)}: were they executed? "
+                "Run them with labkit export --execute --notebooks ...")
+        report.message = f"{report.message} {hint}".strip()
     report.files.append(write_index(report))
     (out_dir / MANIFEST).write_text("".join(f"{path.name}\n" for path in report.files if path.parent == out_dir))
     return report

@@ -240,6 +240,10 @@ def test_bad_input_says_what_to_do(tmp_path):
     with pytest.raises(LabError, match="no such notebook") as raised:
         export.export([tmp_path / "missing.ipynb"], tmp_path / "out")
     assert "--execute" in raised.value.fix
+    unexecuted = tmp_path / "fresh.ipynb"
+    nbformat.write(_synthetic_notebook(), unexecuted)
+    report = export.export([unexecuted], tmp_path / "out")
+    assert "were they executed?" in report.message and "--execute" in report.message
 
 
 @needs_chromium
