@@ -105,6 +105,15 @@ def _grade(args) -> int:
     return EXIT_OK
 
 
+def _release(args) -> int:
+    from . import release
+
+    written = release.release(args.out)
+    out = args.out or release.DEFAULT_OUT
+    print(f"students' copy in {out}: " + ", ".join(str(p.relative_to(Path(out).resolve())) for p in written))
+    return EXIT_OK
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="labkit", description="The concurrent-servers lab from a terminal.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -175,6 +184,11 @@ def parser() -> argparse.ArgumentParser:
     grade.add_argument("--notebooks", nargs="+", help="notebook names to grade, e.g. 01_proc_service "
                                                       "(default: every notebook with checks)")
     grade.set_defaults(run=_grade)
+
+    release = commands.add_parser("release", help="the students' copy of the notebooks: solutions replaced by "
+                                                  "stubs, hidden checks removed, outputs cleared")
+    release.add_argument("--out", type=Path, help="folder to write (default build/release; replaced if it exists)")
+    release.set_defaults(run=_release)
     return top
 
 
