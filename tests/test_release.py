@@ -161,3 +161,14 @@ def test_instructor_passes_every_check_and_student_fails_exactly_the_exercises(p
     assert sorted(r["check"] for r in student) == sorted(visible), "the student copy runs the visible checks only"
     not_failed = [(r["check"], r["status"], r["message"][:300]) for r in student if r["status"] != "failed"]
     assert not_failed == [], "every visible check of an unsolved exercise must fail (not pass, not error)"
+
+
+def test_labkit_release_command_writes_the_students_copy(tmp_path):
+    import sys
+
+    out = tmp_path / "students"
+    done = subprocess.run([sys.executable, "-m", "labkit", "release", "--out", str(out)], cwd=paths.ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (out / "notebooks").iterdir()) == [p.name for p in INSTRUCTOR]
+    assert f"students' copy in {out}" in done.stdout
