@@ -313,12 +313,14 @@ def check_procstat_live(code: str, name: str = "evil) (name x") -> None:
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         child.stdout.readline()  # renamed: /proc now shows the new name
-        line = Path(f"/proc/{child.pid}/stat").read_text()
-        proc = psutil.Process(child.pid)
-        with proc.oneshot():
+        proc, ticks = psutil.Process(child.pid), os.sysconf("SC_CLK_TCK")
+        for _ in range(3):  # the child may still be on its way into read(): read until it holds still
+            line = Path(f"/proc/{child.pid}/stat").read_text()
             expected = {"pid": child.pid, "name": proc.name()}
-            ticks = os.sysconf("SC_CLK_TCK")
             times = proc.cpu_times()
+            if Path(f"/proc/{child.pid}/stat").read_text() == line:
+                break
+            time.sleep(0.1)
         yours = _parse_with(module, line)
     finally:
         child.kill()
