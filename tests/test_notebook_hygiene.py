@@ -32,10 +32,10 @@ pytestmark = [
 def lab_processes(since: float) -> list[psutil.Process]:
     """Servers, load generators and perf processes started after `since`."""
     found = []
-    for proc in psutil.process_iter(["exe", "cmdline", "create_time"]):
+    for proc in psutil.process_iter(["exe", "cmdline", "create_time", "status"]):
         info = proc.info
-        if (info["create_time"] or 0) < since:
-            continue
+        if (info["create_time"] or 0) < since or info["status"] == psutil.STATUS_ZOMBIE:
+            continue  # older than the run, or already dead (a zombie holds no port)
         exe = info["exe"] or ""
         argv = info["cmdline"] or []
         from_build = exe.startswith(str(paths.BUILD))
@@ -43,6 +43,21 @@ def lab_processes(since: float) -> list[psutil.Process]:
         if from_build or is_perf:
             found.append(proc)
     return found
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    try:
+        return proc.cmdline()
+    except psutil.Error:  # gone, or a zombie: not a kernel we need to watch
+        return []
+
+
+def _alive(proc: psutil.Process) -> bool:
+    """Running, and not a zombie waiting for a parent that is gone to reap it."""
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def listening_ports(procs: list[psutil.Process]) -> set[int]:
@@ -106,17 +121,17 @@ def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
     run = start_long_run(tmp_path)
     try:
         servers = wait_until(lambda: [p for p in lab_processes(since)
-                                      if p.info["exe"].startswith(str(paths.BIN))],
+                                      if (p.info["exe"] or "").startswith(str(paths.BIN))],
                              timeout=90)
         assert servers, "the sweep never started a server: " + run.stderr.read1().decode()
         time.sleep(1.0)  # well inside the measurement of a point
         ports = listening_ports(lab_processes(since))
         kernels = [c for c in psutil.Process(run.pid).children(recursive=True)
-                   if "ipykernel" in " ".join(c.cmdline())]
+                   if "ipykernel" in " ".join(_cmdline(c))]
         run.kill()  # papermill alone: its kernel must notice and take the lab down
         run.wait(5)
         assert_nothing_left(since, ports)
-        assert wait_until(lambda: not any(k.is_running() for k in kernels), timeout=10)
+        assert wait_until(lambda: not any(_alive(k) for k in kernels), timeout=10)
     finally:
         os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
 
