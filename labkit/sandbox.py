@@ -416,7 +416,7 @@ def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | N
             count = len(_processes_of(uid, token, None))
             if count >= 0.8 * limits.processes:
                 crowded_since = crowded_since or now
-                if now - crowded_since > 2.0:
+                if now - crowded_since > 1.0:
                     return "fork_bomb", (f"the notebook kept {count} processes running (limit "
                                          f"{limits.processes}): a fork bomb? it was stopped")
             else:
