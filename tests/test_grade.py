@@ -198,8 +198,12 @@ def test_a_missing_notebook_gives_every_check_an_error_row(tmp_path):
 
 def test_grading_refuses_a_notebook_without_checks(tmp_path):
     (tmp_path / "class" / "someone").mkdir(parents=True)
-    with pytest.raises(grade.LabError, match="no checks to grade"):
-        grade.grade(tmp_path / "class", tmp_path / "out", notebooks=["02_multiplexing"], progress=False)
+    (tmp_path / "instructor").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
+                   tmp_path / "instructor" / "99_no_exercises.ipynb")
+    with pytest.raises(grade.LabError, match="no checks to grade in 99_no_exercises"):
+        grade.grade(tmp_path / "class", tmp_path / "out", notebooks=["99_no_exercises"],
+                    instructor_dir=tmp_path / "instructor", progress=False)
 
 
 # ---------------------------------------------------------------------------
