@@ -29,20 +29,28 @@ pytestmark = [
 ]
 
 
-def lab_processes(since: float) -> list[psutil.Process]:
-    """Servers, load generators and perf processes started after `since`."""
+def lab_processes(marker: str) -> list[psutil.Process]:
+    """Servers, load generators and perf processes of this run: every process
+    the run's kernel starts inherits its environment, marker included."""
     found = []
-    for proc in psutil.process_iter(["exe", "cmdline", "create_time", "status"]):
+    for proc in psutil.process_iter(["exe", "cmdline", "status"]):
         info = proc.info
-        if (info["create_time"] or 0) < since or info["status"] == psutil.STATUS_ZOMBIE:
-            continue  # older than the run, or already dead (a zombie holds no port)
+        if info["status"] == psutil.STATUS_ZOMBIE:
+            continue  # already dead: a zombie holds no port
         exe = info["exe"] or ""
         argv = info["cmdline"] or []
         from_build = exe.startswith(str(paths.BUILD))
         is_perf = bool(argv) and os.path.basename(argv[0]) == "perf"
-        if from_build or is_perf:
+        if (from_build or is_perf) and _environ(proc).get("LABKIT_RESULTS") == marker:
             found.append(proc)
     return found
+
+
+def _environ(proc: psutil.Process) -> dict:
+    try:
+        return proc.environ()
+    except psutil.Error:
+        return {}
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
@@ -83,7 +91,10 @@ def wait_until(predicate, timeout: float, interval: float = 0.1):
 
 
 def port_is_free(port: int) -> bool:
+    """A new server could listen there (as servers do, with SO_REUSEADDR:
+    the run's closed connections may linger in TIME_WAIT, holding nothing)."""
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -91,54 +102,55 @@ def port_is_free(port: int) -> bool:
         return True
 
 
-def start_long_run(tmp_path: Path, *extra: str) -> subprocess.Popen:
-    """Notebook 01 with a sweep that takes minutes: many repeats of the largest point."""
+def start_long_run(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
+    """Notebook 01 with a sweep that takes minutes, made of long points, so
+    that a server is certainly running (and perf attached) when the run is cut."""
     workdir = tmp_path / "nb"
     workdir.mkdir()
     shutil.copy(NOTEBOOK, workdir / NOTEBOOK.name)
-    env = dict(os.environ, LABKIT_RESULTS=str(tmp_path / "results.jsonl"))
+    marker = str(tmp_path / "results.jsonl")
+    env = dict(os.environ, LABKIT_RESULTS=marker)
     cmd = [
         str(PAPERMILL), NOTEBOOK.name, "out.ipynb", "-k", "labkit",
-        "-p", "profile", "quick", "-p", "repeats", "200",
-        "-y", "clients: [100]", *extra,
+        "-p", "profile", "quick", "-p", "repeats", "50", "-p", "requests", "400",
+        "-y", "{models: [threaded], clients: [50]}", *extra,
     ]
-    return subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    run = subprocess.Popen(cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, start_new_session=True)
+    return run, marker
 
 
-def assert_nothing_left(since: float, ports: set[int]):
-    leftovers = wait_until(lambda: not lab_processes(since), timeout=10)
-    alive = lab_processes(since)
+def assert_nothing_left(marker: str, ports: set[int]):
+    all_gone = wait_until(lambda: not lab_processes(marker), timeout=10)
+    alive = lab_processes(marker)
     for proc in alive:  # never leave them for the next test, even when failing
         proc.kill()
-    assert leftovers, f"processes outlived the run: {[p.info for p in alive]}"
+    assert all_gone, f"processes outlived the run: {[p.info for p in alive]}"
     for port in ports:
         assert wait_until(lambda: port_is_free(port), timeout=5), f"port {port} still bound"
 
 
 def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
-    since = time.time() - 1
-    run = start_long_run(tmp_path)
+    run, marker = start_long_run(tmp_path)
     try:
-        servers = wait_until(lambda: [p for p in lab_processes(since)
+        servers = wait_until(lambda: [p for p in lab_processes(marker)
                                       if (p.info["exe"] or "").startswith(str(paths.BIN))],
                              timeout=90)
         assert servers, "the sweep never started a server: " + run.stderr.read1().decode()
         time.sleep(1.0)  # well inside the measurement of a point
-        ports = listening_ports(lab_processes(since))
+        ports = listening_ports(lab_processes(marker))
         kernels = [c for c in psutil.Process(run.pid).children(recursive=True)
                    if "ipykernel" in " ".join(_cmdline(c))]
         run.kill()  # papermill alone: its kernel must notice and take the lab down
         run.wait(5)
-        assert_nothing_left(since, ports)
+        assert_nothing_left(marker, ports)
         assert wait_until(lambda: not any(_alive(k) for k in kernels), timeout=10)
     finally:
         os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
 
 
 def test_papermill_timeout_leaves_nothing(tmp_path):
-    since = time.time() - 1
-    run = start_long_run(tmp_path, "--execution-timeout", "20")
+    run, marker = start_long_run(tmp_path, "--execution-timeout", "20")
     try:
         _, stderr = run.communicate(timeout=180)
     finally:
@@ -146,4 +158,4 @@ def test_papermill_timeout_leaves_nothing(tmp_path):
             os.killpg(run.pid, signal.SIGKILL)
     assert run.returncode != 0, "the run should have timed out"
     assert b"timed out" in stderr.lower() or b"timeout" in stderr.lower(), stderr[-2000:]
-    assert_nothing_left(since, set())
+    assert_nothing_left(marker, set())
