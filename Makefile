@@ -2,7 +2,10 @@
 # The other targets are their steps; `make help` lists them all.
 
 # The first Python 3.11+ found (pandas 3 needs it; Ubuntu 22.04's python3 is 3.10).
-PYTHON       ?= $(firstword $(foreach py,python3 python3.13 python3.12 python3.11,\
+# The distribution's own comes first: every user can run it, which grading needs
+# (each graded notebook runs under a uid of its own), unlike a pyenv under /root.
+PYTHON       ?= $(firstword $(foreach py,/usr/bin/python3 /usr/bin/python3.13 /usr/bin/python3.12 \
+                  /usr/bin/python3.11 python3 python3.13 python3.12 python3.11,\
                   $(shell $(py) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $(py))))
 JUPYTER_ARGS ?=
 PYTEST_ARGS  ?=
