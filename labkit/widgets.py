@@ -96,7 +96,9 @@ class ControlPanel:
     def _field(self, name: str, value):
         """The widget for parameter `name`, chosen by what the parameter holds."""
         if name == "models":
-            return w.HBox(list(self.model_boxes.values()))
+            # a dozen models: let the checkboxes wrap instead of running off the panel
+            return w.HBox(list(self.model_boxes.values()),
+                          layout=w.Layout(flex_flow="row wrap", max_width="560px", grid_gap="0 12px"))
         if name in _INT_LISTS:
             return w.IntsInput(value=list(value), min=_INT_LISTS[name])
         if name in ("server_cpus", "client_cpus"):
