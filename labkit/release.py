@@ -29,6 +29,7 @@ from .errors import LabError
 
 HIDDEN_TAG = "hidden-check"
 DEFAULT_OUT = paths.BUILD / "release"
+RELEASE_MARK = ".labkit-release"  # a folder holding it may be replaced by the next release
 EXERCISES_C = paths.CSRC / "exercises"  # C exercise files, released like cells when present
 
 _BEGIN = re.compile(r"^(\s*)(?:#\s*BEGIN SOLUTION\s*|/\*\s*BEGIN SOLUTION\s*\*/\s*)$")
@@ -151,8 +152,13 @@ def release(out: Path | str | None = None, notebooks: Path | str | None = None) 
         for path in sorted(p for p in EXERCISES_C.rglob("*") if p.is_file()):
             text, _ = strip_solutions(path.read_text(), str(path.relative_to(paths.ROOT)))
             c_files.append((path.relative_to(paths.ROOT), text))
-    if out.exists():
+    if out.exists() and any(out.iterdir()):
+        if not (out / RELEASE_MARK).is_file():  # never wipe a folder we did not write
+            raise LabError(f"{out} exists and is not an earlier release",
+                           "choose an empty or new folder with --out, or remove that one yourself")
         shutil.rmtree(out)  # a stale file from an older release must not ship
+    out.mkdir(parents=True, exist_ok=True)
+    (out / RELEASE_MARK).write_text("written by labkit release; the whole folder is replaced by the next one\n")
     written = []
     for relative, nb in released:
         target = out / relative

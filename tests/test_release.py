@@ -79,6 +79,18 @@ def test_a_notebook_with_an_unbalanced_marker_stops_the_release_before_writing(t
     assert not (tmp_path / "out").exists()
 
 
+def test_a_folder_that_is_not_an_earlier_release_is_never_wiped(tmp_path):
+    (tmp_path / "thesis.tex").write_text("years of work")
+    with pytest.raises(LabError, match="is not an earlier release"):
+        release.release(tmp_path)
+    assert (tmp_path / "thesis.tex").read_text() == "years of work"
+    out = tmp_path / "students"
+    release.release(out)
+    (out / "stale.ipynb").write_text("{}")
+    release.release(out)  # an earlier release is replaced whole
+    assert not (out / "stale.ipynb").exists() and (out / "notebooks").is_dir()
+
+
 # ---------------------------------------------------------------------------
 # the release of the lab's notebooks
 
