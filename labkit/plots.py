@@ -228,6 +228,30 @@ def metric_vs_idle(df: pd.DataFrame, metric: str, title: str | None = None, log_
     return fig
 
 
+def event_cost(bench: pd.DataFrame) -> go.Figure:
+    """ev_bench (libevent's bench.c): microseconds per poll call against watched
+    descriptors, one line per backend, log-log; a refused size (select past
+    FD_SETSIZE) is named in the subtitle instead of being drawn as zero."""
+    _require(bench, ["backend", "descriptors", "ns_per_poll"])
+    active = int(bench["active"].iloc[0])
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, legend_title_text="backend",
+                      title=f"time per poll call vs watched descriptors ({active} active)",
+                      xaxis=dict(title="watched descriptors", type="log", dtick=1),
+                      yaxis=dict(title="µs per poll call", type="log", dtick=1))
+    refused = []
+    for backend, rows in bench.groupby("backend", sort=False):
+        measured = rows.dropna(subset=["ns_per_poll"]).sort_values("descriptors")
+        refused += [f"{backend} at {int(n):,}" for n in rows.loc[rows["ns_per_poll"].isna(), "descriptors"]]
+        fig.add_trace(go.Scatter(
+            x=measured["descriptors"], y=measured["ns_per_poll"] / 1000.0, mode="lines+markers",
+            name=backend, line=dict(color=color(backend)),
+            hovertemplate=f"<b>{backend}</b><br>%{{x:,}} descriptors<br>%{{y:,.2f}} µs per poll<extra></extra>"))
+    if refused:
+        fig.update_layout(title_subtitle_text="refused (above FD_SETSIZE): " + ", ".join(refused))
+    return fig
+
+
 def _point_label(clients, requests) -> str:
     return f"{int(clients):,} x {int(requests)}"
 

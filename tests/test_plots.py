@@ -182,3 +182,18 @@ def test_failed_points_table():
     assert table.to_dict("records") == [
         {"model": "iterative", "clients": 3, "repeat": 0, "error": "server iterative died (exit 1)"}]
     assert np.all(plots.failed_points(synthetic()).shape == (0, 4))
+
+
+def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
+    nan = float("nan")
+    bench = pd.DataFrame({
+        "backend": ["select", "select", "poll", "poll", "epoll", "epoll"],
+        "descriptors": [100, 2000] * 3, "active": 1, "writes": 10,
+        "ns_per_poll": [1000.0, nan, 900.0, 9000.0, 500.0, 600.0], "ns_per_event": nan, "note": "",
+    })
+    fig = plots.event_cost(bench)
+    by_name = {trace.name: trace for trace in fig.data}
+    assert set(by_name) == {"select", "poll", "epoll"}
+    assert list(by_name["select"].x) == [100]  # the refused size is not drawn at all
+    assert list(by_name["poll"].y) == [0.9, 9.0]  # ns -> µs
+    assert "select at 2,000" in fig.layout.title.subtitle.text
