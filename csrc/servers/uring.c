@@ -198,6 +198,10 @@ static int serve(const struct server_config *cfg)
         io_uring_cq_advance(&sv.ring, seen);
     }
 
+    /* The accept in flight holds the listener, and the kernel tears a ring
+     * down after we exit: unhash the listener now so its port is free the
+     * moment we are gone. */
+    shutdown(cfg->listen_fd, SHUT_RDWR);
     io_uring_queue_exit(&sv.ring); /* cancels what is in flight */
     for (int fd = 0; fd < sv.setsize; fd++)
         if (sv.conns[fd].session != NULL)
