@@ -56,7 +56,7 @@ def pinning(server_cpus=None, client_cpus=None) -> tuple[list[int], list[int], s
 def _run_pinned(argv: list[str], cpus: list[int], wall_timeout: float) -> subprocess.CompletedProcess:
     """Run argv pinned to `cpus` under procs' hygiene (own process group, death
     signal, registry); kill it past `wall_timeout` seconds."""
-    child = procs._spawn(argv, "bench", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    child = procs.spawn(argv, "bench", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         stdout, stderr = child.popen.communicate(timeout=wall_timeout)
     except subprocess.TimeoutExpired:
@@ -196,7 +196,7 @@ def rtt(rounds: int = 3, seconds: int = 2, exchanges: int = 20000, engine: str =
     try:
         if sockperf:
             port = _free_port()
-            anchor = procs._spawn([sockperf, "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
+            anchor = procs.spawn([sockperf, "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
                                   "server", server_cpus, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _wait_listening(port, anchor)
         for _ in range(rounds):
@@ -210,7 +210,7 @@ def rtt(rounds: int = 3, seconds: int = 2, exchanges: int = 20000, engine: str =
     finally:
         lab_server.stop()
         if anchor is not None:
-            procs._stop_child(anchor, timeout=1.0)
+            procs.stop_child(anchor, timeout=1.0)
     for tool in ("lab", "sockperf"):
         for figure in ("p50_us", "p99_us"):
             values = [r[figure] for r in result[tool]]

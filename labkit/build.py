@@ -47,7 +47,7 @@ def _require_tools() -> None:
         )
 
 
-def _make(args: list[str], csrc: Path, build_dir: Path) -> subprocess.CompletedProcess:
+def make(args: list[str], csrc: Path, build_dir: Path) -> subprocess.CompletedProcess:
     """Run make in `csrc`, stdout and stderr in one stream so messages keep their order."""
     _require_tools()
     if not (csrc / "Makefile").is_file():
@@ -69,7 +69,7 @@ def build(sanitize: bool = False, csrc: Path | None = None, build_dir: Path | No
     """
     csrc = Path(csrc or paths.CSRC).resolve()
     build_dir = Path(build_dir or paths.BUILD).resolve()
-    result = _make(["SAN=1"] if sanitize else [], csrc, build_dir)
+    result = make(["SAN=1"] if sanitize else [], csrc, build_dir)
     if result.returncode != 0:
         raise BuildError(
             f"the C build failed ({'sanitizer ' if sanitize else ''}make exited {result.returncode})",
@@ -110,18 +110,20 @@ def binary(name: str, sanitize: bool = False) -> Path:
 
 
 def _make_print(variable: str) -> str:
-    result = _make(["-s", f"print-{variable}"], paths.CSRC, paths.BUILD)
+    result = make(["-s", f"print-{variable}"], paths.CSRC, paths.BUILD)
     if result.returncode != 0:
         raise BuildError(f"`make print-{variable}` failed", result.stdout)
     return result.stdout.strip()
 
 
-def _procstat_flags() -> list[str]:
+def procstat_flags() -> list[str]:
+    """The servers' CFLAGS (from csrc/Makefile), fit for an in-process cffi build."""
     flags = shlex.split(_make_print("CFLAGS"))
     return [f for f in flags if not f.startswith(_CFFI_DROPPED_FLAG_PREFIXES)]
 
 
-def _procstat_source() -> Path:
+def procstat_source() -> Path:
+    """csrc/services/procstat.c, as the Makefile names it."""
     source = Path(_make_print("PROCSTAT_SRC"))
     if not source.is_absolute():
         source = paths.CSRC / source
@@ -141,9 +143,9 @@ def procstat():
     kernel (a loaded extension module cannot be reloaded).
     """
     global _procstat_module
-    source = _procstat_source()
+    source = procstat_source()
     header = source.with_suffix(".h")
-    flags = _procstat_flags()
+    flags = procstat_flags()
     digest = hashlib.sha256()
     for part in (source.read_bytes(), header.read_bytes(), " ".join(flags).encode(), _PROCSTAT_CDEF.encode()):
         digest.update(part)
@@ -154,7 +156,7 @@ def procstat():
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     shared_object = paths.CFFI_DIR / f"{name}{suffix}"
     if not shared_object.is_file():
-        _compile_procstat(name, source, header, flags, shared_object)
+        compile_procstat(name, source, header, flags, shared_object)
     loader = importlib.machinery.ExtensionFileLoader(name, str(shared_object))
     spec = importlib.util.spec_from_file_location(name, shared_object, loader=loader)
     module = importlib.util.module_from_spec(spec)
@@ -163,7 +165,7 @@ def procstat():
     return module
 
 
-def _compile_procstat(name: str, source: Path, header: Path, flags: list[str], target: Path) -> None:
+def compile_procstat(name: str, source: Path, header: Path, flags: list[str], target: Path) -> None:
     # cffi writes the glue C file; gcc is called here directly (not through
     # setuptools) so a compile error reaches the student as gcc printed it.
     import cffi
@@ -192,7 +194,8 @@ def _compile_procstat(name: str, source: Path, header: Path, flags: list[str], t
     partial.replace(target)  # atomic: another process never imports half a file
 
 
-def _record(ffi, entry) -> dict:
+def proc_cpu_dict(ffi, entry) -> dict:
+    """One `struct proc_cpu` from the C side as a dict (pid, utime, stime, name)."""
     return {
         "pid": entry.pid,
         "utime": entry.utime,
@@ -210,7 +213,7 @@ def top_processes(k: int = 5) -> list[dict]:
     found = module.lib.procstat_top(entries, k)
     if found < 0:
         raise LabError("procstat_top could not read /proc", "check that /proc is mounted and readable")
-    return [_record(module.ffi, entries[i]) for i in range(found)]
+    return [proc_cpu_dict(module.ffi, entries[i]) for i in range(found)]
 
 
 def parse_stat_line(line: str) -> dict | None:
@@ -220,4 +223,4 @@ def parse_stat_line(line: str) -> dict | None:
     entry = module.ffi.new("struct proc_cpu *")
     if module.lib.procstat_parse(raw, len(raw), entry) != 0:
         return None
-    return _record(module.ffi, entry[0])
+    return proc_cpu_dict(module.ffi, entry[0])

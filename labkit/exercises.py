@@ -235,8 +235,8 @@ def procstat_parse_module(code: str):
     import importlib.machinery
     import importlib.util
 
-    real_source = build._procstat_source()
-    flags = build._procstat_flags()
+    real_source = build.procstat_source()
+    flags = build.procstat_flags()
     key = _digest(code, real_source.read_text(), " ".join(flags))
     if key in _parse_modules:
         return _parse_modules[key]
@@ -249,7 +249,7 @@ def procstat_parse_module(code: str):
         target = paths.CFFI_DIR / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
         if not target.is_file():
             try:
-                build._compile_procstat(name, source, real_source.with_suffix(".h"), flags, target)
+                build.compile_procstat(name, source, real_source.with_suffix(".h"), flags, target)
             except BuildError as failed:
                 raise BuildError("your procstat_parse() does not compile (gcc's message below)", failed.output,
                                  "read the first error (your procstat_parse cell:LINE: error: ...), fix that "
@@ -282,7 +282,7 @@ def _parse_with(module, line: str) -> dict | None:
     entry = module.ffi.new("struct proc_cpu *")
     if module.lib.procstat_parse(raw, len(raw), entry) != 0:
         return None
-    return build._record(module.ffi, entry[0])
+    return build.proc_cpu_dict(module.ffi, entry[0])
 
 
 def check_procstat_parse(code: str, lines=None) -> None:
@@ -361,7 +361,7 @@ def build_poll_server(code: str) -> Path:
         backend = csrc / POLL_BACKEND
         backend.write_text(replace_function((paths.CSRC / POLL_BACKEND).read_text(), "ev_poll", code,
                                             "your ev_poll cell", paths.CSRC / POLL_BACKEND))
-        result = build._make(["-s", "--no-print-directory", str(binary)], csrc, scratch / "build")
+        result = build.make(["-s", "--no-print-directory", str(binary)], csrc, scratch / "build")
         if result.returncode != 0:
             raise BuildError("your ev_poll() does not compile (gcc's message below)", result.stdout,
                                    "read the first error (your ev_poll cell:LINE: error: ...), fix that "
@@ -378,9 +378,9 @@ class _PollServer:
 
         argv = [str(binary), "--port", "0", "--service", "echo"]
         self._stderr = tempfile.TemporaryFile(prefix="labkit-ex-poll-")
-        child = procs._spawn(argv, "server", None, stdout=subprocess.PIPE, stderr=self._stderr)
+        child = procs.spawn(argv, "server", None, stdout=subprocess.PIPE, stderr=self._stderr)
         self.server = procs.Server(child, "poll (your ev_poll)", "echo", 0, None, argv, self._stderr)
-        line = procs._read_ready_line(child.popen, ready_timeout).decode("utf-8", "replace").split()
+        line = procs.read_ready_line(child.popen, ready_timeout).decode("utf-8", "replace").split()
         if len(line) != 2 or line[0] != "listening" or not line[1].isdigit():
             self.stop()
             raise AssertionError(f"your poll server did not print `listening <port>` within {ready_timeout:g} s"

@@ -48,7 +48,7 @@ FD_MARGIN = 32
 # How long past its own --timeout the client may run before it is killed.
 CLIENT_WALL_MARGIN_S = 10.0
 
-_registry: dict[int, "_Child"] = {}
+_registry: dict[int, "Child"] = {}
 _registry_lock = threading.Lock()
 _handlers_installed = False
 
@@ -71,7 +71,7 @@ def _child_setup(cpus: list[int] | None, parent_pid: int):
 
 
 @dataclass
-class _Child:
+class Child:
     """A process labkit started, as the registry and the pid file know it."""
 
     popen: subprocess.Popen
@@ -94,7 +94,9 @@ class _Child:
         self.pid_file.unlink(missing_ok=True)
 
 
-def _spawn(argv: list[str], role: str, cpus: list[int] | None, **popen_args) -> _Child:
+def spawn(argv: list[str], role: str, cpus: list[int] | None, **popen_args) -> Child:
+    """Start `argv` pinned to `cpus`, in its own session, with the death signal,
+    registered for clean-up: every process labkit starts goes through here."""
     _install_handlers()
     popen = subprocess.Popen(
         argv,
@@ -103,7 +105,7 @@ def _spawn(argv: list[str], role: str, cpus: list[int] | None, **popen_args) -> 
         preexec_fn=_child_setup(cpus, os.getpid()),
         **popen_args,
     )
-    child = _Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
+    child = Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
     with _registry_lock:
         _registry[popen.pid] = child  # first: from here on stop_all() and atexit cover it
     try:
@@ -117,7 +119,7 @@ def _spawn(argv: list[str], role: str, cpus: list[int] | None, **popen_args) -> 
             "started": time.time(),
         }))
     except BaseException:
-        _stop_child(child, timeout=0.2)
+        stop_child(child, timeout=0.2)
         raise
     return child
 
@@ -132,7 +134,7 @@ def _group_alive(pgid: int) -> bool:
         return True
 
 
-def _stop_child(child: _Child, timeout: float) -> tuple[int, bool]:
+def stop_child(child: Child, timeout: float) -> tuple[int, bool]:
     """SIGTERM, wait, then SIGKILL the group. Returns (exit code, had to kill)."""
     popen = child.popen
     killed = False
@@ -159,7 +161,7 @@ def stop_all(keep=()) -> None:
     with _registry_lock:
         children = [child for pid, child in _registry.items() if pid not in keep]
     for child in children:
-        _stop_child(child, timeout=1.0)
+        stop_child(child, timeout=1.0)
 
 
 def live_children() -> list[int]:
@@ -268,7 +270,7 @@ def ensure_nofile(clients: int, idle: int = 0) -> None:
 class Server:
     """A running server model, pinned, ready to accept connections."""
 
-    def __init__(self, child: _Child, model: str, service: str, port: int, cpus, argv, stderr_file):
+    def __init__(self, child: Child, model: str, service: str, port: int, cpus, argv, stderr_file):
         self._child = child
         self._stderr = stderr_file
         self._stdout_tail = bytearray()
@@ -293,7 +295,7 @@ class Server:
         """SIGTERM, wait up to `timeout`, then SIGKILL the group; the exit code."""
         if self.returncode is not None:  # already stopped
             return self.returncode
-        self.returncode, killed = _stop_child(self._child, timeout)
+        self.returncode, killed = stop_child(self._child, timeout)
         if killed:
             self.note = f"{self.model} (pid {self.pid}) ignored SIGTERM for {timeout:g} s; its process group was killed"
             warnings.warn(self.note, RuntimeWarning, stacklevel=2)
@@ -310,7 +312,7 @@ class Server:
         return f"<Server {self.model} service={self.service} pid={self.pid} port={self.port} cpus={self.cpus} {state}>"
 
 
-def _read_ready_line(popen: subprocess.Popen, timeout: float) -> bytes:
+def read_ready_line(popen: subprocess.Popen, timeout: float) -> bytes:
     """Read the first stdout line, giving up at `timeout` or when the process exits."""
     line = bytearray()
     deadline = time.monotonic() + timeout
@@ -360,10 +362,10 @@ def start_server(model: str, service: str = "top", cpus=None, port: int = 0, wor
     # stderr goes to an unlinked file, read with pread: a sanitizer report of
     # any size is kept, and the server never blocks on a pipe nobody reads.
     stderr_file = tempfile.TemporaryFile(prefix=f"labkit-{model}-", dir=None)
-    child = _spawn(argv, "server", cpus, stdout=subprocess.PIPE, stderr=stderr_file)
+    child = spawn(argv, "server", cpus, stdout=subprocess.PIPE, stderr=stderr_file)
     server = Server(child, model, service, port, None, argv, stderr_file)
     try:
-        line = _read_ready_line(child.popen, ready_timeout)
+        line = read_ready_line(child.popen, ready_timeout)
         words = line.decode("utf-8", "replace").split()
         if len(words) == 2 and words[0] == "listening" and words[1].isdigit() and line.endswith(b"\n"):
             server.port = int(words[1])
@@ -467,7 +469,7 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
         wrapped = perf.wrap_command(command, perf_output, events)
         under_perf = wrapped != command
         started = time.monotonic()
-        child = _spawn(wrapped, "client", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = spawn(wrapped, "client", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             used_cpus = sorted(os.sched_getaffinity(child.pid))  # read back: what it really got
         except OSError:  # already finished

@@ -116,12 +116,12 @@ def test_a_server_that_refuses_its_arguments_raises_with_its_stderr():
 
 def test_stop_kills_the_group_of_a_process_that_ignores_sigterm():
     # A real process group that ignores SIGTERM: the shell and its sleeping child.
-    child = procs._spawn(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "test", None)
+    child = procs.spawn(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "test", None)
     time.sleep(0.2)
     group = [p for p in psutil.process_iter() if _pgid(p.pid) == child.pid]
     assert len(group) >= 2
     started = time.monotonic()
-    code, killed = procs._stop_child(child, timeout=0.3)
+    code, killed = procs.stop_child(child, timeout=0.3)
     assert killed and code == -signal.SIGKILL
     assert time.monotonic() - started < 2
     psutil.wait_procs(group, timeout=2)
