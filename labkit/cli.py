@@ -187,7 +187,7 @@ def parser() -> argparse.ArgumentParser:
 
     release = commands.add_parser("release", help="the students' copy of the notebooks: solutions replaced by "
                                                   "stubs, hidden checks removed, outputs cleared")
-    release.add_argument("--out", type=Path, help="folder to write (default build/release; replaced if it exists)")
+    release.add_argument("--out", type=Path, help="folder to write (default build/release; an earlier release there is replaced; any other non-empty folder is refused)")
     release.set_defaults(run=_release)
     return top
 
