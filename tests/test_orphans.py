@@ -9,7 +9,6 @@ and the port is free again.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -19,6 +18,7 @@ import psutil
 import pytest
 
 from labkit import paths
+from test_procs import _port_is_free
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,18 +69,6 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _port_free(port: int) -> bool:
-    probe = socket.socket()
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("0.0.0.0", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
 def _forget_pid_files(pids) -> None:
     """A killed kernel leaves its pid files (for `labkit doctor --clean`); tidy them here."""
     for pid in pids:
@@ -106,7 +94,7 @@ def test_kill_9_of_the_kernel_kills_the_server_and_perf():
     kernel.wait()
     pids = [report["server"], *report["perf"]]
     assert _all_gone(pids) == []
-    assert _port_free(report["port"])
+    assert _port_is_free(report["port"])
     assert (paths.RUN_DIR / f"{report['server']}.json").exists()  # left for doctor --clean
     _forget_pid_files(pids)
 
@@ -149,7 +137,7 @@ def test_normal_exit_and_exceptions_stop_everything(ending, code):
     report = _report(kernel)
     assert kernel.wait(timeout=10) == code
     assert _all_gone([report["server"]]) == []
-    assert _port_free(report["port"])
+    assert _port_is_free(report["port"])
     assert not (paths.RUN_DIR / f"{report['server']}.json").exists()
 
 
@@ -159,5 +147,5 @@ def test_sigterm_to_the_kernel_stops_the_server_and_perf():
     kernel.send_signal(signal.SIGTERM)
     assert kernel.wait(timeout=10) == -signal.SIGTERM  # the handler stops children, then dies by SIGTERM
     assert _all_gone([report["server"], *report["perf"]]) == []
-    assert _port_free(report["port"])
+    assert _port_is_free(report["port"])
     assert not (paths.RUN_DIR / f"{report['server']}.json").exists()
