@@ -142,6 +142,14 @@ def why_missing(df: pd.DataFrame, metric: str) -> str:
     return f"perf reported {metric.split('_', 1)[-1]} as <not supported>"
 
 
+def _not_measurable(why: str, separator: str = " ") -> str:
+    """'not measurable on this machine: <why>', without saying it twice when
+    the recorded note already starts with it."""
+    if why.startswith("not measurable"):
+        return why.replace("not measurable here", "not measurable on this machine", 1)
+    return f"not measurable on this machine:{separator}{why}"
+
+
 def metric_vs_clients(df: pd.DataFrame, metric: str, title: str | None = None,
                       log_x: bool = False, log_y: bool = False, x_noun: str = "clients",
                       x_title: str = "concurrent clients") -> go.Figure:
@@ -177,7 +185,7 @@ def metric_vs_clients(df: pd.DataFrame, metric: str, title: str | None = None,
     notes = []
     missing = summary[summary["median"].isna() & (summary["ok"] > 0)]
     if measured.empty:
-        _annotate(fig, f"{label(metric)}: not measurable on this machine:<br>{why_missing(df, metric)}")
+        _annotate(fig, f"{label(metric)}: " + _not_measurable(why_missing(df, metric), "<br>"))
         fig.update_xaxes(showticklabels=False, showgrid=False)
         fig.update_yaxes(showticklabels=False, showgrid=False)
     elif not missing.empty:
@@ -440,9 +448,11 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
         why = why_missing(df, column) if column in df.columns else f"the sweep recorded no {column}"
         fig.update_xaxes(showticklabels=False, showgrid=False, row=1, col=1)
         fig.update_yaxes(showticklabels=False, showgrid=False, row=1, col=1)
-        fig.add_annotation(text=_wrap(f"not measurable on this machine: {why}", 40), xref="x domain",
-                           yref="y domain", x=0.5, y=0.5, showarrow=False, font=dict(size=12),
-                           bgcolor="#FFF4E5", bordercolor="#E69F00")
+        # centred on the empty left panel, in paper coordinates from its own domain
+        x_domain, y_domain = fig.layout.xaxis.domain, fig.layout.yaxis.domain
+        fig.add_annotation(text=_wrap(_not_measurable(why), 28), xref="paper", yref="paper",
+                           x=sum(x_domain) / 2, y=sum(y_domain) / 2, showarrow=False,
+                           font=dict(size=12), bgcolor="#FFF4E5", bordercolor="#E69F00")
     fig.update_xaxes(title_text="concurrent clients")
     fig.update_xaxes(tickvals=sorted(summary["clients"].unique()) if not summary.empty else None,
                      row=1, col=1)
