@@ -172,12 +172,16 @@ void session_fail(session_t *s, const char *reason)
     s->failed = true;
 }
 
-int request_line(const char *in, size_t len, size_t *line_len, size_t *used)
+int request_line(session_t *s, const char *in, size_t len, size_t *line_len, size_t *used)
 {
     size_t scan = len < SESSION_LINE_MAX + 1 ? len : SESSION_LINE_MAX + 1;
     const char *nl = memchr(in, '\n', scan);
+    if (nl == NULL && len > SESSION_LINE_MAX) {
+        session_fail(s, "request line longer than 1024 bytes");
+        return -1;
+    }
     if (nl == NULL)
-        return len > SESSION_LINE_MAX ? -1 : 0;
+        return 0;
     *used = (size_t)(nl - in) + 1;
     *line_len = (size_t)(nl - in);
     if (*line_len > 0 && in[*line_len - 1] == '\r')

@@ -72,7 +72,9 @@ void   session_fail(session_t *s, const char *reason);
 
 /* Find the next request line in in[0..len) (LF or CRLF ended).
  * 1: found; *line_len excludes the line end, *used includes it.
- * 0: incomplete, wait for more.  -1: longer than SESSION_LINE_MAX. */
-int request_line(const char *in, size_t len, size_t *line_len, size_t *used);
+ * 0: incomplete, wait for more.
+ * -1: longer than SESSION_LINE_MAX: the session has been failed with ERR,
+ *     and consume() should return len. */
+int request_line(session_t *s, const char *in, size_t len, size_t *line_len, size_t *used);
 
 #endif

@@ -78,13 +78,11 @@ static size_t sink_consume(session_t *s, void *state, const char *in, size_t len
         if (session_out_room(s) < SINK_REPLY_MAX)
             break;
         size_t line_len, used;
-        int found = request_line(in + done, len - done, &line_len, &used);
+        int found = request_line(s, in + done, len - done, &line_len, &used);
         if (found == 0)
             break;
-        if (found < 0) {
-            session_fail(s, "request line longer than 1024 bytes");
-            return len;
-        }
+        if (found < 0)
+            return len; /* ERR sent */
         if (parse_put(s, st, in + done, line_len) < 0)
             return len;
         done += used;

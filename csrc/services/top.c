@@ -76,13 +76,11 @@ static size_t top_consume(session_t *s, void *state, const char *in, size_t len)
      * which bounds the output and stops a client that never reads. */
     while (session_out_pending(s) == 0) {
         size_t line_len, used;
-        int found = request_line(in + done, len - done, &line_len, &used);
+        int found = request_line(s, in + done, len - done, &line_len, &used);
         if (found == 0)
             break;
-        if (found < 0) {
-            session_fail(s, "request line longer than 1024 bytes");
-            return len;
-        }
+        if (found < 0)
+            return len; /* ERR sent */
         int k = parse_request(s, in + done, line_len);
         if (k == 0)
             return len;
