@@ -11,9 +11,11 @@ saved notebook and in an exported one.
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import ipywidgets as w
+import plotly.graph_objects as go
 from IPython.display import HTML, Markdown, display
 
 from labkit import build, experiments, paths, plots, sweep
@@ -47,6 +49,23 @@ PLOTTABLE = {
 }
 # Fields that are lists of whole numbers (IntsInput) and their smallest value.
 _INT_LISTS = {"clients": 1, "exchanges": 1, "idle": 0}
+
+
+def _show_in(area: w.Output, *objects) -> None:
+    """Make `objects` the whole content of `area`.
+
+    The output state is set directly, with each object's display data computed
+    here, rather than captured with `with area: clear_output(wait=True);
+    display(...)`: under papermill that capture sometimes never completed and
+    the cell hung after the sweep had finished."""
+    area.outputs = tuple({"output_type": "display_data", "data": _display_data(obj), "metadata": {}}
+                         for obj in objects)
+
+
+def _display_data(obj) -> dict:
+    if isinstance(obj, go.Figure):  # what JupyterLab's plotly renderer draws
+        return {"application/vnd.plotly.v1+json": json.loads(obj.to_json()), "text/plain": repr(obj)}
+    return {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
 
 
 class ControlPanel:
@@ -149,7 +168,7 @@ class ControlPanel:
     def run(self):
         """Resolve the fields, run the sweep, refresh figure and table.  Returns the
         DataFrame, or None when a LabError was shown in the panel instead."""
-        self.errors.clear_output()
+        _show_in(self.errors)
         self.last_error = None
         self.run_button.disabled = True
         try:
@@ -162,8 +181,7 @@ class ControlPanel:
             self.last_error = problem
             self.progress.bar_style = "danger"
             self.status.value = "stopped: see the message below"
-            with self.errors:
-                display(HTML(error_html(problem)))
+            _show_in(self.errors, HTML(error_html(problem)))
             return None
         finally:
             self.run_button.disabled = False
@@ -190,23 +208,18 @@ class ControlPanel:
             self.figure = plots.metric_by_model(self.df, metric, include_failed=metric == "lost_connections")
         else:
             self.figure = plots.metric_vs_clients(self.df, metric)
-        with self.figure_area:
-            self.figure_area.clear_output(wait=True)
-            display(self.figure)
+        _show_in(self.figure_area, self.figure)
 
     def _refresh_table(self) -> None:
         warning = plots.saturation_warning(self.df)
-        with self.table_area:
-            self.table_area.clear_output(wait=True)
-            if warning:
-                display(HTML(f"<p style='color:#B00020'><b>{html.escape(warning)}</b></p>"))
-            df = self.df
-            if "idle" in self.names:  # one row per model x idle connections
-                df = df.assign(clients=df["idle"])
-            table = plots.counters_table(df, "server")
-            if "idle" in self.names:
-                table.index = table.index.set_names(["model", "idle"])
-            display(plots.style_counters(table))
+        df = self.df
+        if "idle" in self.names:  # one row per model x idle connections
+            df = df.assign(clients=df["idle"])
+        table = plots.counters_table(df, "server")
+        if "idle" in self.names:
+            table.index = table.index.set_names(["model", "idle"])
+        shown = [HTML(f"<p style='color:#B00020'><b>{html.escape(warning)}</b></p>")] if warning else []
+        _show_in(self.table_area, *shown, plots.style_counters(table))
 
     # -- display -------------------------------------------------------------
     def show(self) -> None:
