@@ -6,8 +6,10 @@
               so that drift on the machine hits both.  Target: the lab's
               median round trip within RTT_TARGET x sockperf's.
   throughput  closed-loop echo throughput of every server model at 100
-              connections, with the server's CPU time per request when perf
-              (or /proc) counts it; saved as CSV under data/results/bench/.
+              connections, each measured by measure.point (the sweeps' own
+              pipeline and row schema: the server's CPU time per request when
+              perf or /proc counts it), stored as JSON Lines under
+              data/results/bench/.
   events      csrc/bench/ev_bench.c (libevent's test/bench.c idea) for the
               select, poll and epoll backends as the watched descriptors grow.
 
@@ -28,8 +30,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import build, paths, procs, system
+from . import build, launcher, measure, paths, procs, row, store, system
 from .errors import LabError
+from .procs import LoadSpec, Pinning, ServerSpec
 
 RTT_TARGET = 1.15  # the issue's target: lab round trip / sockperf round trip
 RTT_SIZE = 64      # bytes per message, both tools
@@ -44,53 +47,37 @@ NAN = float("nan")
 
 
 def pinning(server_cpus=None, client_cpus=None) -> tuple[list[int], list[int], str]:
-    """Disjoint server and client CPUs (system.default_pinning) unless given."""
-    default_server, default_client, note = system.default_pinning()
-    server = system.check_cpus(server_cpus) if server_cpus is not None else default_server
-    client = system.check_cpus(client_cpus) if client_cpus is not None else default_client
-    if set(server) & set(client) and not note:
-        note = f"server CPUs {server} and client CPUs {client} overlap, so the results mix both"
-    return server, client, note
+    """Disjoint server and client CPUs (system.default_pinning) unless given; overlap is noted."""
+    chosen = Pinning.resolve(server_cpus, client_cpus, allow_overlap=True)
+    return chosen.server_cpus, chosen.client_cpus, chosen.note
 
 
 def _run_pinned(argv: list[str], cpus: list[int], wall_timeout: float) -> subprocess.CompletedProcess:
-    """Run argv pinned to `cpus` under procs' hygiene (own process group, death
-    signal, registry); kill it past `wall_timeout` seconds."""
-    child = procs.spawn(argv, "bench", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    """Run argv pinned to `cpus` through the launcher (own process group, death
+    signal, pid file); kill it past `wall_timeout` seconds."""
+    child = launcher.spawn(argv, "bench", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        stdout, stderr = child.popen.communicate(timeout=wall_timeout)
+        stdout, stderr = launcher.run_to_end(child, wall_timeout)
     except subprocess.TimeoutExpired:
-        child.kill_group()
-        child.popen.communicate()
         raise LabError(f"{Path(argv[0]).name} ran longer than {wall_timeout:g} s and was killed",
                        "use a smaller configuration (fewer exchanges, descriptors or seconds)") from None
-    except BaseException:
-        child.kill_group()
-        child.popen.wait()
-        raise
-    finally:
-        if child.popen.poll() is not None:
-            child.kill_group()  # anything it forked goes with it
-            child.forget()
     return subprocess.CompletedProcess(argv, child.popen.returncode,
                                        stdout.decode("utf-8", "replace"), stderr.decode("utf-8", "replace"))
 
 
+def _echo_load(clients: int, requests: int, warmup: int, engine: str = "events", timeout: float = 10.0) -> LoadSpec:
+    """Closed-loop echo of RTT_SIZE bytes; only the events engine leaves a warm-up out."""
+    options = {"size": RTT_SIZE, "engine": engine, "warmup": warmup if warmup and engine == "events" else None}
+    return LoadSpec(clients, requests, "echo", options, timeout=timeout)
+
+
 def _loadgen(port: int, cpus: list[int], clients: int, requests: int, warmup: int,
              engine: str = "events", timeout: float = 10.0) -> dict:
-    """One closed-loop echo run of the lab's load generator; its JSON summary."""
-    argv = [str(build.binary(build.LOADGEN)), "--port", str(port), "--host", "127.0.0.1",
-            "--service", "echo", "--size", str(RTT_SIZE), "--clients", str(clients),
-            "--requests", str(requests), "--engine", engine, "--timeout", f"{timeout:g}"]
-    if warmup and engine == "events":  # only the events engine leaves a warm-up out
-        argv += ["--warmup", str(warmup)]
-    wall = clients * requests / 1000.0 + 2 * timeout  # a pessimistic 1,000 exchanges/s
-    done = _run_pinned(argv, cpus, wall)
-    try:
-        summary = json.loads(done.stdout)
-    except ValueError:
-        raise LabError(f"the load generator exited with status {done.returncode} without its JSON summary:\n"
-                       f"{done.stderr.strip()[-2000:]}", "read the message above") from None
+    """One closed-loop echo run of the lab's load generator, without perf (the round
+    trip is compared with sockperf's, which runs without it too); its JSON summary."""
+    load = _echo_load(clients, requests, warmup, engine, timeout)
+    done = _run_pinned(load.argv(port), cpus, load.wall_limit() + timeout)
+    summary = LoadSpec.summary(done.stdout.encode(), done.stderr, done.returncode)
     if done.returncode != 0:
         raise LabError(f"the load generator reported failures: {done.stderr.strip()[-500:]}",
                        "check that the server is up and serving echo")
@@ -196,8 +183,8 @@ def rtt(rounds: int = 3, seconds: int = 2, exchanges: int = 20000, engine: str =
     try:
         if sockperf:
             port = _free_port()
-            anchor = procs.spawn([sockperf, "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
-                                  "server", server_cpus, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            anchor = launcher.spawn([sockperf, "server", "--tcp", "-i", "127.0.0.1", "-p", str(port)],
+                                    "server", server_cpus, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             _wait_listening(port, anchor)
         for _ in range(rounds):
             summary = _loadgen(lab_server.port, client_cpus, 1, exchanges, warmup=max(exchanges // 10, 1),
@@ -210,7 +197,7 @@ def rtt(rounds: int = 3, seconds: int = 2, exchanges: int = 20000, engine: str =
     finally:
         lab_server.stop()
         if anchor is not None:
-            procs.stop_child(anchor, timeout=1.0)
+            launcher.stop_child(anchor, timeout=1.0)
     for tool in ("lab", "sockperf"):
         for figure in ("p50_us", "p99_us"):
             values = [r[figure] for r in result[tool]]
@@ -245,15 +232,14 @@ def format_rtt(result: dict) -> str:
 
 def throughput(models=None, clients: int = 100, requests: int = 200, server_cpus=None,
                client_cpus=None, save: bool = True):
-    """Closed-loop echo throughput of each model: a DataFrame, one row per model.
+    """Closed-loop echo throughput of each model: a DataFrame of measure.point rows,
+    one per model (a model that fails has status "failed" and its error).
 
     The load generator's events engine runs `clients` x `requests` exchanges
-    of 64 bytes; the first 10% are warm-up.  perf (or /proc) counts the
-    server meanwhile; server CPU time per request is task-clock / requests
-    (NaN when not measurable).  A model that fails gets a row with its error."""
+    of 64 bytes; the first 10% are warm-up.  perf (or /proc) counts the server
+    and every worker it has; server CPU time per request is task-clock / requests
+    (NaN when not measurable)."""
     import pandas as pd
-
-    from . import perf
 
     models = list(models) if models else build.models()
     unknown = [m for m in models if m not in build.models()]
@@ -264,77 +250,43 @@ def throughput(models=None, clients: int = 100, requests: int = 200, server_cpus
         raise LabError(f"clients and requests must be at least 1 (got {clients}, {requests})",
                        "use e.g. --clients 100 --requests 200")
     procs.ensure_nofile(clients)
-    server_cpus, client_cpus, note = pinning(server_cpus, client_cpus)
+    pinned = Pinning.resolve(server_cpus, client_cpus, allow_overlap=True)
+    load = _echo_load(clients, requests, warmup=max(clients * requests // 10, 1))
+    env = {f"env_{key}": value for key, value in system.environment().items()}
+    path = RESULTS_DIR / f"throughput-{env['env_timestamp'].replace(':', '')}.jsonl"
     rows = []
     for model in models:
-        row = {"model": model, "clients": clients, "requests_per_client": requests, "size_bytes": RTT_SIZE,
-               "req_per_s": NAN, "p50_us": NAN, "p99_us": NAN, "server_cpu_us_per_request": NAN,
-               "counters_source": "", "error": ""}
+        server = ServerSpec(model, "echo")
         try:
-            with procs.start_server(model, "echo", cpus=server_cpus) as server:
-                tree_before = _tree_cpu_s(server.pid)
-                with perf.attach(server.pid, ["task-clock"]) as counting:
-                    summary = _loadgen(server.port, client_cpus, clients, requests,
-                                       warmup=max(clients * requests // 10, 1))
-                tree_after = _tree_cpu_s(server.pid)
-                # Worker processes (some forked just after `listening`) are still there now;
-                # fork-per-connection children have ended and perf followed them.
-                has_workers = bool(_descendants(server.pid))
-            row.update(req_per_s=summary["throughput_rps"], p50_us=summary["latency_us"]["p50"],
-                       p99_us=summary["latency_us"]["p99"])
-            if has_workers:
-                # perf -p does not count processes that existed before it attached:
-                # worker processes are summed from /proc instead.
-                cpu_s, row["counters_source"] = tree_after - tree_before, "proc (server + workers, 10 ms ticks)"
-            else:
-                cpu_s, row["counters_source"] = counting.counters.get("task-clock", NAN) / 1000.0, counting.source
-            row["server_cpu_us_per_request"] = cpu_s * 1e6 / summary["requests_ok"]
+            measured = measure.point(server, load, pinned)
         except LabError as failure:
-            row["error"] = failure.what.splitlines()[0]
-        rows.append(row)
+            measured = row.fail(row.new(server, load, []), failure.what.splitlines()[0])
+        measured.update(bench="throughput", pinning_note=pinned.note, **env)
+        if save:
+            store.append(path, measured)
+        rows.append(measured)
     frame = pd.DataFrame(rows)
-    frame.attrs.update(server_cpus=server_cpus, client_cpus=client_cpus, pinning_note=note)
+    frame.attrs.update(server_cpus=pinned.server_cpus, client_cpus=pinned.client_cpus, pinning_note=pinned.note)
     if save:
-        frame.attrs["saved_to"] = str(_save(frame, "throughput"))
+        frame.attrs["saved_to"] = str(path)
     return frame
 
 
 def format_throughput(frame) -> str:
-    shown = frame[["model", "req_per_s", "p50_us", "p99_us", "server_cpu_us_per_request", "counters_source",
-                   "error"]]
+    shown = frame[["model", "throughput_rps", "lat_p50_us", "lat_p99_us", "server_cpu_us_per_request",
+                   "counters_source", "error"]]
     table = shown.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:,.1f}")
-    clients, requests = frame["clients"].iloc[0], frame["requests_per_client"].iloc[0]
+    clients, requests = frame["clients"].iloc[0], frame["requests"].iloc[0]
     lines = [_environment_line(frame.attrs), "",
              f"closed-loop echo, {clients} connections x {requests} exchanges of {RTT_SIZE} B "
-             "(events engine, first 10% warm-up); server CPU per request: perf's task-clock, or /proc "
-             "summed over the worker processes:",
+             "(events engine, first 10% warm-up); server CPU per request: task-clock of the server "
+             "and every worker process (perf, or /proc) over the requests served:",
              table]
     if frame["server_cpu_us_per_request"].isna().all():
         lines.append("server CPU per request: not measurable here (neither perf nor /proc counted task-clock)")
     if frame.attrs.get("saved_to"):
         lines.append(f"saved to {frame.attrs['saved_to']}")
     return "\n".join(lines)
-
-
-def _descendants(pid: int) -> list[int]:
-    import psutil
-
-    return [child.pid for child in psutil.Process(pid).children(recursive=True)]
-
-
-def _tree_cpu_s(pid: int) -> float:
-    """User + system seconds of a process, its live descendants and its reaped children."""
-    import psutil
-
-    total = 0.0
-    root = psutil.Process(pid)
-    for process in [root, *root.children(recursive=True)]:
-        try:
-            times = process.cpu_times()
-        except psutil.NoSuchProcess:
-            continue  # ended meanwhile: its time is in its parent's children_* once reaped
-        total += times.user + times.system + times.children_user + times.children_system
-    return total
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""`labkit doctor | build | sweep | bench`: the lab from a terminal.
+"""`labkit doctor | build | experiments | sweep | bench | export | grade | release`: the lab from a terminal.
 
 Exit status: 0 done, 1 the work ran but something failed (a failed build
 output, failed points), 2 a LabError (message and fix on stderr, no traceback).
@@ -42,33 +42,68 @@ def _build(args) -> int:
     return EXIT_OK
 
 
-def _median_table(frame) -> str:
-    columns = [c for c in ("elapsed_s", "throughput_rps", "lat_p50_us", "lat_p99_us",
-                           "server_task-clock", "server_context-switches", "client_cpu_util")
-               if c in frame.columns]
-    ok = frame[frame["status"] == "ok"]
-    if ok.empty:
-        return "no point was measured successfully"
-    table = ok.groupby(["model", "clients"])[columns].median(numeric_only=True)
-    table.insert(0, "n", ok.groupby(["model", "clients"]).size())
-    return "median of the repeats:\n" + table.to_string(float_format=lambda v: f"{v:.4g}")
+def _experiments(args) -> int:
+    from . import experiments
+
+    for experiment in experiments.catalogue().values():
+        profiles = ", ".join(["full", *(p for p in experiment.profiles if p != "full")])
+        print(f"{experiment.name}: {experiment.title}")
+        print(f"  profiles: {profiles}; grid: {' x '.join(p.name for p in experiment.axes)}; "
+              f"x axis: {experiment.x if experiment.chart == 'lines' else 'bars per grid point'}")
+        for param in experiment.parameters:
+            quick = experiment.profiles.get("quick", {}).get(param.name)
+            default = _text(param.default) + (f" (quick: {_text(quick)})" if quick is not None else "")
+            fixed = ", fixed by the experiment" if param.fixed else ""
+            print(f"  --set {param.name}=...  {param.help}{fixed}")
+            print(f"        {param.kind.describe()}; default {default}")
+        print()
+    return EXIT_OK
+
+
+def _text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return "empty" if value is None else str(value)
+
+
+def _given(args) -> dict:
+    """`--set key=value` (and the shortcuts --models, --clients, ...) as parameter values."""
+    from . import experiments
+
+    experiment = experiments.get(args.experiment)
+    given = {"models": args.models, "clients": args.clients, "repeats": args.repeats,
+             "server_cpus": args.server_cpus, "client_cpus": args.client_cpus}
+    given = {name: value for name, value in given.items() if value is not None}
+    names = [p.name for p in experiment.parameters]
+    for setting in args.set or []:
+        name, equals, value = setting.partition("=")
+        name = name.strip()
+        if not equals or not name:
+            raise LabError(f"--set {setting!r} is not key=value",
+                           f"write e.g. --set clients=10,50; the keys of {experiment.name}: {', '.join(names)}")
+        if name not in names:
+            raise LabError(f"{experiment.name} has no parameter {name}",
+                           f"its parameters are: {', '.join(names)} (labkit experiments lists them)")
+        given[name] = value.strip()
+    return given
 
 
 def _sweep(args) -> int:
-    from . import experiments, sweep
+    from . import experiments, store, sweep
 
-    params = experiments.resolve(
-        args.experiment, profile=args.profile, models=args.models, clients=args.clients,
-        repeats=args.repeats, server_cpus=args.server_cpus, client_cpus=args.client_cpus,
-    )
+    experiment = experiments.get(args.experiment)
+    params = experiment.resolve(args.profile, **_given(args))
     if params.get("pinning_note"):
         print(f"note: {params['pinning_note']}", file=sys.stderr)
-    frame = sweep.run(args.experiment, params, results=args.results, resume=not args.resume_off)
-    print(_median_table(frame))
+    frame = sweep.run(experiment.name, params, results=args.results, resume=not args.resume_off)
+    table = sweep.median_table(frame, experiment.axis_columns)
+    print("no point was measured successfully" if table.empty else
+          "median of the repeats:\n" + table.to_string(float_format=lambda v: f"{v:.4g}"))
     failed = frame[frame["status"] != "ok"] if not frame.empty else frame
     for _, row in failed.iterrows():
-        print(f"FAILED {row['model']} x{row['clients']} repeat {row['repeat']}: {row['error']}", file=sys.stderr)
-    where = args.results or sweep.results_path(args.experiment)
+        where = " ".join(f"{axis}={row[axis]}" for axis in experiment.axis_columns)
+        print(f"FAILED {where} repeat {row['repeat']}: {row['error']}", file=sys.stderr)
+    where = args.results or store.results_path(experiment.name)
     print(f"{len(frame)} rows in {where}")
     return EXIT_FAILED if len(failed) else EXIT_OK
 
@@ -81,7 +116,7 @@ def _bench(args) -> int:
 
 
 def _export(args) -> int:
-    from . import export
+    from .instructor import export
 
     out_dir = args.out or export.DEFAULT_OUT
     if args.execute or not args.notebooks:
@@ -96,7 +131,7 @@ def _export(args) -> int:
 
 
 def _grade(args) -> int:
-    from . import grade
+    from .instructor import grade
 
     _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
                              timeout_s=args.timeout, notebooks=args.notebooks)
@@ -106,7 +141,7 @@ def _grade(args) -> int:
 
 
 def _release(args) -> int:
-    from . import release
+    from .instructor import release
 
     written = release.release(args.out)
     out = args.out or release.DEFAULT_OUT
@@ -126,9 +161,15 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--sanitize", action="store_true", help="build with AddressSanitizer + UBSan into build/san/bin")
     build.set_defaults(run=_build)
 
+    listing = commands.add_parser("experiments", help="every experiment, its parameters and profiles")
+    listing.set_defaults(run=_experiments)
+
     sweep = commands.add_parser("sweep", help="measure an experiment's grid and append rows to data/results/")
-    sweep.add_argument("experiment", help="experiment name, e.g. proc_top")
+    sweep.add_argument("experiment", help="experiment name, e.g. proc_top (labkit experiments lists them)")
     sweep.add_argument("--profile", default="full", help="quick or full (default full)")
+    sweep.add_argument("--set", action="append", metavar="KEY=VALUE",
+                       help="any parameter of the experiment, lists comma-separated: "
+                            "--set clients=10,50 --set models=epoll,poll (repeat --set for more)")
     sweep.add_argument("--models", nargs="+", help="server models, e.g. iterative threaded select")
     sweep.add_argument("--clients", nargs="+", type=int, help="client counts, e.g. 10 50 100")
     sweep.add_argument("--repeats", type=int, help="measurements per point")
@@ -208,9 +249,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  -> {error.fix}", file=sys.stderr)
         return EXIT_USER
     except KeyboardInterrupt:
-        from . import procs
+        from . import launcher
 
-        procs.stop_all()
+        launcher.stop_all()
         print("interrupted: every process labkit started was stopped; measured rows were kept",
               file=sys.stderr)
         return 130

@@ -249,16 +249,51 @@ def _parent_is_gone(proc: psutil.Process) -> bool:
         return False
 
 
-def find_orphans() -> list[psutil.Process]:
-    """Lab binaries and lab perf processes whose owner (a notebook kernel, a CLI run) is gone."""
+def _pid_records() -> list[tuple[Path, dict]]:
+    """The launcher's pid files (build/run/*.json) that can be read."""
+    records = []
+    for pid_file in sorted(paths.RUN_DIR.glob("*.json")) if paths.RUN_DIR.is_dir() else []:
+        try:
+            record = json.loads(pid_file.read_text())
+            int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        records.append((pid_file, record))
+    return records
+
+
+def _recorded_orphans() -> list[psutil.Process]:
+    """Processes the launcher recorded (server, client, perf...) whose owner is gone:
+    the pid file names the process, its owner and when it started, so a pid the
+    system has since given to another program is not taken for it."""
     found = []
+    for _, record in _pid_records():
+        owner = int(record.get("owner_pid") or 0)
+        if owner and psutil.pid_exists(owner):
+            continue
+        try:
+            proc = psutil.Process(int(record["pid"]))
+            if abs(proc.create_time() - float(record.get("started", 0))) > 5.0:
+                continue  # another process got that pid since
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except (psutil.Error, ValueError, TypeError):
+            continue
+    return found
+
+
+def find_orphans() -> list[psutil.Process]:
+    """Processes labkit started whose owner (a notebook kernel, a CLI run) is gone: those
+    its pid files record, and lab binaries or perf runs on them found without one
+    (a pid file removed by hand, an older labkit)."""
+    found = {proc.pid: proc for proc in _recorded_orphans()}
     me = os.getpid()
     for proc in psutil.process_iter():
-        if proc.pid == me:
+        if proc.pid == me or proc.pid in found:
             continue
         if (_is_lab_binary(proc) or _is_lab_perf(proc)) and _parent_is_gone(proc):
-            found.append(proc)
-    return found
+            found[proc.pid] = proc
+    return list(found.values())
 
 
 def _describe(proc: psutil.Process) -> str:
@@ -289,14 +324,8 @@ def clean() -> list[str]:
 def _remove_stale_pid_files() -> list[str]:
     """Pid files (build/run/*.json) of processes that no longer run and whose owner is gone."""
     removed = []
-    if not paths.RUN_DIR.is_dir():
-        return removed
-    for pid_file in paths.RUN_DIR.glob("*.json"):
-        try:
-            record = json.loads(pid_file.read_text())
-            pid, owner = int(record["pid"]), int(record.get("owner_pid", 0))
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
+    for pid_file, record in _pid_records():
+        pid, owner = int(record["pid"]), int(record.get("owner_pid") or 0)
         if not psutil.pid_exists(pid) and not (owner and psutil.pid_exists(owner)):
             pid_file.unlink(missing_ok=True)
             removed.append(f"removed stale pid file {pid_file.name}")

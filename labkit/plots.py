@@ -2,7 +2,8 @@
 
 Every function takes the DataFrame that labkit.sweep returns (one row per
 measured point and repeat) and shows medians over repeats with their min-max
-spread.  Two rules run through all of it:
+spread, grouped by model and by the grid's axes (the experiment the rows name
+says which; any column can be the x axis).  Two rules run through all of it:
   * a failed point is drawn (a cross, the reason in its hover), never dropped;
   * a counter that could not be measured is NaN and is said to be missing,
     never drawn or printed as 0.
@@ -103,31 +104,75 @@ def label(column: str) -> str:
     return column
 
 
-def summarize(df: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per (model, clients): median/min/max of `metric` over ok repeats, and the failures.
+def _experiment_of(df: pd.DataFrame):
+    """The experiment `df`'s rows name, or None."""
+    if "experiment" in df.columns and df["experiment"].notna().any():
+        from labkit import experiments
 
-    Columns: model, clients, median, min, max, ok, failed, saturated, errors.
+        try:
+            return experiments.get(str(df["experiment"].dropna().iloc[0]))
+        except LabError:
+            pass
+    return None
+
+
+def axes_of(df: pd.DataFrame) -> list[str]:
+    """The grid axes of the experiment `df`'s rows name (model first), as results columns;
+    ["model", "clients"] for rows that name none."""
+    experiment = _experiment_of(df)
+    return experiment.axis_columns if experiment else ["model", "clients"]
+
+
+def axis_title(df: pd.DataFrame, column: str) -> str:
+    """The title of the axis that shows `column`: its parameter's label in the experiment
+    the rows name ("idle connections"), else label(column)."""
+    experiment = _experiment_of(df)
+    for param in experiment.parameters if experiment else ():
+        if param.column == column:
+            return param.title
+    return "concurrent clients" if column == "clients" else label(column)
+
+
+def _series_of(df: pd.DataFrame, x: str, series) -> list[str]:
+    """The grid axes besides model and x: each of their values gets a line of its own."""
+    if series is None:
+        series = [c for c in axes_of(df) if c not in ("model", x)]
+    return [c for c in series if c in df.columns]
+
+
+def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> pd.DataFrame:
+    """Per (model, *series, x): median/min/max of `metric` over ok repeats, and the failures.
+
+    Columns: model, *series, x, median, min, max, ok, measured, failed, saturated, errors.
     """
-    _require(df, ["model", "clients", "status"])
+    keys = ["model", *series, x]
+    _require(df, [*keys, "status"])
     if metric not in df.columns:
         raise LabError(f"the results have no column {metric!r}",
                        "pick one of: " + ", ".join(c for c in df.columns if _is_numeric(df[c])))
     rows = []
-    for (model, clients), point in df.groupby(["model", "clients"], sort=True):
+    for values, point in df.groupby(keys, sort=True):
         ok = point[point["status"] == "ok"]
         failed = point[point["status"] != "ok"]
-        values = pd.to_numeric(ok[metric], errors="coerce").dropna()
+        measured = pd.to_numeric(ok[metric], errors="coerce").dropna()
         saturated = bool(ok["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in ok else False
         errors = sorted({str(e) for e in failed.get("error", pd.Series(dtype=str)).fillna("no reason recorded")})
-        rows.append(dict(model=model, clients=int(clients),
-                         median=values.median() if len(values) else math.nan,
-                         min=values.min() if len(values) else math.nan,
-                         max=values.max() if len(values) else math.nan,
-                         ok=len(ok), measured=len(values), failed=len(failed),
+        rows.append(dict(zip(keys, values),
+                         median=measured.median() if len(measured) else math.nan,
+                         min=measured.min() if len(measured) else math.nan,
+                         max=measured.max() if len(measured) else math.nan,
+                         ok=len(ok), measured=len(measured), failed=len(failed),
                          saturated=saturated, errors="; ".join(errors)))
-    return pd.DataFrame(rows, columns=["model", "clients", "median", "min", "max", "ok",
+    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "ok",
                                        "measured", "failed", "saturated", "errors"])
+
+
+def _line_name(model: str, series: list[str], values: tuple, varying: set[str]) -> str:
+    """'epoll', or 'epoll, clients 100' when another axis than x varies."""
+    shown = [f"{column} {value:,}" if isinstance(value, (int, float)) else f"{column} {value}"
+             for column, value in zip(series, values) if column in varying]
+    return ", ".join([model, *shown])
 
 
 def why_missing(df: pd.DataFrame, metric: str) -> str:
@@ -150,37 +195,42 @@ def _not_measurable(why: str, separator: str = " ") -> str:
     return f"not measurable on this machine:{separator}{why}"
 
 
-def metric_vs_clients(df: pd.DataFrame, metric: str, title: str | None = None,
-                      log_x: bool = False, log_y: bool = False, x_noun: str = "clients",
-                      x_title: str = "concurrent clients") -> go.Figure:
-    """`metric` against concurrent clients, one line per model: median of the repeats,
-    min-max error bars, failed points as crosses with the reason in the hover.
-    (metric_vs_idle draws the same against idle connections: x_noun, x_title.)"""
-    summary = summarize(df, metric)
+def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, title: str | None = None,
+              log_x: bool = False, log_y: bool = False, x_title: str | None = None) -> go.Figure:
+    """`metric` against column `x`, one line per model (and per value of every other axis
+    of the grid, `series`): median of the repeats, min-max error bars, failed points
+    as crosses with the reason in the hover."""
+    series = _series_of(df, x, series)
+    x_title = x_title or axis_title(df, x)
+    summary = summarize(df, metric, x, series)
+    varying = {c for c in series if summary[c].nunique() > 1}
+    constant = [f"{c} {summary[c].iloc[0]:,}" if _is_numeric(summary[c]) else f"{c} {summary[c].iloc[0]}"
+                for c in series if c not in varying and not summary.empty]
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, title=title or f"{label(metric)} vs {x_title}",
-                      xaxis_title=x_title, yaxis_title=label(metric))
-    fig.update_xaxes(type="log" if log_x else "linear",
-                     tickvals=sorted(summary["clients"].unique()))
+    fig.update_layout(template=TEMPLATE, xaxis_title=x_title, yaxis_title=label(metric),
+                      title=title or f"{label(metric)} vs {x_title}"
+                      + (f" ({', '.join(constant)})" if constant else ""))
+    fig.update_xaxes(type="log" if log_x else "linear", tickvals=sorted(summary[x].unique()))
     if log_y:
         fig.update_yaxes(type="log")
 
     measured = summary.dropna(subset=["median"])
-    for model, line in measured.groupby("model", sort=False):
+    for values, line in measured.groupby(["model", *series], sort=False):
+        model = values[0]
         fig.add_trace(go.Scatter(
-            x=line["clients"], y=line["median"], name=model, mode="lines+markers",
-            legendgroup=model,
+            x=line[x], y=line["median"], name=_line_name(model, series, values[1:], varying),
+            mode="lines+markers", legendgroup=model,
             line=dict(color=color(model), width=2),
             marker=dict(size=8, symbol=["diamond-open" if s else "circle" for s in line["saturated"]]),
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
             customdata=line[["min", "max", "measured", "saturated"]].to_numpy(),
-            hovertemplate=(f"<b>{model}</b><br>%{{x}} {x_noun}<br>median %{{y:,.4g}}<br>"
+            hovertemplate=(f"<b>{model}</b><br>%{{x}} {x_title}<br>median %{{y:,.4g}}<br>"
                            "min-max %{customdata[0]:,.4g} - %{customdata[1]:,.4g}<br>"
                            "repeats %{customdata[2]}<br>client saturated: %{customdata[3]}"
                            "<extra></extra>"),
         ))
-    _add_failures(fig, summary, x_noun=x_noun)
+    _add_failures(fig, summary, x, x_noun=x_title)
 
     notes = []
     missing = summary[summary["median"].isna() & (summary["ok"] > 0)]
@@ -198,41 +248,31 @@ def metric_vs_clients(df: pd.DataFrame, metric: str, title: str | None = None,
     return fig
 
 
-def latency_vs_clients(df: pd.DataFrame, percentiles=("p50", "p99")) -> go.Figure:
-    """Latency percentiles against clients: one colour per model, one dash per percentile."""
+def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
+               x_title: str | None = None) -> go.Figure:
+    """Latency percentiles against column `x`: one colour per model, one dash per percentile."""
     dashes = ["solid", "dash", "dot", "dashdot"]
+    x_title = x_title or axis_title(df, x)
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, title="request latency vs concurrent clients",
-                      xaxis_title="concurrent clients", yaxis_title="latency (µs)")
+    fig.update_layout(template=TEMPLATE, title=f"request latency vs {x_title}",
+                      xaxis_title=x_title, yaxis_title="latency (µs)")
     any_measured = False
     for dash, pct in zip(dashes, percentiles):
         column = f"lat_{pct}_us"
-        summary = summarize(df, column).dropna(subset=["median"])
+        summary = summarize(df, column, x).dropna(subset=["median"])
         any_measured |= not summary.empty
         for model, line in summary.groupby("model", sort=False):
             fig.add_trace(go.Scatter(
-                x=line["clients"], y=line["median"], name=f"{model} {pct}", legendgroup=model,
+                x=line[x], y=line["median"], name=f"{model} {pct}", legendgroup=model,
                 mode="lines+markers", line=dict(color=color(model), dash=dash, width=2),
                 error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                              arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
-                hovertemplate=f"<b>{model}</b> {pct}<br>%{{x}} clients<br>%{{y:,.0f}} µs<extra></extra>",
+                hovertemplate=f"<b>{model}</b> {pct}<br>%{{x}} {x_title}<br>%{{y:,.0f}} µs<extra></extra>",
             ))
-    _add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us"))
+    _add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
     if not any_measured:
         _annotate(fig, "latency: nothing measured (every point failed)")
-    fig.update_xaxes(tickvals=sorted(df["clients"].unique()))
-    return fig
-
-
-def metric_vs_idle(df: pd.DataFrame, metric: str, title: str | None = None, log_y: bool = False) -> go.Figure:
-    """idle_conns: `metric` against idle connections, one line per model (median, min-max),
-    a refused point (select past FD_SETSIZE) as a red cross with the server's words."""
-    _require(df, ["idle"])
-    active = sorted(int(c) for c in df["clients"].unique())
-    fig = metric_vs_clients(df.assign(clients=df["idle"].astype(int)), metric, log_y=log_y,
-                            x_noun="idle connections", x_title="idle connections",
-                            title=title or f"{label(metric)} vs idle connections "
-                                           f"({', '.join(map(str, active))} active)")
+    fig.update_xaxes(tickvals=sorted(df[x].unique()))
     return fig
 
 
@@ -260,44 +300,53 @@ def event_cost(bench: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _point_label(clients, requests) -> str:
-    return f"{int(clients):,} x {int(requests)}"
+def _point_label(values) -> str:
+    return " x ".join(f"{int(v):,}" if isinstance(v, (int, float)) and float(v).is_integer() else str(v)
+                      for v in values)
 
 
-def metric_by_model(df: pd.DataFrame, metric: str, title: str | None = None, include_failed: bool = False,
-                    log_y: bool = False) -> go.Figure:
-    """echo_scale: one group of bars per point (clients x exchanges), one bar per model
-    (its colour), the median of the repeats with min-max whiskers.  A point with a
-    failed repeat is marked with a red cross at its bar (or at 0), the reasons in the
-    hover.  include_failed=True takes the values of failed repeats too (lost
-    connections are measured *because* the point failed)."""
-    _require(df, ["model", "clients", "requests", "status"])
+def _point_axes(df: pd.DataFrame, axes) -> list[str]:
+    """The grid axes besides model (a grid point is one value of each)."""
+    axes = [c for c in axes_of(df) if c != "model"] if axes is None else list(axes)
+    return [c for c in axes if c in df.columns] or ["clients"]
+
+
+def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None = None,
+                    include_failed: bool = False, log_y: bool = False) -> go.Figure:
+    """One group of bars per grid point (a value of each of `axes`: clients x exchanges),
+    one bar per model (its colour), the median of the repeats with min-max whiskers.
+    A point with a failed repeat is marked with a red cross at its bar (or at 0), the
+    reasons in the hover.  include_failed=True takes the values of failed repeats too
+    (lost connections are measured *because* the point failed)."""
+    axes = _point_axes(df, axes)
+    _require(df, ["model", *axes, "status"])
     if metric not in df.columns:
         raise LabError(f"the results have no column {metric!r}",
                        "pick one of: " + ", ".join(c for c in df.columns if _is_numeric(df[c])))
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, barmode="group", title=title or f"{label(metric)} per model",
-                      xaxis_title="clients x exchanges per connection", yaxis_title=label(metric))
+                      xaxis_title=" x ".join(axis_title(df, a) for a in axes), yaxis_title=label(metric))
     if log_y:
         fig.update_yaxes(type="log")
     rows, failures = [], []
-    for (model, clients, requests), point in df.groupby(["model", "clients", "requests"], sort=True):
+    for values, point in df.groupby(["model", *axes], sort=True):
+        model, where = values[0], _point_label(values[1:])
         used = point if include_failed else point[point["status"] == "ok"]
         used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
             if include_failed and "requests_ok" in used else used
-        values = pd.to_numeric(used[metric], errors="coerce").dropna()
+        measured = pd.to_numeric(used[metric], errors="coerce").dropna()
         failed = point[point["status"] != "ok"]
-        median = values.median() if len(values) else math.nan
-        rows.append(dict(model=model, point=_point_label(clients, requests), median=median,
-                         low=values.min() if len(values) else math.nan,
-                         high=values.max() if len(values) else math.nan, n=len(values)))
+        median = measured.median() if len(measured) else math.nan
+        rows.append(dict(model=model, point=where, median=median,
+                         low=measured.min() if len(measured) else math.nan,
+                         high=measured.max() if len(measured) else math.nan, n=len(measured)))
         if len(failed):
             reasons = "; ".join(sorted({_wrap(_escape(str(e)), 90) for e in failed["error"].fillna("")}))
-            failures.append(dict(model=model, point=_point_label(clients, requests),
+            failures.append(dict(model=model, point=where,
                                  y=0.0 if math.isnan(median) or log_y else median,
                                  text=f"{len(failed)} of {len(point)} repeats failed<br>{reasons}"))
     summary = pd.DataFrame(rows)
-    order = [_point_label(c, r) for c, r in sorted(set(zip(df["clients"], df["requests"])))]
+    order = [_point_label(values) for values in sorted(set(zip(*(df[a] for a in axes))))]
     for model in dict.fromkeys(df["model"]):
         bars = summary[summary["model"] == model].set_index("point").reindex(order)
         fig.add_trace(go.Bar(
@@ -323,21 +372,24 @@ def metric_by_model(df: pd.DataFrame, metric: str, title: str | None = None, inc
     return fig
 
 
-def latency_percentiles(df: pd.DataFrame, clients: int | None = None, requests: int | None = None) -> go.Figure:
-    """Response-time percentiles (p50, p90, p99, p99.9, max) of every model at one point
-    (default: the largest clients x exchanges measured), medians of the ok repeats."""
-    _require(df, ["model", "clients", "requests", "status"])
-    clients = int(clients if clients is not None else df["clients"].max())
-    at = df[df["clients"] == clients]
-    requests = int(requests if requests is not None else at["requests"].max())
-    at = at[at["requests"] == requests]
+def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
+    """Response-time percentiles (p50, p90, p99, p99.9, max) of every model at one grid
+    point: `at` gives its axis values (clients=5000, exchanges=200); an axis not given
+    takes its largest value.  Medians of the ok repeats."""
+    axes = _point_axes(df, axes)
+    _require(df, ["model", *axes, "status"])
+    for axis in axes:
+        value = at.get(axis, df[axis].max())
+        df = df[df[axis] == value]
+        at[axis] = value
+    at_text = _point_label([at[a] for a in axes])
     names = {"p50": "lat_p50_us", "p90": "lat_p90_us", "p99": "lat_p99_us", "p99.9": "lat_p999_us",
              "max": "lat_max_us"}
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, title=f"response time percentiles at {_point_label(clients, requests)}",
+    fig.update_layout(template=TEMPLATE, title=f"response time percentiles at {at_text} ({' x '.join(axes)})",
                       xaxis_title="percentile", yaxis_title="response time (µs)")
     fig.update_yaxes(type="log")
-    for model, point in at.groupby("model", sort=False):
+    for model, point in df.groupby("model", sort=False):
         ok = point[point["status"] == "ok"]
         medians = [pd.to_numeric(ok[column], errors="coerce").median() for column in names.values()]
         if ok.empty:
@@ -345,7 +397,7 @@ def latency_percentiles(df: pd.DataFrame, clients: int | None = None, requests: 
         fig.add_trace(go.Scatter(x=list(names), y=medians, name=model, mode="lines+markers",
                                  line=dict(color=color(model), width=2),
                                  hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<extra></extra>"))
-    failed = sorted(at.loc[at["status"] != "ok", "model"].unique())
+    failed = sorted(df.loc[df["status"] != "ok", "model"].unique())
     if failed:
         fig.update_layout(title_subtitle_text=_escape(f"failed here (not drawn): {', '.join(failed)}"),
                           margin_t=90)
@@ -358,7 +410,8 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     time (s) and your lost connections per model (blank where not measured)."""
     seed = seed_table.pivot_table(index=["clients", "exchanges"], columns="model", values="value")
     seed.columns = pd.MultiIndex.from_product([["seed 003: response time (s)"], seed.columns])
-    measured = df.assign(exchanges=df["requests"].astype(int), clients=df["clients"].astype(int))
+    exchanges = df["exchanges"] if "exchanges" in df.columns else df["requests"]  # rows older than the column
+    measured = df.assign(exchanges=exchanges.astype(int), clients=df["clients"].astype(int))
     ok = measured[measured["status"] == "ok"]
     yours = (ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
                             aggfunc="median") / 1e6) if not ok.empty else pd.DataFrame()
@@ -371,14 +424,16 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     return table
 
 
-def counters_table(df: pd.DataFrame, side: str = "server") -> pd.DataFrame:
-    """Median perf counters per model x clients, like the seed reports' tables.
+def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:
+    """Median perf counters per grid point (model x the grid's axes), like the seed
+    reports' tables.
 
     NaN means not measurable here; show it with style_counters(), which says so."""
     if side not in ("server", "client"):
         raise LabError(f"side must be 'server' or 'client', not {side!r}",
                        "counters_table(df, side='server') or side='client'")
-    _require(df, ["model", "clients", "status"])
+    axes = ["model", *_point_axes(df, axes)]
+    _require(df, [*axes, "status"])
     ok = df[df["status"] == "ok"]
     columns = {}
     for event in COUNTER_EVENTS:
@@ -386,9 +441,10 @@ def counters_table(df: pd.DataFrame, side: str = "server") -> pd.DataFrame:
         series = pd.to_numeric(ok[column], errors="coerce") if column in ok else pd.Series(math.nan, index=ok.index)
         columns[_EVENT_LABELS[event]] = series
     wide = pd.DataFrame(columns)
-    wide["model"], wide["clients"] = ok["model"], ok["clients"].astype(int)
+    for axis in axes:
+        wide[axis] = ok[axis]
     # median() skips NaN, so a group with no measured value stays NaN (never 0).
-    table = wide.groupby(["model", "clients"]).median(numeric_only=True)
+    table = wide.groupby(axes).median(numeric_only=True)
     table.attrs["caption"] = f"{side} side: median of the repeats of each point"
     return table
 
@@ -423,7 +479,7 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
                         subplot_titles=(f"your machine ({side} side)",
                                         f"seed {seed_name} ({side} side, their machine)"))
     fig.update_layout(template=TEMPLATE, title=f"{label(column)}: your machine vs seed {seed_name}")
-    summary = summarize(df, column) if column in df.columns else pd.DataFrame(columns=["model", "median"])
+    summary = summarize(df, column) if column in df.columns else pd.DataFrame(columns=["model", "clients", "median"])
     measured = summary.dropna(subset=["median"])
     for model, line in measured.groupby("model", sort=False):
         fig.add_trace(go.Scatter(
@@ -443,7 +499,7 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
                            "%{x} clients<br>as printed: %{customdata[1]}<extra></extra>"),
         ), row=1, col=2)
     if column in df.columns and not summary.empty:
-        _add_failures(fig, summary, row=1, col=1)
+        _add_failures(fig, summary, "clients", row=1, col=1)
     if measured.empty:
         why = why_missing(df, column) if column in df.columns else f"the sweep recorded no {column}"
         fig.update_xaxes(showticklabels=False, showgrid=False, row=1, col=1)
@@ -461,6 +517,14 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
     return fig
 
 
+def _where(row, axes: list[str]) -> str:
+    """'select @ 10 clients', or 'poll @ idle 1,000, clients 100' for other axes."""
+    if axes == ["clients"]:
+        return f"{row['model']} @ {int(row['clients'])} clients"
+    return f"{row['model']} @ " + ", ".join(f"{axis} {row[axis]:,}" if isinstance(row[axis], (int, float))
+                                            else f"{axis} {row[axis]}" for axis in axes)
+
+
 def saturation_warning(df: pd.DataFrame) -> str | None:
     """A warning naming the points where the load generator saturated its CPU, else None."""
     if "client_saturated" not in df.columns:
@@ -468,21 +532,22 @@ def saturation_warning(df: pd.DataFrame) -> str | None:
     saturated = df[df["client_saturated"].fillna(False).astype(bool)]
     if saturated.empty:
         return None
-    points = ", ".join(f"{m} @ {c} clients" for m, c in
-                       sorted(set(zip(saturated["model"], saturated["clients"].astype(int)))))
+    axes = _point_axes(df, None)
+    points = ", ".join(dict.fromkeys(_where(row, axes) for _, row in saturated.sort_values(["model", *axes]).iterrows()))
     return ("WARNING: the client saturated its CPU at " + points + ". There it measured itself, "
             "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
 
 
 def failed_points(df: pd.DataFrame) -> pd.DataFrame:
-    """The failed rows, with the reason: model, clients, repeat, error."""
+    """The failed rows, with the reason: model, the grid's axes, repeat, error."""
     if "status" not in df.columns:
         return df.iloc[0:0]
-    cols = [c for c in ("model", "clients", "repeat", "error") if c in df.columns]
+    cols = [c for c in ("model", *_point_axes(df, None), "repeat", "error") if c in df.columns]
     return df.loc[df["status"] != "ok", cols].reset_index(drop=True)
 
 
-def _add_failures(fig: go.Figure, summary: pd.DataFrame, row=None, col=None, x_noun: str = "clients") -> None:
+def _add_failures(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, col=None,
+                  x_noun: str = "clients") -> None:
     """Draw every point with a failed repeat as a red cross: at its median when other
     repeats succeeded, else at the bottom of the plot; the reasons are in the hover."""
     failed = summary[summary["failed"] > 0]
@@ -492,7 +557,7 @@ def _add_failures(fig: go.Figure, summary: pd.DataFrame, row=None, col=None, x_n
     floor = float(measured.min()) if not measured.empty else 0.0
     y = failed["median"].fillna(floor)
     fig.add_trace(go.Scatter(
-        x=failed["clients"], y=y, mode="markers", name="failed",
+        x=failed[x], y=y, mode="markers", name="failed",
         marker=dict(symbol="x", size=13, color=FAILED_COLOR, line=dict(width=1, color="white")),
         customdata=failed.assign(total=failed["failed"] + failed["ok"])[
             ["model", "failed", "total", "errors"]].to_numpy(),

@@ -1,33 +1,20 @@
-"""Start and stop pinned servers, run the pinned client; nothing outlives its owner.
+"""Servers and the load generator: what to run (a spec), running it pinned, reading it back.
 
-Every child labkit starts:
-  * is pinned with sched_setaffinity in the child before exec, so it runs on
-    its CPUs from its first instruction;
-  * lives in its own session (and so its own process group), so stopping it
-    stops whatever it forked too;
-  * gets PR_SET_PDEATHSIG(SIGKILL): if the Python kernel is killed with -9,
-    the kernel's death kills the child as well;
-  * is recorded in a module registry and in a pid file under build/run/
-    (for `labkit doctor --clean` after a crash), both removed when it stops.
-Normal exit (atexit) and SIGTERM stop everything still registered.
-
-The kernel delivers the death signal when the THREAD that started the child
-ends, not the process: start a child from the thread that outlives it (a
-widget running a sweep in a background thread keeps that thread until the
-sweep is over).
+A ServerSpec (model, service, workers, any extra flags) and a LoadSpec (the
+load generator's flags) are each turned into an argv in one place, here; an
+experiment builds them from a grid point, `measure.point` runs them.  Every
+process starts through labkit.launcher (pinning, death signal, pid file,
+launch prefix); nothing outlives its owner.
 """
 
 from __future__ import annotations
 
-import atexit
-import ctypes
 import errno
 import json
+import math
 import os
 import resource
 import selectors
-import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -37,166 +24,57 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import build, paths
+from . import build, launcher, system
 from .errors import LabError, ServerFailed
-
-_PR_SET_PDEATHSIG = 1
-_libc = ctypes.CDLL(None, use_errno=True)  # loaded here: a forked child should not load libraries
 
 # Room for the load generator's own descriptors (stdio, perf, epoll...) above one per client.
 FD_MARGIN = 32
 # How long past its own --timeout the client may run before it is killed.
 CLIENT_WALL_MARGIN_S = 10.0
 
-_registry: dict[int, "Child"] = {}
-_registry_lock = threading.Lock()
-_handlers_installed = False
+
+def _flag_words(flag: str, value) -> list[str]:
+    """`--flag value`; True is the bare `--flag`; None and False are left out."""
+    if value is None or value is False:
+        return []
+    if value is True:
+        return [f"--{flag}"]
+    if isinstance(value, float):
+        return [f"--{flag}", f"{value:g}"]
+    return [f"--{flag}", str(value)]
 
 
 # ---------------------------------------------------------------------------
-# children: launch, register, kill
+# pinning
 
 
-def _child_setup(cpus: list[int] | None, parent_pid: int):
-    """The function Popen runs in the child between fork and exec."""
+@dataclass(frozen=True)
+class Pinning:
+    """The CPUs the server and the client run on, and what to say about them."""
 
-    def setup() -> None:
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent_pid:  # the parent died before prctl took effect
-            os._exit(1)
-        if cpus:
-            os.sched_setaffinity(0, cpus)
+    server_cpus: list[int] | None = None  # None: not pinned
+    client_cpus: list[int] | None = None
+    note: str = ""
 
-    return setup
-
-
-@dataclass
-class Child:
-    """A process labkit started, as the registry and the pid file know it."""
-
-    popen: subprocess.Popen
-    role: str
-    pid_file: Path
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def kill_group(self) -> None:
-        try:
-            os.killpg(self.pid, signal.SIGKILL)  # pgid == pid: each child leads its own session
-        except ProcessLookupError:
-            pass
-
-    def forget(self) -> None:
-        with _registry_lock:
-            _registry.pop(self.pid, None)
-        self.pid_file.unlink(missing_ok=True)
-
-
-def spawn(argv: list[str], role: str, cpus: list[int] | None, **popen_args) -> Child:
-    """Start `argv` pinned to `cpus`, in its own session, with the death signal,
-    registered for clean-up: every process labkit starts goes through here."""
-    _install_handlers()
-    popen = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-        preexec_fn=_child_setup(cpus, os.getpid()),
-        **popen_args,
-    )
-    child = Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
-    with _registry_lock:
-        _registry[popen.pid] = child  # first: from here on stop_all() and atexit cover it
-    try:
-        paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
-        child.pid_file.write_text(json.dumps({
-            "pid": popen.pid,
-            "pgid": popen.pid,
-            "role": role,
-            "argv": argv,
-            "owner_pid": os.getpid(),
-            "started": time.time(),
-        }))
-    except BaseException:
-        stop_child(child, timeout=0.2)
-        raise
-    return child
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def stop_child(child: Child, timeout: float) -> tuple[int, bool]:
-    """SIGTERM, wait, then SIGKILL the group. Returns (exit code, had to kill)."""
-    popen = child.popen
-    killed = False
-    if popen.poll() is None:
-        try:
-            popen.send_signal(signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        try:
-            popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            child.kill_group()
-            killed = True
-            popen.wait()
-    # Whatever the leader forked and left behind in its group goes too.
-    if _group_alive(child.pid):
-        child.kill_group()
-    child.forget()
-    return popen.returncode, killed
-
-
-def stop_all(keep=()) -> None:
-    """Stop every process labkit started in this Python process, except the pids in `keep`."""
-    with _registry_lock:
-        children = [child for pid, child in _registry.items() if pid not in keep]
-    for child in children:
-        stop_child(child, timeout=1.0)
-
-
-def live_children() -> list[int]:
-    """Pids of the children this process started that are still running."""
-    with _registry_lock:
-        children = list(_registry.values())
-    return [child.pid for child in children if child.popen.poll() is None]
-
-
-def _on_sigterm(previous):
-    def handler(signum, frame):
-        stop_all()
-        if callable(previous):
-            previous(signum, frame)
-        else:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return handler
-
-
-def _install_handlers() -> None:
-    global _handlers_installed
-    if _handlers_installed:
-        return
-    atexit.register(stop_all)
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.getsignal(signal.SIGTERM)
-        if previous not in (signal.SIG_IGN,):
-            signal.signal(signal.SIGTERM, _on_sigterm(previous))
-    _handlers_installed = True
-
-
-# ---------------------------------------------------------------------------
-# checks made before starting anything
+    @classmethod
+    def resolve(cls, server_cpus=None, client_cpus=None, allow_overlap: bool = False) -> "Pinning":
+        """Disjoint CPUs from the machine (system.default_pinning) where not given;
+        given ones are checked.  Overlap is refused where two CPUs exist, unless
+        allowed (then it is noted)."""
+        default_server, default_client, note = system.default_pinning()
+        server = sorted(system.check_cpus(server_cpus)) if server_cpus is not None else default_server
+        client = sorted(system.check_cpus(client_cpus)) if client_cpus is not None else default_client
+        shared = sorted(set(server) & set(client))
+        if shared and len(system.usable_cpus()) > 1:
+            if not allow_overlap:
+                raise LabError(f"server CPUs {server} and client CPUs {client} overlap on {shared}",
+                               "pin the server and the client to different CPUs, "
+                               "e.g. server_cpus=[0], client_cpus=[1]")
+            note = note or f"server CPUs {server} and client CPUs {client} overlap, so the results mix both"
+        elif shared:
+            note = note or ("only one CPU: server and client share it, so the client's work "
+                            "is counted against the server's time")
+        return cls(server, client, note)
 
 
 def _check_cpus(cpus) -> list[int] | None:
@@ -204,10 +82,11 @@ def _check_cpus(cpus) -> list[int] | None:
         return None
     if isinstance(cpus, int):
         cpus = [cpus]
-    from . import system
+    return sorted(system.check_cpus(list(cpus)))
 
-    system.check_cpus(list(cpus))
-    return sorted(int(cpu) for cpu in cpus)
+
+# ---------------------------------------------------------------------------
+# checks made before starting anything
 
 
 def _port_owner(port: int) -> str:
@@ -227,6 +106,11 @@ def _port_owner(port: int) -> str:
     return "another process"
 
 
+def _port_in_use(port: int) -> LabError:
+    return LabError(f"port {port} is in use by {_port_owner(port)}",
+                    "use port=0 to let the system choose a free port, or stop that process")
+
+
 def _check_port_free(port: int) -> None:
     probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -236,10 +120,7 @@ def _check_port_free(port: int) -> None:
     except OSError as error:
         if error.errno != errno.EADDRINUSE:
             raise
-        raise LabError(
-            f"port {port} is in use by {_port_owner(port)}",
-            "use port=0 to let the system choose a free port, or stop that process",
-        ) from None
+        raise _port_in_use(port) from None
     finally:
         probe.close()
 
@@ -247,8 +128,6 @@ def _check_port_free(port: int) -> None:
 def ensure_nofile(clients: int, idle: int = 0) -> None:
     """Refuse a client count (active + idle connections) the open-file limit cannot
     hold, after trying to raise it; the message says how many would fit."""
-    from . import system
-
     want = clients + idle + FD_MARGIN
     limit = system.raise_nofile(want)  # never lowers it; children inherit the new limit
     if limit != resource.RLIM_INFINITY and limit < want:
@@ -267,24 +146,58 @@ def ensure_nofile(clients: int, idle: int = 0) -> None:
 # servers
 
 
+_takes_workers: dict[Path, bool] = {}
+
+
+def has_workers(model: str, sanitize: bool = False) -> bool:
+    """Whether `model` takes --workers (its --help says so)."""
+    executable = build.binary(model, sanitize=sanitize)
+    if executable not in _takes_workers:
+        usage = subprocess.run([str(executable), "--help"], capture_output=True, text=True, timeout=5)
+        _takes_workers[executable] = "--workers" in usage.stdout + usage.stderr
+    return _takes_workers[executable]
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Which server to run and with what flags: `build/bin/<model> --port P
+    --service S [--workers N] [--<flag> <value> ...]`."""
+
+    model: str
+    service: str = "top"
+    workers: int | None = None  # None: the model's default (one per usable CPU); ignored by models without
+    flags: dict = field(default_factory=dict)  # any other server flag: {"nodelay": True, "strategy": "writev"}
+    sanitize: bool = False
+
+    def argv(self, port: int) -> list[str]:
+        argv = [str(build.binary(self.model, sanitize=self.sanitize)), "--port", str(port),
+                "--service", self.service]
+        if self.workers is not None and has_workers(self.model, self.sanitize):
+            argv += ["--workers", str(self.workers)]
+        for flag, value in self.flags.items():
+            argv += _flag_words(flag, value)
+        return argv
+
+
 class Server:
     """A running server model, pinned, ready to accept connections."""
 
-    def __init__(self, child: Child, model: str, service: str, port: int, cpus, argv, stderr_file):
+    def __init__(self, child: launcher.Child, spec: ServerSpec, port: int, argv, stderr_file):
         self._child = child
         self._stderr = stderr_file
         self._stdout_tail = bytearray()
-        self.model = model
-        self.service = service
+        self.spec = spec
+        self.model = spec.model
+        self.service = spec.service
         self.pid = child.pid
         self.port = port
-        self.cpus = cpus
+        self.cpus: list[int] | None = None
         self.argv = argv
         self.returncode: int | None = None
         self.note = ""
 
     def alive(self) -> bool:
-        return self._child.popen.poll() is None
+        return self._child.alive()
 
     def stderr_text(self) -> str:
         """Everything the server wrote to stderr so far."""
@@ -295,7 +208,7 @@ class Server:
         """SIGTERM, wait up to `timeout`, then SIGKILL the group; the exit code."""
         if self.returncode is not None:  # already stopped
             return self.returncode
-        self.returncode, killed = stop_child(self._child, timeout)
+        self.returncode, killed = launcher.stop_child(self._child, timeout)
         if killed:
             self.note = f"{self.model} (pid {self.pid}) ignored SIGTERM for {timeout:g} s; its process group was killed"
             warnings.warn(self.note, RuntimeWarning, stacklevel=2)
@@ -337,33 +250,24 @@ def _drain(pipe, sink: bytearray, limit: int = 64 * 1024) -> None:
     pipe.close()
 
 
-_has_workers: dict[Path, bool] = {}
+def start_server(spec: ServerSpec | str, service: str | None = None, cpus=None, port: int = 0,
+                 workers: int | None = None, sanitize: bool = False, ready_timeout: float = 5.0,
+                 prefix: list[str] = ()) -> Server:
+    """Start a server pinned to `cpus`; return once it prints `listening <port>`.
 
-
-def has_workers(model: str, sanitize: bool = False) -> bool:
-    """Whether `model` takes --workers (its --help says so)."""
-    executable = build.binary(model, sanitize=sanitize)
-    if executable not in _has_workers:
-        usage = subprocess.run([str(executable), "--help"], capture_output=True, text=True, timeout=5)
-        _has_workers[executable] = "--workers" in usage.stdout + usage.stderr
-    return _has_workers[executable]
-
-
-def start_server(model: str, service: str = "top", cpus=None, port: int = 0, workers: int | None = None,
-                 sanitize: bool = False, ready_timeout: float = 5.0) -> Server:
-    """Start `model` pinned to `cpus`; return once it prints `listening <port>`."""
-    executable = build.binary(model, sanitize=sanitize)
+    `spec` is a ServerSpec, or a model name with `service` and `workers` (by
+    hand in a notebook: start_server("select", service="echo"))."""
+    if not isinstance(spec, ServerSpec):
+        spec = ServerSpec(spec, service or "top", workers, sanitize=sanitize)
     cpus = _check_cpus(cpus)
     if port:
         _check_port_free(port)
-    argv = [str(executable), "--port", str(port), "--service", service]
-    if workers is not None:
-        argv += ["--workers", str(workers)]
+    argv = spec.argv(port)
     # stderr goes to an unlinked file, read with pread: a sanitizer report of
     # any size is kept, and the server never blocks on a pipe nobody reads.
-    stderr_file = tempfile.TemporaryFile(prefix=f"labkit-{model}-", dir=None)
-    child = spawn(argv, "server", cpus, stdout=subprocess.PIPE, stderr=stderr_file)
-    server = Server(child, model, service, port, None, argv, stderr_file)
+    stderr_file = tempfile.TemporaryFile(prefix=f"labkit-{spec.model}-")
+    child = launcher.spawn(argv, "server", cpus, prefix=prefix, stdout=subprocess.PIPE, stderr=stderr_file)
+    server = Server(child, spec, port, argv, stderr_file)
     try:
         line = read_ready_line(child.popen, ready_timeout)
         words = line.decode("utf-8", "replace").split()
@@ -384,10 +288,7 @@ def _start_failed(server: Server, line: bytes, ready_timeout: float):
     server.stop(timeout=0.2)
     stderr = server.stderr_text().strip()
     if server.port and "in use" in stderr.lower():
-        raise LabError(
-            f"port {server.port} is in use by {_port_owner(server.port)}",
-            "use port=0 to let the system choose a free port, or stop that process",
-        )
+        raise _port_in_use(server.port)
     if alive and not line:
         what = f"{server.model} did not print `listening <port>` within {ready_timeout:g} s"
     elif not line:
@@ -401,7 +302,67 @@ def _start_failed(server: Server, line: bytes, ready_timeout: float):
 
 
 # ---------------------------------------------------------------------------
-# the client
+# the load generator
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What the load generator does: `loadgen --clients N --service S --timeout T
+    [--requests R] [--<option> <value> ...]`, and how to read what it prints."""
+
+    clients: int
+    requests: int = 1  # per connection; an open loop (a `duration` option) runs for its duration instead
+    service: str = "top"
+    options: dict = field(default_factory=dict)  # loadgen's other flags: k, size, engine, rate, duration, warmup, idle
+    timeout: float = 60.0  # bounds each exchange inside loadgen
+    sanitize: bool = False
+
+    @property
+    def idle(self) -> int:
+        return int(self.options.get("idle") or 0)
+
+    def check(self) -> None:
+        if self.clients < 1 or self.requests < 1:
+            raise LabError(f"clients and requests must be at least 1 (got {self.clients}, {self.requests})",
+                           "use 1 or more clients, each sending 1 or more requests")
+
+    def argv(self, port: int, host: str = "127.0.0.1") -> list[str]:
+        argv = [str(build.binary(build.LOADGEN, sanitize=self.sanitize)), "--port", str(port),
+                "--host", host, "--clients", str(self.clients), "--service", self.service,
+                "--timeout", f"{self.timeout:g}"]
+        if self.options.get("duration") is None:
+            argv += ["--requests", str(self.requests)]
+        for flag, value in self.options.items():
+            argv += _flag_words(flag, value)
+        return argv
+
+    def wall_limit(self) -> float:
+        """How long the whole run may take: the open loop's duration, or for a closed
+        loop the exchanges at a pessimistic 1,000 per second, plus connecting and
+        one exchange timeout."""
+        connecting = (self.clients + self.idle) / 1000.0
+        duration = self.options.get("duration")
+        if duration:
+            return float(duration) + connecting + self.timeout
+        return self.clients * self.requests / 1000.0 + connecting + self.timeout
+
+    @staticmethod
+    def summary(stdout: bytes, stderr: str, returncode: int) -> dict:
+        """loadgen's one JSON object, or a LabError that says why there is none."""
+        if returncode == 2:
+            raise LabError(f"the load generator refused its arguments: {stderr.strip()}",
+                           "check the client parameters (clients, requests, service, k, size)")
+        try:
+            summary = json.loads(stdout)
+            if not isinstance(summary, dict):
+                raise ValueError("not a JSON object")
+            return summary
+        except ValueError:
+            raise LabError(
+                f"the load generator exited with status {returncode} without its JSON summary\n"
+                f"--- its stderr ---\n{stderr.strip()[-2000:] or '(empty)'}",
+                "read the message above; a crash here is a bug in csrc/loadgen",
+            ) from None
 
 
 @dataclass
@@ -418,90 +379,49 @@ class ClientRun:
     note: str = field(default="")
 
 
-def _loadgen_argv(port, clients, requests, service, k, size, timeout, host, sanitize, load) -> list[str]:
-    argv = [str(build.binary(build.LOADGEN, sanitize=sanitize)),
-            "--port", str(port), "--clients", str(clients), "--service", service, "--k", str(k),
-            "--timeout", f"{timeout:g}"]
-    if load.get("duration") is None:  # an open loop runs for its duration instead
-        argv += ["--requests", str(requests)]
-    if size is not None:
-        argv += ["--size", str(size)]
-    for flag, value in load.items():
-        if value is not None:
-            argv += [f"--{flag}", f"{value:g}" if isinstance(value, float) else str(value)]
-    return argv + ["--host", host]
+def run_load(load: LoadSpec, port: int, cpus=None, events=None, host: str = "127.0.0.1",
+             prefix: list[str] = ()) -> ClientRun:
+    """Run the load generator pinned to `cpus` under `perf stat` (its counters, or
+    getrusage's without perf) against `host:port`.
 
-
-def _with_death_signal(command: list[str]) -> list[str]:
-    """Under perf, loadgen is perf's child, not ours: give it its own death signal
-    (setpriv, util-linux) so a killed kernel takes it down with perf."""
-    setpriv = shutil.which("setpriv")
-    return [setpriv, "--pdeathsig", "KILL", "--", *command] if setpriv else command
-
-
-def run_client(port: int, clients: int, requests: int, service: str = "top", k: int = 2, size=None,
-               cpus=None, timeout: float = 30.0, events=None, sanitize: bool = False,
-               host: str = "127.0.0.1", engine: str | None = None, rate: float | None = None,
-               duration: float | None = None, warmup: str | None = None, idle: int = 0,
-               wall_timeout: float | None = None) -> ClientRun:
-    """Run loadgen pinned to `cpus` under `perf stat` (its counters, or getrusage's without perf).
-
-    `timeout` bounds each exchange inside loadgen; `wall_timeout` (default
-    `timeout`) bounds the whole run from here: past wall_timeout +
-    CLIENT_WALL_MARGIN_S the client's process group is killed and LabError
-    raised.  `engine`, `rate`, `duration`, `warmup` and `idle` are loadgen's
-    flags of the same names (None: loadgen's default; `idle` connections are
-    held open and silent beside the active ones).
-    """
+    Past load.wall_limit() + CLIENT_WALL_MARGIN_S the client's process group is
+    killed and LabError raised."""
     from . import perf
 
-    if clients < 1 or requests < 1:
-        raise LabError(f"clients and requests must be at least 1 (got {clients}, {requests})",
-                       "use 1 or more clients, each sending 1 or more requests")
+    load.check()
     cpus = _check_cpus(cpus)
-    ensure_nofile(clients, idle)
-    load = {"engine": engine, "rate": rate, "duration": duration, "warmup": warmup, "idle": idle or None}
-    command = _with_death_signal(_loadgen_argv(port, clients, requests, service, k, size, timeout, host,
-                                               sanitize, load))
-    wall_limit = (wall_timeout or timeout) + CLIENT_WALL_MARGIN_S
+    ensure_nofile(load.clients, load.idle)
+    # Under perf, loadgen is perf's child, not ours: it gets its own death signal.
+    command = launcher.death_signal_prefix() + load.argv(port, host)
+    wall_limit = load.wall_limit() + CLIENT_WALL_MARGIN_S
     with tempfile.TemporaryDirectory(prefix="labkit-client-") as scratch:
         perf_output = Path(scratch) / "perf.csv"
         wrapped = perf.wrap_command(command, perf_output, events)
         under_perf = wrapped != command
         started = time.monotonic()
-        child = spawn(wrapped, "client", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        child = launcher.spawn(wrapped, "client", cpus, prefix=prefix,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             used_cpus = sorted(os.sched_getaffinity(child.pid))  # read back: what it really got
         except OSError:  # already finished
             used_cpus = cpus
         try:
-            stdout, stderr = child.popen.communicate(timeout=wall_limit)
+            stdout, stderr = launcher.run_to_end(child, wall_limit)
         except subprocess.TimeoutExpired:
-            child.kill_group()
-            child.popen.communicate()
             raise LabError(
                 f"the load generator ran longer than {wall_limit:g} s and was killed",
                 "give it a larger timeout, or fewer clients or requests",
             ) from None
-        except BaseException:  # KeyboardInterrupt included: nothing may survive the cell
-            child.kill_group()
-            child.popen.wait()
-            raise
-        finally:
-            if child.popen.poll() is not None:
-                if _group_alive(child.pid):
-                    child.kill_group()
-                child.forget()
         wall_s = time.monotonic() - started
         stderr_text = stderr.decode("utf-8", "replace")
-        summary = _parse_summary(stdout, stderr_text, child.popen.returncode)
+        summary = LoadSpec.summary(stdout, stderr_text, child.popen.returncode)
         note = ""
         if under_perf:
             counted = perf.read_output(perf_output, events)
             # Where perf could not count (context switches at paranoid 2), getrusage can.
             counters = perf.fill_missing(counted, perf.rusage_counters(summary["rusage"]))
             source = "perf"
-            filled = [e for e in counters if counters[e] == counters[e] and counted[e] != counted[e]]
+            filled = [e for e in counters if not math.isnan(counters[e]) and math.isnan(counted[e])]
             if filled:
                 note = f"client {', '.join(filled)} from the load generator's getrusage (perf could not count them)"
         else:
@@ -509,20 +429,3 @@ def run_client(port: int, clients: int, requests: int, service: str = "top", k: 
             source = "rusage"
             note = "perf could not count the client; its counters come from the load generator's getrusage"
     return ClientRun(summary, counters, source, used_cpus, child.popen.returncode, stderr_text, wall_s, note)
-
-
-def _parse_summary(stdout: bytes, stderr: str, returncode: int) -> dict:
-    if returncode == 2:
-        raise LabError(f"the load generator refused its arguments: {stderr.strip()}",
-                       "check the client parameters (clients, requests, service, k, size)")
-    try:
-        summary = json.loads(stdout)
-        if not isinstance(summary, dict):
-            raise ValueError("not a JSON object")
-        return summary
-    except ValueError:
-        raise LabError(
-            f"the load generator exited with status {returncode} without its JSON summary\n"
-            f"--- its stderr ---\n{stderr.strip()[-2000:] or '(empty)'}",
-            "read the message above; a crash here is a bug in csrc/loadgen",
-        ) from None

@@ -76,21 +76,22 @@ def test_rtt_against_sockperf_prints_both_and_their_ratio(built_bin):
     assert "kernel" in text and "pinning" in text
 
 
-def test_throughput_has_a_row_per_model_and_saves_csv(tmp_path, monkeypatch, built_bin):
-    import pandas as pd
+def test_throughput_has_a_row_per_model_and_stores_the_sweeps_rows(tmp_path, monkeypatch, built_bin):
+    from labkit import store
 
     monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
     frame = bench.throughput(clients=4, requests=20)
     assert sorted(frame["model"]) == build.models()
     assert (frame["error"] == "").all(), frame[frame["error"] != ""][["model", "error"]]
-    assert (frame["req_per_s"] > 0).all()
-    assert (frame["p50_us"] <= frame["p99_us"]).all()
+    assert (frame["throughput_rps"] > 0).all()
+    assert (frame["lat_p50_us"] <= frame["lat_p99_us"]).all()
     # CPU per request: a measured non-negative number, or NaN (never a made-up 0 for "missing").
     for value in frame["server_cpu_us_per_request"]:
         assert math.isnan(value) or value >= 0
-    saved = pd.read_csv(frame.attrs["saved_to"])
+    # measure.point's rows, stored the way sweeps store theirs
+    saved = store.load(frame.attrs["saved_to"])
     assert list(saved["model"]) == list(frame["model"])
-    assert {"kernel", "cpu_model", "server_cpus", "client_cpus"} <= set(saved.columns)
+    assert {"env_kernel", "env_cpu_model", "server_cpus", "client_cpus", "counters_source"} <= set(saved.columns)
     text = bench.format_throughput(frame)
     for model in build.models():
         assert re.search(rf"^ *{model} +[\d,]+\.\d", text, re.M), model

@@ -1,4 +1,4 @@
-"""labkit.exercises: checks record what happened and never raise; the C
+"""labkit.instructor (checks, c_exercises): checks record what happened and never raise; the C
 exercises compile a student's function in place of the lab's, accept the
 lab's own code, reject a broken one with a helpful message, and show gcc's
 own message for a compile error."""
@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from labkit import exercises, paths
+from labkit import paths
+from labkit.instructor import c_exercises, checks
 from labkit.errors import BuildError, LabError
 
 
@@ -30,8 +31,8 @@ def records(path):
 
 def test_checks_record_passed_failed_and_error_and_never_raise(tmp_path, monkeypatch, capsys):
     checks_file = tmp_path / "checks.jsonl"
-    monkeypatch.setenv(exercises.CHECKS_FILE_ENV, str(checks_file))
-    ex = exercises.Checker(notebook="nb")
+    monkeypatch.setenv(checks.CHECKS_FILE_ENV, str(checks_file))
+    ex = checks.Checker(notebook="nb")
 
     @ex.check("good", points=2)
     def _():
@@ -59,21 +60,21 @@ def test_checks_record_passed_failed_and_error_and_never_raise(tmp_path, monkeyp
 
 
 def test_without_the_checks_file_nothing_is_written(tmp_path, monkeypatch):
-    monkeypatch.delenv(exercises.CHECKS_FILE_ENV, raising=False)
+    monkeypatch.delenv(checks.CHECKS_FILE_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    exercises.Checker("nb").check("x")(lambda: None)
+    checks.Checker("nb").check("x")(lambda: None)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_check_result_shows_as_html_in_a_notebook():
-    result = exercises.Checker("nb").run("wrong", lambda: (_ for _ in ()).throw(AssertionError("a < b")))
+    result = checks.Checker("nb").run("wrong", lambda: (_ for _ in ()).throw(AssertionError("a < b")))
     assert "FAIL" in result._repr_html_() and "a &lt; b" in result._repr_html_()
 
 
 def test_answer_checks_length_and_keywords_and_records_the_text(tmp_path, monkeypatch):
     checks_file = tmp_path / "checks.jsonl"
-    monkeypatch.setenv(exercises.CHECKS_FILE_ENV, str(checks_file))
-    ex = exercises.Checker("nb")
+    monkeypatch.setenv(checks.CHECKS_FILE_ENV, str(checks_file))
+    ex = checks.Checker("nb")
     ex.answer("empty", "", min_words=5)
     ex.answer("no_keyword", "one two three four five six", min_words=5, keywords=["client"])
     ex.answer("fine", "each client waits for the one before it", min_words=5, keywords=["Client"])
@@ -85,7 +86,7 @@ def test_answer_checks_length_and_keywords_and_records_the_text(tmp_path, monkey
 
 def test_negative_points_are_refused():
     with pytest.raises(LabError, match="negative points"):
-        exercises.Checker("nb").check("x", points=-1)
+        checks.Checker("nb").check("x", points=-1)
 
 
 # ---------------------------------------------------------------------------
@@ -97,30 +98,30 @@ NAIVE_CLOSE = ("for (const char *q = end; q > line; q--)", "for (const char *q =
 
 def test_the_labs_own_procstat_parse_passes_every_check():
     code = lab_function("services/procstat.c", "procstat_parse")
-    exercises.check_procstat_parse(code)
-    exercises.check_procstat_live(code)
+    c_exercises.check_procstat_parse(code)
+    c_exercises.check_procstat_live(code)
 
 
 def test_a_parser_that_stops_at_the_first_paren_fails_with_a_hint():
     code = lab_function("services/procstat.c", "procstat_parse").replace(*NAIVE_CLOSE)
     assert code != lab_function("services/procstat.c", "procstat_parse")
     with pytest.raises(AssertionError, match=r"(?s)evil\) \(name x.*the LAST '\)'"):
-        exercises.check_procstat_parse(code)
+        c_exercises.check_procstat_parse(code)
 
 
 def test_a_stub_that_rejects_every_line_fails():
     stub = ("int procstat_parse(const char *line, size_t len, struct proc_cpu *out)\n"
             "{\n    (void)line; (void)len; (void)out;\n    return -1;\n}\n")
     with pytest.raises(AssertionError, match="yours gives None"):
-        exercises.check_procstat_parse(stub)
+        c_exercises.check_procstat_parse(stub)
     with pytest.raises(AssertionError, match="rejected a real line"):
-        exercises.check_procstat_live(stub)
+        c_exercises.check_procstat_live(stub)
 
 
 def test_a_procstat_compile_error_shows_gccs_message_naming_the_cell():
     code = lab_function("services/procstat.c", "procstat_parse").replace("return 0;", "return 0")
     with pytest.raises(BuildError) as failed:
-        exercises.procstat_parse_module(code)
+        c_exercises.procstat_parse_module(code)
     assert re.search(r"your procstat_parse cell:\d+:\d+: error: expected ‘;’|"
                      r"your procstat_parse cell:\d+:\d+: error: expected ';'", failed.value.output)
 
@@ -131,7 +132,7 @@ def test_a_procstat_compile_error_shows_gccs_message_naming_the_cell():
 
 def test_the_labs_own_ev_poll_serves_echo_and_csrc_is_untouched():
     before = {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))}
-    exercises.check_poll_server(lab_function("loop/ev_poll.c", "ev_poll"))
+    c_exercises.check_poll_server(lab_function("loop/ev_poll.c", "ev_poll"))
     assert {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))} == before
 
 
@@ -139,7 +140,7 @@ def test_a_dispatch_that_reports_nothing_fails_with_a_hint():
     stub = lab_function("loop/ev_poll.c", "ev_poll").replace("    int n = 0;\n", "    int n = 0;\n    (void)fired;\n"
                                                               "    return n;\n", 1)
     with pytest.raises(AssertionError, match=r"(?s)got 0 back within .*hint: after poll\(\) returns"):
-        exercises.check_poll_server(stub, timeout=2)
+        c_exercises.check_poll_server(stub, timeout=2)
 
 
 def test_a_dispatch_that_mixes_up_readable_and_writable_fails():
@@ -148,16 +149,16 @@ def test_a_dispatch_that_mixes_up_readable_and_writable_fails():
     swapped = swapped.replace("? EV_WRITABLE : 0);\n        mask &=", "? EV_READABLE : 0);\n        mask &=", 1)
     assert swapped.count("EV_WRITABLE") == code.count("EV_WRITABLE") and swapped != code
     with pytest.raises(AssertionError, match="hint: after poll"):
-        exercises.check_poll_server(swapped, timeout=2)
+        c_exercises.check_poll_server(swapped, timeout=2)
 
 
 def test_an_ev_poll_compile_error_shows_gccs_message_naming_the_cell():
     code = lab_function("loop/ev_poll.c", "ev_poll").replace("return n;", "return n")
     with pytest.raises(BuildError) as failed:
-        exercises.build_poll_server(code)
+        c_exercises.build_poll_server(code)
     assert re.search(r"your ev_poll cell:\d+:\d+: error:", failed.value.output)
 
 
 def test_code_without_the_function_is_refused():
     with pytest.raises(LabError, match="does not define ev_poll"):
-        exercises.build_poll_server("int main(void) { return 0; }")
+        c_exercises.build_poll_server("int main(void) { return 0; }")

@@ -18,7 +18,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from labkit import cli, export, figures
+from labkit import cli
+from labkit.instructor import export, figures
 from labkit.errors import LabError
 
 CHROMIUM = "/usr/bin/chromium"

@@ -23,7 +23,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from labkit import grade, paths, release, sandbox
+from labkit import paths
+from labkit.instructor import grade, release, sandbox
 
 NOTEBOOK = "01_proc_service"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
@@ -268,9 +269,9 @@ def graded_class(tmp_path_factory, released, instructor):
     write_student(submissions, "correct", correct)
     write_student(submissions, "untouched", released)
     write_student(submissions, "compile_error", broken_c)
-    write_student(submissions, "fork_bomb", insert_after(solved(released, instructor), "exercises.Checker(",
+    write_student(submissions, "fork_bomb", insert_after(solved(released, instructor), "checks.Checker(",
                                                          FORK_BOMB))
-    write_student(submissions, "port_squatter", insert_after(solved(released, instructor), "exercises.Checker(",
+    write_student(submissions, "port_squatter", insert_after(solved(released, instructor), "checks.Checker(",
                                                              squatter(port)))
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(root / "out"),

@@ -528,8 +528,7 @@ def test_dies_with_its_parent(loadgen, server, tmp_path):
 def test_against_the_threaded_server(loadgen):
     """Integration with the lab's own server (built by `make build`)."""
     threaded = loadgen.path.parent / "threaded"
-    if not threaded.exists():
-        pytest.skip(f"{threaded} is not built yet")
+    assert threaded.exists(), f"{threaded} is missing: build it (make build) before the tests"
     proc = subprocess.Popen([str(threaded), "--port", "0", "--service", "top"],
                             stdout=subprocess.PIPE, text=True)
     try:

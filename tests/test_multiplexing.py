@@ -9,10 +9,11 @@ import threading
 import time
 from pathlib import Path
 
+import measuring
 import psutil
 import pytest
 
-from labkit import experiments, measure, paths, procs, seeds, sweep
+from labkit import experiments, launcher, paths, procs, seeds, sweep
 from labkit.errors import LabError
 
 REPORTS = Path(os.environ.get("LABKIT_SEED_REPORTS", paths.ROOT.parent / "shared" / "seeds"))
@@ -70,7 +71,7 @@ def test_echo_scale_profiles_follow_seed_003():
     assert "iterative" not in full["models"]
     points = experiments.grid(full)
     assert len(points) == len(full["models"]) * 2 * 2
-    assert {(p["clients"], p["requests"]) for p in points} == {(5000, 200), (5000, 300), (10000, 200), (10000, 300)}
+    assert {(p["clients"], p["exchanges"]) for p in points} == {(5000, 200), (5000, 300), (10000, 200), (10000, 300)}
 
     quick = experiments.resolve("echo_scale", "quick")
     assert len(experiments.grid(quick)) * quick["repeats"] <= 12
@@ -111,7 +112,7 @@ def test_too_many_idle_connections_are_refused_up_front_with_what_fits():
 
 
 def test_echo_scale_point_measures_latency_losses_and_server_cost_per_request(built_bin):
-    row = measure.point("epoll", clients=300, requests=20, service="echo", engine="events", size=64,
+    row = measuring.point("epoll", clients=300, requests=20, service="echo", engine="events", size=64,
                         **PINS)
     assert row["status"] == "ok", row["error"]
     assert row["requests_ok"] == 300 * 20 and row["lost_connections"] == 0
@@ -123,7 +124,7 @@ def test_echo_scale_point_measures_latency_losses_and_server_cost_per_request(bu
 
 
 def test_worker_model_counts_every_worker_process(built_bin):
-    row = measure.point("epoll_workers", clients=200, requests=50, service="echo", engine="events",
+    row = measuring.point("epoll_workers", clients=200, requests=50, service="echo", engine="events",
                         workers=2, **PINS)
     assert row["status"] == "ok", row["error"]
     assert row["workers"] == 2
@@ -133,7 +134,7 @@ def test_worker_model_counts_every_worker_process(built_bin):
 
 
 def test_idle_point_holds_idle_connections_beside_an_open_loop(built_bin):
-    row = measure.point("poll", clients=20, requests=1, service="echo", engine="events", rate=1000,
+    row = measuring.point("poll", clients=20, requests=1, service="echo", engine="events", rate=1000,
                         duration=0.5, warmup="0.1s", idle=300, **PINS)
     assert row["status"] == "ok", row["error"]
     assert row["idle"] == 300 and row["idle_failed"] == 0
@@ -142,7 +143,7 @@ def test_idle_point_holds_idle_connections_beside_an_open_loop(built_bin):
 
 
 def test_select_past_fd_setsize_is_a_failed_point_quoting_the_servers_refusal(built_bin):
-    row = measure.point("select", clients=20, requests=1, service="echo", engine="events", rate=500,
+    row = measuring.point("select", clients=20, requests=1, service="echo", engine="events", rate=500,
                         duration=0.5, warmup="0.1s", idle=1100, **PINS)
     assert row["status"] == "failed"
     assert "FD_SETSIZE" in row["error"] and "the server reported: select: descriptor" in row["error"]
@@ -182,5 +183,5 @@ def test_a_worker_killed_mid_run_fails_the_point_and_the_sweep_goes_on(built_bin
     assert rows["epoll_workers"]["status"] == "failed"
     assert f"worker {killed[0]}" in rows["epoll_workers"]["error"]  # the supervisor's own report
     assert rows["epoll"]["status"] == "ok", rows["epoll"]["error"]  # the sweep went on
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
     assert not [p for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE]

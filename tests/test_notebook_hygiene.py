@@ -23,10 +23,11 @@ from labkit import paths
 NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
 PAPERMILL = Path(sys.executable).with_name("papermill")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not NOTEBOOK.exists(), reason="notebook 01 is not there"),
-]
+pytestmark = pytest.mark.slow
+
+
+def test_the_notebook_is_there():
+    assert NOTEBOOK.exists(), f"{NOTEBOOK} is missing: restore it (git checkout -- notebooks/)"
 
 
 def lab_processes(marker: str) -> list[psutil.Process]:

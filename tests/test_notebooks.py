@@ -43,8 +43,7 @@ def run_quick(name: str, tmp_path: Path) -> tuple[nbformat.NotebookNode, float]:
     """papermill the notebook `name` on a copy, quick profile; the executed notebook and
     the wall time.  A run over the limit is killed (its whole process group)."""
     source = paths.NOTEBOOKS / name
-    if not source.exists():
-        pytest.skip(f"{source} is not there yet")
+    assert source.exists(), f"{source} is missing: restore it (git checkout -- notebooks/) or drop it from the list"
     workdir = tmp_path / "run"
     workdir.mkdir()
     shutil.copy(source, workdir / name)
@@ -120,7 +119,7 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
     table = outputs(nb, 'plots.style_counters(plots.counters_table(df, side="server"))')[0]["data"]["text/html"]
     assert ("not supported" in table) != cycles_measured
     # Every plot cell produced a figure.
-    for start in ('plots.metric_vs_clients(df, "elapsed_s")', "plots.latency_vs_clients(df)",
+    for start in ('plots.metric_vs(df, "elapsed_s")', "plots.latency_vs(df)",
                   'plots.seed_comparison(df, seeds.table("001"), "cycles")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
@@ -135,11 +134,11 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert injected and 'profile = "quick"' in injected[0].source
 
     # The backends compared as diffs read from csrc/: select builds bitmaps, poll an array, epoll asks the kernel.
-    diffs = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, 'widgets.show_diff("loop/ev_select.c"')
+    diffs = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, 'csource.show_diff("loop/ev_select.c"')
                     if "data" in o)
     assert "-" in diffs and "FD_SET" in diffs and "pollfd" in diffs
     assert "epoll_wait" in "".join(o["data"].get("text/markdown", "")
-                                   for o in outputs(nb, 'widgets.show_diff("loop/ev_poll.c"') if "data" in o)
+                                   for o in outputs(nb, 'csource.show_diff("loop/ev_poll.c"') if "data" in o)
 
     # select's wall by hand: the server's own refusal, and the other connections still echoed.
     wall = "".join(o.get("text", "") for o in outputs(nb, "procs.ensure_nofile(1100)"))
@@ -164,11 +163,11 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert after == results_before, "the notebook wrote into data/results/"
 
     # The plots: every plot cell produced a figure; the refusal is printed with the server's words.
-    for start in ("plots.latency_percentiles(df)", 'plots.metric_by_model(df, "lost_connections"',
-                  'plots.metric_by_model(df, "server_cpu_us_per_request")',
-                  'plots.metric_by_model(df, "server_cs_per_request")',
-                  'plots.metric_vs_idle(idle_df, "lat_p99_us")',
-                  'plots.metric_vs_idle(idle_df, "server_cpu_us_per_request")'):
+    for start in ("plots.latency_percentiles(df)", 'plots.metric_by_point(df, "lost_connections"',
+                  'plots.metric_by_point(df, "server_cpu_us_per_request")',
+                  'plots.metric_by_point(df, "server_cs_per_request")',
+                  'plots.metric_vs(idle_df, "lat_p99_us", x="idle")',
+                  'plots.metric_vs(idle_df, "server_cpu_us_per_request", x="idle")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
     printed = "".join(o.get("text", "") for o in outputs(nb, "refusals = "))
     assert "select with 1000 idle connections" in printed and "descriptor 1024 is too high" in printed

@@ -112,7 +112,7 @@ def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator():
                     return
                 time.sleep(0.02)
         threading.Thread(target=report, daemon=True).start()
-        procs.run_client(silent.getsockname()[1], clients=4, requests=1, timeout=60)
+        procs.run_load(procs.LoadSpec(4, 1, timeout=60), silent.getsockname()[1])
     """)
     report = _report(kernel)
     assert "loadgen" in report["names"]

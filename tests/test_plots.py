@@ -50,7 +50,7 @@ def _model_traces(fig):
 
 
 def test_one_line_per_model_with_median_and_min_max_spread():
-    fig = plots.metric_vs_clients(synthetic(), "server_context-switches")
+    fig = plots.metric_vs(synthetic(), "server_context-switches")
     traces = _model_traces(fig)
     assert set(traces) == {"iterative", "threaded", "select"}
     threaded = traces["threaded"]  # model index 1 -> scale 2 * c * (r + 1)
@@ -64,7 +64,7 @@ def test_one_line_per_model_with_median_and_min_max_spread():
 
 def test_each_model_keeps_its_colour_in_every_figure():
     df = synthetic()
-    for fig in (plots.metric_vs_clients(df, "elapsed_s"),
+    for fig in (plots.metric_vs(df, "elapsed_s"),
                 plots.seed_comparison(df, seeds.table("001"), "context-switches")):
         for trace in fig.data:
             if trace.name in plots.MODEL_COLORS:
@@ -75,7 +75,7 @@ def test_each_model_keeps_its_colour_in_every_figure():
 def test_failed_points_are_drawn_with_their_reason():
     # threaded @ 10: one repeat failed, two ok; select @ 6: every repeat failed.
     failed = [("threaded", 10, 1)] + [("select", 6, r) for r in range(3)]
-    fig = plots.metric_vs_clients(synthetic(failed=failed), "elapsed_s")
+    fig = plots.metric_vs(synthetic(failed=failed), "elapsed_s")
     crosses = [t for t in fig.data if t.name == "failed"]
     assert len(crosses) == 1
     cross = crosses[0]
@@ -89,7 +89,7 @@ def test_failed_points_are_drawn_with_their_reason():
 
 
 def test_unmeasurable_metric_says_why_instead_of_plotting_zero():
-    fig = plots.metric_vs_clients(synthetic(hardware=False), "server_cycles")
+    fig = plots.metric_vs(synthetic(hardware=False), "server_cycles")
     assert _model_traces(fig) == {}
     text = " ".join(a.text for a in fig.layout.annotations).replace("<br>", " ")
     assert "not measurable on this machine" in text
@@ -101,14 +101,14 @@ def test_unmeasurable_metric_says_why_instead_of_plotting_zero():
 def test_partly_unmeasurable_metric_names_the_models_in_the_subtitle():
     df = synthetic(hardware=True)
     df.loc[df["model"] == "select", "server_cycles"] = math.nan
-    fig = plots.metric_vs_clients(df, "server_cycles")
+    fig = plots.metric_vs(df, "server_cycles")
     assert set(_model_traces(fig)) == {"iterative", "threaded"}
     assert "not measurable for select" in fig.layout.title.subtitle.text
 
 
 def test_saturated_points_are_marked_and_warned_about():
     df = synthetic(saturated=[("select", 10)])
-    fig = plots.metric_vs_clients(df, "elapsed_s")
+    fig = plots.metric_vs(df, "elapsed_s")
     symbols = list(_model_traces(fig)["select"].marker.symbol)
     assert symbols == ["circle", "circle", "diamond-open"]
     assert "saturated" in fig.layout.title.subtitle.text
@@ -118,7 +118,7 @@ def test_saturated_points_are_marked_and_warned_about():
 
 
 def test_latency_figure_has_p50_and_p99_per_model():
-    fig = plots.latency_vs_clients(synthetic())
+    fig = plots.latency_vs(synthetic())
     names = {t.name for t in fig.data}
     assert {"iterative p50", "iterative p99", "select p99"} <= names
     p99 = next(t for t in fig.data if t.name == "iterative p99")
@@ -167,14 +167,14 @@ def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():
 def test_bad_input_says_what_to_do():
     df = synthetic()
     with pytest.raises(LabError, match="no column"):
-        plots.metric_vs_clients(df, "server_nonsense")
+        plots.metric_vs(df, "server_nonsense")
     with pytest.raises(LabError) as err:
         plots.counters_table(df, side="both")
     assert "side='client'" in err.value.fix
     with pytest.raises(LabError):
         plots.seed_comparison(df, seeds.table("001"), "page-faults")
     with pytest.raises(LabError):
-        plots.metric_vs_clients(df.drop(columns=["status"]), "elapsed_s")
+        plots.metric_vs(df.drop(columns=["status"]), "elapsed_s")
 
 
 def test_failed_points_table():

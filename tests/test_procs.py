@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from labkit import build, paths, procs
+from labkit import build, launcher, paths, procs
 from labkit.errors import LabError, ServerFailed
 
 pytestmark = pytest.mark.timeout(120)
@@ -47,8 +47,8 @@ def _port_is_free(port: int) -> bool:
 @pytest.fixture(autouse=True)
 def _nothing_left():
     yield
-    procs.stop_all()
-    assert procs.live_children() == []
+    launcher.stop_all()
+    assert launcher.live_children() == []
 
 
 @pytest.mark.parametrize("model", build.models())
@@ -59,7 +59,7 @@ def test_each_model_starts_pinned_answers_and_stops(model):
         assert server.cpus == [SERVER_CPU]
         assert os.sched_getaffinity(server.pid) == {SERVER_CPU}
         assert (paths.RUN_DIR / f"{server.pid}.json").exists()
-        assert server.pid in procs.live_children()
+        assert server.pid in launcher.live_children()
         # Threads the server creates later inherit the pinning.
         lines = _ask_top(server.port, k=3)
         assert lines[-1] == "END" and len(lines) == 4
@@ -70,7 +70,7 @@ def test_each_model_starts_pinned_answers_and_stops(model):
     assert code == 0, server.stderr_text()
     assert not server.alive()
     assert not (paths.RUN_DIR / f"{server.pid}.json").exists()
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
     assert _port_is_free(server.port)
 
 
@@ -87,7 +87,7 @@ def test_explicit_port_in_use_names_its_owner():
     assert f"port {port} is in use" in caught.value.what
     assert str(os.getpid()) in caught.value.what  # psutil finds this test's socket
     assert "port=0" in caught.value.fix
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
 
 
 def test_explicit_free_port_is_used():
@@ -104,24 +104,24 @@ def test_a_cpu_that_does_not_exist_is_refused_before_starting():
     with pytest.raises(LabError) as caught:
         procs.start_server("iterative", cpus=[4096])
     assert "4096" in caught.value.what
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
 
 
 def test_a_server_that_refuses_its_arguments_raises_with_its_stderr():
     with pytest.raises(ServerFailed) as caught:
         procs.start_server("iterative", service="no-such-service")
     assert "no-such-service" in caught.value.what  # the server's own message
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
 
 
 def test_stop_kills_the_group_of_a_process_that_ignores_sigterm():
     # A real process group that ignores SIGTERM: the shell and its sleeping child.
-    child = procs.spawn(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "test", None)
+    child = launcher.spawn(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "test", None)
     time.sleep(0.2)
     group = [p for p in psutil.process_iter() if _pgid(p.pid) == child.pid]
     assert len(group) >= 2
     started = time.monotonic()
-    code, killed = procs.stop_child(child, timeout=0.3)
+    code, killed = launcher.stop_child(child, timeout=0.3)
     assert killed and code == -signal.SIGKILL
     assert time.monotonic() - started < 2
     psutil.wait_procs(group, timeout=2)
@@ -142,7 +142,7 @@ def _pgid(pid):
 def test_client_runs_pinned_and_counts(monkeypatch, no_perf):
     monkeypatch.setenv("LABKIT_NO_PERF", no_perf)
     with procs.start_server("threaded", cpus=[SERVER_CPU]) as server:
-        run = procs.run_client(server.port, clients=8, requests=3, cpus=[CLIENT_CPU], timeout=10)
+        run = procs.run_load(procs.LoadSpec(8, 3, timeout=10), server.port, cpus=[CLIENT_CPU])
     summary = run.summary
     assert run.returncode == 0, run.stderr
     assert summary["requests_ok"] == 24 and summary["connections_failed"] == 0
@@ -163,7 +163,7 @@ def test_client_against_a_closed_port_reports_refused_connections():
     with socket.socket() as finder:
         finder.bind(("127.0.0.1", 0))
         port = finder.getsockname()[1]
-    run = procs.run_client(port, clients=3, requests=1, timeout=5)
+    run = procs.run_load(procs.LoadSpec(3, 1, timeout=5), port)
     assert run.returncode == 1
     assert run.summary["connections_failed"] == 3
     assert run.summary["errors"].get("ECONNREFUSED") == 3
@@ -183,12 +183,12 @@ def test_client_past_its_wall_clock_bound_is_killed(monkeypatch):
     try:
         started = time.monotonic()
         with pytest.raises(LabError) as caught:
-            procs.run_client(listener.getsockname()[1], clients=2, requests=1, timeout=3)
+            procs.run_load(procs.LoadSpec(2, 1, timeout=3), listener.getsockname()[1])
         assert time.monotonic() - started < 2.5
     finally:
         listener.close()
     assert "was killed" in caught.value.what
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
     assert not [p for p in psutil.Process().children(recursive=True) if p.name() in ("loadgen", "perf")]
 
 
@@ -198,11 +198,11 @@ def test_keyboard_interrupt_during_the_client_stops_it_and_propagates():
     interrupt.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            procs.run_client(listener.getsockname()[1], clients=2, requests=1, timeout=20)
+            procs.run_load(procs.LoadSpec(2, 1, timeout=20), listener.getsockname()[1])
     finally:
         interrupt.cancel()
         listener.close()
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
     psutil.wait_procs(psutil.Process().children(recursive=True), timeout=2)
     assert not [p for p in psutil.Process().children(recursive=True)
                 if p.status() != psutil.STATUS_ZOMBIE]
@@ -216,7 +216,7 @@ def test_too_many_clients_for_the_open_file_limit_are_refused_naming_what_fits()
         "from labkit import procs\n"
         "from labkit.errors import LabError\n"
         "try:\n"
-        "    procs.run_client(1, clients=1000, requests=1)\n"
+        "    procs.run_load(procs.LoadSpec(1000, 1), 1)\n"
         "except LabError as e:\n"
         "    print(e.what); print(e.fix)\n"
     )

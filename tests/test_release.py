@@ -11,7 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit import paths, release
+from labkit import paths
+from labkit.instructor import release
 from labkit.errors import LabError
 from test_notebooks import PAPERMILL, QUICK_RUN_LIMIT_S, _kernel_env
 

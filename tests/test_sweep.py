@@ -5,10 +5,11 @@ import math
 import os
 import signal
 
+import measuring
 import psutil
 import pytest
 
-from labkit import build, experiments, measure, procs, sweep
+from labkit import build, experiments, launcher, measure, procs, store, sweep
 from labkit.errors import LabError
 
 pytestmark = pytest.mark.timeout(240)
@@ -29,11 +30,12 @@ class Counting:
         self.calls = []
         self.before = before
 
-    def __call__(self, **point):
+    def __call__(self, server, load, pinning):
+        point = {"model": server.model, "clients": load.clients}
         self.calls.append(point)
         if self.before:
             self.before(len(self.calls), point)
-        return measure.point(**point)
+        return measure.point(server, load, pinning)
 
 
 def _lines(path):
@@ -44,7 +46,7 @@ def _lines(path):
 
 
 def test_point_row_has_every_field_and_the_pinning_used():
-    row = measure.point("threaded", clients=5, server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
+    row = measuring.point("threaded", clients=5, server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
     assert row["status"] == "ok", row["error"]
     assert row["requests_ok"] == 5 and row["requests_failed"] == 0
     assert row["server_cpus"] == [CPUS[0]] and row["client_cpus"] == [CPUS[-1]]
@@ -65,7 +67,7 @@ def test_point_row_has_every_field_and_the_pinning_used():
 
 def test_point_without_perf_says_where_counters_came_from(monkeypatch):
     monkeypatch.setenv("LABKIT_NO_PERF", "1")
-    row = measure.point("select", clients=4)
+    row = measuring.point("select", clients=4)
     assert row["status"] == "ok", row["error"]
     assert row["counters_source"] == "server:proc client:rusage"
     assert "LABKIT_NO_PERF" in row["counters_note"]
@@ -74,24 +76,24 @@ def test_point_without_perf_says_where_counters_came_from(monkeypatch):
 
 
 def test_server_killed_mid_run_gives_a_failed_row_with_the_reason(monkeypatch):
-    real_run_client = procs.run_client
+    real_run_load = procs.run_load
 
-    def kill_server_then_run(port, *args, **kwargs):
+    def kill_server_then_run(load, port, *args, **kwargs):
         for conn in psutil.net_connections("tcp"):
             if conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
                 os.kill(conn.pid, signal.SIGKILL)
-        return real_run_client(port, *args, **kwargs)
+        return real_run_load(load, port, *args, **kwargs)
 
-    monkeypatch.setattr(procs, "run_client", kill_server_then_run)
-    row = measure.point("iterative", clients=3)
+    monkeypatch.setattr(procs, "run_load", kill_server_then_run)
+    row = measuring.point("iterative", clients=3)
     assert row["status"] == "failed"
     assert "the server died during the run" in row["error"] and "SIGKILL" in row["error"]
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
 
 
 def test_a_bad_cpu_is_a_user_error_not_a_failed_row():
     with pytest.raises(LabError):
-        measure.point("iterative", clients=2, server_cpus=[4096])
+        measuring.point("iterative", clients=2, server_cpus=[4096])
 
 
 # --- experiments ------------------------------------------------------------------
@@ -150,7 +152,7 @@ def test_rows_are_written_as_measured_and_resume_skips_them(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         sweep.run("proc_top", params, results=results, measure=first, progress=False, on_point=stop_after_two)
     assert len(first.calls) == 2 and len(_lines(results)) == 2  # both rows on disk before the interrupt
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
 
     second = Counting()
     frame = sweep.run("proc_top", params, results=results, measure=second, progress=False)
@@ -199,7 +201,7 @@ def test_nan_survives_the_json_round_trip(tmp_path, monkeypatch):
     assert raw["server_cycles"] is None and raw["server_ipc"] is None  # JSON null on disk
     assert "NaN" not in results.read_text()
     assert math.isnan(frame["server_cycles"][0])
-    loaded = sweep.load(results)
+    loaded = store.load(results)
     assert math.isnan(loaded["server_cycles"][0]) and math.isnan(loaded["client_cpu-migrations"][0])
     assert loaded["client_task-clock"][0] > 0
 
@@ -216,7 +218,7 @@ def test_the_frame_holds_only_this_sweeps_points(tmp_path):
     sweep.run("proc_top", small(models=["select"], clients=[2]), results=results, progress=False)
     frame = sweep.run("proc_top", small(models=["select"], clients=[3]), results=results, progress=False)
     assert list(frame["clients"]) == [3]
-    assert len(sweep.load(results)) == 2
+    assert len(store.load(results)) == 2
 
 
 def test_point_keys_are_stable_and_distinct():
@@ -239,7 +241,7 @@ def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay)
             sweep.run("proc_top", params, results=results, progress=False)
     finally:
         interrupt.cancel()
-    assert procs.live_children() == []
+    assert launcher.live_children() == []
     psutil.wait_procs(psutil.Process().children(recursive=True), timeout=2)
     assert [p.name() for p in psutil.Process().children(recursive=True)
             if p.status() != psutil.STATUS_ZOMBIE] == []

@@ -24,8 +24,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
-from .errors import LabError
+from .. import paths
+from ..errors import LabError
 
 HIDDEN_TAG = "hidden-check"
 DEFAULT_OUT = paths.BUILD / "release"

@@ -4,7 +4,7 @@ behind afterwards.
 
 The grader (root or not) calls `run_notebook()`.  Inside, the notebook runs
 through papermill in a child process started in a new session with this very
-module as its entry point (`python -m labkit.sandbox SPEC.json`): that child
+module as its entry point (`python -m labkit.instructor.sandbox SPEC.json`): that child
 lowers its own resource limits, so the kernel and everything the student
 starts inherit them, and reports how papermill ended on its last stdout line.
 
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import psutil
 
-from . import paths
-from .errors import LabError
+from .. import paths
+from ..errors import LabError
 
 FIRST_GRADING_UID = 61000
 RUNNER_MARK = "labkit-sandbox-result:"  # the runner's last stdout line starts with this
@@ -372,7 +372,7 @@ def run_notebook(notebook_path: Path, workdir: Path, *, profile: str | None = "q
     started = time.monotonic()
     with open(log_path, "wb") as log:
         runner = subprocess.Popen(
-            [sys.executable, "-m", "labkit.sandbox", str(spec_path)],
+            [sys.executable, "-m", "labkit.instructor.sandbox", str(spec_path)],
             cwd=notebook_path.parent, env=env, stdin=subprocess.DEVNULL, stdout=log,
             stderr=subprocess.STDOUT, start_new_session=True,
             **({"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}))
@@ -436,7 +436,7 @@ def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, li
 
 
 # ---------------------------------------------------------------------------
-# inside the sandbox: python -m labkit.sandbox SPEC.json
+# inside the sandbox: python -m labkit.instructor.sandbox SPEC.json
 
 
 def _lower_limits(spec: dict) -> None:

@@ -1,4 +1,4 @@
-"""labkit.widgets.ControlPanel: its fields are the notebook's parameters, it runs a
+"""labkit.panel.ControlPanel: its fields are the notebook's parameters, it runs a
 real (tiny) sweep on loopback into a temporary results file, and shows problems
 as what + fix instead of a traceback."""
 
@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 import psutil
 import pytest
 
-from labkit import build, experiments, paths, widgets
+from labkit import build, csource, experiments, friendly, paths
+from labkit.panel import ControlPanel
 from labkit.errors import BuildError, LabError
 
 NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus")
@@ -17,12 +18,12 @@ NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_
 @pytest.fixture
 def panel(tmp_path, built_bin):
     params = experiments.resolve("proc_top", "quick")
-    return widgets.ControlPanel("proc_top", params, results=tmp_path / "proc_top.jsonl")
+    return ControlPanel("proc_top", params, results=tmp_path / "proc_top.jsonl")
 
 
 def test_fields_are_exactly_the_notebooks_parameters(panel):
     assert tuple(panel.fields) == NOTEBOOK_PARAMETERS
-    assert set(panel.model_boxes) == set(build.models())
+    assert [box.description for box in panel.fields["models"].children] == build.models()
     assert set(panel.values()) == set(NOTEBOOK_PARAMETERS)
     shown = list(_walk(panel.box))
     for widget in (*panel.fields.values(), panel.run_button, panel.progress, panel.errors):
@@ -89,22 +90,22 @@ def test_bad_fields_show_what_and_fix_without_running(panel, tmp_path):
 
 
 def test_error_html_has_what_fix_and_compiler_output():
-    page = widgets.error_html(LabError("port 80 is busy", "use port 0"))
+    page = friendly.error_html(LabError("port 80 is busy", "use port 0"))
     assert "port 80 is busy" in page and "What to do:</b> use port 0" in page
     assert "Traceback" not in page
-    page = widgets.error_html(BuildError("the C build failed", "select.c:3: error: expected ';' <here>",
+    page = friendly.error_html(BuildError("the C build failed", "select.c:3: error: expected ';' <here>",
                                          "fix the first error"))
     assert "<pre" in page and "select.c:3: error: expected &#x27;;&#x27; &lt;here&gt;" in page
 
 
 def test_c_function_reads_the_current_source():
-    first, last, text = widgets.c_function("servers/threaded.c", "serve")
+    first, last, text = csource.c_function("servers/threaded.c", "serve")
     lines = (paths.CSRC / "servers" / "threaded.c").read_text().splitlines()
     assert text.splitlines() == lines[first - 1:last]
     assert text.startswith("static int serve(") and text.endswith("}")
     assert "pthread_create" in text
     with pytest.raises(LabError) as err:
-        widgets.c_function("servers/threaded.c", "no_such_function")
+        csource.c_function("servers/threaded.c", "no_such_function")
     assert "no function no_such_function()" in err.value.what
 
 
@@ -113,7 +114,7 @@ def test_friendly_errors_show_what_and_fix_and_still_fail_the_cell(capsys):
 
     shell = InteractiveShell.instance()
     try:
-        widgets.friendly_errors()
+        friendly.friendly_errors()
         result = shell.run_cell("from labkit.errors import LabError\n"
                                 "raise LabError('the port is busy', 'use port 0')")
         assert isinstance(result.error_in_exec, LabError) and not result.success
@@ -127,9 +128,9 @@ def test_friendly_errors_show_what_and_fix_and_still_fail_the_cell(capsys):
 @pytest.mark.parametrize("experiment", ["echo_scale", "idle_conns"])
 def test_panel_fields_follow_any_experiments_parameters(experiment, built_bin):
     params = experiments.resolve(experiment, "quick")
-    panel = widgets.ControlPanel(experiment, params)
-    expected = tuple(name for name in experiments.get(experiment).parameters if name not in ("service", "engine"))
-    assert tuple(panel.fields) == expected == widgets.fields_of(experiment)
+    panel = ControlPanel(experiment, params)
+    expected = tuple(p.name for p in experiments.get(experiment).parameters if p.name not in ("service", "engine"))
+    assert tuple(panel.fields) == expected == tuple(p.name for p in experiments.get(experiment).fields)
     values = panel.values()
     # What the panel reads back resolves to the same parameters it started from.
     again = experiments.resolve(experiment, "quick", **values)

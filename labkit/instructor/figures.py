@@ -19,7 +19,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from .errors import LabError
+from ..errors import LabError
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 IMAGE_FORMATS = ("png", "svg", "pdf")

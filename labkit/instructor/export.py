@@ -31,8 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import paths
-from .errors import LabError
+from .. import paths
+from ..errors import LabError
 from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
 DEFAULT_OUT = paths.BUILD / "export"

@@ -30,8 +30,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, release, sandbox
-from .errors import LabError
+from .. import paths
+from . import release, sandbox
+from ..errors import LabError
 
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
 COLUMNS = ["student", "notebook", "check", "points", "max_points", "status", "hidden", "message"]

@@ -1,0 +1,275 @@
+"""Experiments: each one is a declaration file in this folder plus its notebook.
+
+An Experiment says everything the rest of labkit needs to know of it:
+  * its parameters (labkit.params: a kind, a default, a help line, where the
+    value goes), and profiles overriding the defaults: "full" is the
+    experiment as the course runs it, "quick" is small enough that its
+    notebook runs in about a minute on two cores (papermill tests, grading);
+  * its grid: one point per combination of its list parameters (its axes), in
+    the order they are declared;
+  * how a grid point becomes a server spec, a load spec and a pinning;
+  * its figures: the x axis (or bars per grid point) and the metrics offered.
+The sweep, the CLI, the control panel and the plots read these and nothing
+else, so a new experiment is one new file here (see docs/architecture.md,
+"Adding an experiment").
+
+The registry finds every module here that defines EXPERIMENT, and every
+.py file in the folders named by LABKIT_EXPERIMENTS (colon-separated): an
+instructor's own experiments, or a test's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import itertools
+import os
+import pkgutil
+import resource
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit.errors import LabError
+from labkit.params import BOTH, FROM_MACHINE, LOAD, PINNING, SERVER, SWEEP, Models, Param
+
+EXTRA_DIRS_ENV = "LABKIT_EXPERIMENTS"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A metric the experiment plots (a results column), as the panel offers it."""
+
+    metric: str
+    log_y: bool = False
+    include_failed: bool = False  # take failed repeats' values too (lost connections: measured *because* it failed)
+
+
+# What every experiment can plot, unless it says otherwise.
+COMMON_FIGURES = (
+    Figure("elapsed_s"), Figure("throughput_rps"), Figure("lat_p50_us"), Figure("lat_p99_us"),
+    Figure("server_task-clock"), Figure("server_context-switches"), Figure("client_task-clock"),
+    Figure("server_cpu_us_per_request"), Figure("server_cs_per_request"), Figure("server_cycles"),
+    Figure("lost_connections", include_failed=True),
+)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    title: str
+    parameters: tuple[Param, ...]
+    x: str  # the parameter on the x axis ("clients"); with chart="bars", bars stand at each grid point instead
+    chart: str = "lines"  # "lines": metric vs x, a line per model; "bars": a bar per model at each grid point
+    profiles: dict = field(default_factory=dict)  # profile -> {parameter: value}; "full" is the defaults
+    figures: tuple[Figure, ...] = COMMON_FIGURES
+    timeout: float = 60.0  # seconds the load generator waits for one exchange
+
+    def __post_init__(self):
+        names = [p.name for p in self.parameters]
+        problems = [f"no parameter {self.x!r} for the x axis"] if self.x not in names else []
+        problems += [f"parameter {n!r} twice" for n in set(names) if names.count(n) > 1]
+        problems += [f"no {required!r} parameter" for required in ("models", "clients", "repeats",
+                                                                     "server_cpus", "client_cpus")
+                     if required not in names]
+        problems += [f"profile {p!r} names no parameter {k!r}" for p, given in self.profiles.items()
+                     for k in given if k not in names]
+        if self.chart not in ("lines", "bars"):
+            problems.append(f"chart {self.chart!r} is neither 'lines' nor 'bars'")
+        if problems:
+            raise ValueError(f"experiment {self.name}: " + "; ".join(problems))
+
+    # -- what it is made of ----------------------------------------------------
+    def param(self, name: str) -> Param:
+        for param in self.parameters:
+            if param.name == name:
+                return param
+        raise LabError(f"{self.name} has no parameter {name}",
+                       f"its parameters are: {', '.join(p.name for p in self.parameters)}")
+
+    @property
+    def axes(self) -> list[Param]:
+        """The parameters that span the grid (its list parameters), in declared order."""
+        return [p for p in self.parameters if p.kind.is_list]
+
+    @property
+    def axis_columns(self) -> list[str]:
+        """The results columns that tell one grid point from another: model first."""
+        return [p.column for p in self.axes]
+
+    @property
+    def fields(self) -> list[Param]:
+        """The parameters a student chooses (the panel's fields): all but the fixed ones."""
+        return [p for p in self.parameters if not p.fixed]
+
+    @property
+    def defaults(self) -> dict:
+        return {p.name: p.default for p in self.parameters}
+
+    # -- resolving and the grid -----------------------------------------------
+    def resolve(self, profile: str = "full", **given) -> dict:
+        """The parameters under `profile`, `given` values overriding (None = the default),
+        each checked by its kind, the pinning resolved, the open files checked."""
+        profiles = {"full": {}, **self.profiles}
+        if profile not in profiles:
+            raise LabError(f"unknown profile {profile!r} for {self.name}",
+                           f"choose one of: {', '.join(profiles)}")
+        names = [p.name for p in self.parameters]
+        unknown = sorted(set(given) - set(names))
+        if unknown:
+            raise LabError(f"{self.name} has no parameter {', '.join(unknown)}",
+                           f"its parameters are: {', '.join(names)}")
+        raw = {**self.defaults, **profiles[profile],
+               **{name: value for name, value in given.items() if value is not None}}
+        params = {p.name: p.kind.check(p.name, raw[p.name]) for p in self.parameters}
+        self._resolve_pinning(params)
+        params["experiment"] = self.name
+        params["profile"] = profile
+        self._check_open_files(params)
+        return params
+
+    def _resolve_pinning(self, params: dict) -> None:
+        from labkit.procs import Pinning
+
+        asked = {name: None if params[name] == FROM_MACHINE else params[name]
+                 for name in ("server_cpus", "client_cpus")}
+        pinning = Pinning.resolve(asked["server_cpus"], asked["client_cpus"])
+        params.update(server_cpus=pinning.server_cpus, client_cpus=pinning.client_cpus,
+                      pinning_note=pinning.note)
+
+    def grid(self, params: dict) -> list[dict]:
+        """One point per combination of the axes, in the order they are declared: each
+        axis's column with one value, every other parameter (but repeats) as it is."""
+        fixed = {p.column: _copy(params[p.name]) for p in self.parameters
+                 if not p.kind.is_list and p.to != SWEEP}
+        return [{**dict(zip(self.axis_columns, values)), **fixed}
+                for values in itertools.product(*(params[p.name] for p in self.axes))]
+
+    # -- what a point runs ------------------------------------------------------
+    def _flags(self, point: dict, side: str) -> dict:
+        return {p.flag_name: point[p.column] for p in self.parameters
+                if p.to in (side, BOTH) and p.column != "model"}
+
+    def server_spec(self, point: dict, sanitize: bool = False):
+        from labkit.procs import ServerSpec
+
+        flags = self._flags(point, SERVER)
+        return ServerSpec(point["model"], service=flags.pop("service", "top"), workers=flags.pop("workers", None),
+                          flags=flags, sanitize=sanitize)
+
+    def load_spec(self, point: dict, sanitize: bool = False):
+        from labkit.procs import LoadSpec
+
+        options = self._flags(point, LOAD)
+        return LoadSpec(clients=options.pop("clients"), requests=options.pop("requests", 1),
+                        service=options.pop("service", "top"), options=options, timeout=self.timeout,
+                        sanitize=sanitize)
+
+    def pinning(self, point: dict, note: str = ""):
+        from labkit.procs import Pinning
+
+        return Pinning(point.get("server_cpus"), point.get("client_cpus"), note)
+
+    def _check_open_files(self, params: dict) -> None:
+        """Refuse up front a point the hard open-file limit cannot hold, saying what fits."""
+        from labkit import system
+        from labkit.procs import FD_MARGIN
+
+        # The soft limit is raised before the run (procs.ensure_nofile); only the hard one refuses.
+        hard = system.nofile_limit()[1]
+        hard = hard if hard != resource.RLIM_INFINITY else 1 << 20
+        for point in self.grid(params):
+            load = self.load_spec(point)
+            want = load.clients + load.idle + FD_MARGIN
+            if want <= hard:
+                continue
+            if load.idle:
+                raise LabError(
+                    f"{load.clients} clients + {load.idle} idle connections need about {want} open files; "
+                    f"this machine allows {hard}",
+                    f"use at most {max(hard - FD_MARGIN - load.clients, 0)} idle connections beside "
+                    f"{load.clients} clients, or raise the limit (`ulimit -n`, /etc/security/limits.conf)")
+            raise LabError(
+                f"{load.clients} clients need about {want} open files; this machine allows {hard}",
+                f"use at most {hard - FD_MARGIN} clients, or raise the limit "
+                "(`ulimit -n`, /etc/security/limits.conf)")
+
+    # -- its figures ----------------------------------------------------------
+    def figure_of(self, metric: str) -> Figure:
+        for figure in self.figures:
+            if figure.metric == metric:
+                return figure
+        return Figure(metric)
+
+    def plot(self, df, metric: str, **options):
+        """The experiment's figure of `metric`: against its x axis, a line per model
+        (and per value of any other axis), or bars at each grid point."""
+        from labkit import plots
+
+        figure = self.figure_of(metric)
+        options = {"log_y": figure.log_y, **options}
+        others = [column for column in self.axis_columns if column not in ("model", self.x)]
+        if self.chart == "bars":
+            return plots.metric_by_point(df, metric, axes=[c for c in self.axis_columns if c != "model"],
+                                         include_failed=figure.include_failed, **options)
+        return plots.metric_vs(df, metric, x=self.param(self.x).column, series=others, **options)
+
+
+def _copy(value):
+    return list(value) if isinstance(value, list) else value
+
+
+# ---------------------------------------------------------------------------
+# the registry
+
+
+def _extra_files() -> list[Path]:
+    files = []
+    for folder in filter(None, os.environ.get(EXTRA_DIRS_ENV, "").split(":")):
+        files += sorted(Path(folder).glob("*.py"))
+    return files
+
+
+def _load_file(path: Path):
+    spec = importlib.util.spec_from_file_location(f"labkit_experiment_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as problem:
+        raise LabError(f"the experiment file {path} does not load: {type(problem).__name__}: {problem}",
+                       "fix the declaration (python3 it alone shows the traceback)") from problem
+    return module
+
+
+def catalogue() -> dict[str, Experiment]:
+    """Every experiment, by name: this package's files, then LABKIT_EXPERIMENTS's."""
+    modules = [importlib.import_module(f"{__name__}.{info.name}")
+               for info in pkgutil.iter_modules(__path__) if not info.name.startswith("_")]
+    modules += [_load_file(path) for path in _extra_files()]
+    found = {}
+    for module in modules:
+        experiment = getattr(module, "EXPERIMENT", None)
+        if isinstance(experiment, Experiment):
+            found[experiment.name] = experiment
+    return found
+
+
+def get(name: str) -> Experiment:
+    known = catalogue()
+    try:
+        return known[name]
+    except KeyError:
+        raise LabError(f"unknown experiment {name!r}", f"choose one of: {', '.join(sorted(known))}") from None
+
+
+def resolve(name: str, profile: str = "full", **given) -> dict:
+    """The parameters of experiment `name` under `profile`, `given` values overriding (None = default)."""
+    return get(name).resolve(profile, **given)
+
+
+def grid(params: dict) -> list[dict]:
+    """The grid points of resolved `params` (they name their experiment)."""
+    return get(params["experiment"]).grid(params)
+
+
+__all__ = ["BOTH", "COMMON_FIGURES", "EXTRA_DIRS_ENV", "FROM_MACHINE", "LOAD", "PINNING", "SERVER", "SWEEP",
+           "Experiment", "Figure", "Models", "Param", "catalogue", "get", "grid", "resolve"]

@@ -1,0 +1,149 @@
+"""A control panel for any experiment: its parameters as fields, a Run button, live
+progress, errors a student can act on, the experiment's figures and the table.
+
+Everything comes from the experiment's declaration: a field per parameter a
+student chooses (its kind makes the widget and reads it back), the figures it
+offers, its x axis.  So what a student chooses here and what papermill passes
+with -p are the same thing.  The figure is a plain plotly go.Figure shown in an
+Output widget: plotly 7's FigureWidget needs anywidget, and a plain figure
+renders the same in JupyterLab 4, in a saved notebook and in an exported one.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import ipywidgets as w
+import plotly.graph_objects as go
+from IPython.display import HTML, display
+
+from labkit import experiments, plots, sweep
+from labkit.errors import LabError
+from labkit.friendly import error_html
+
+
+def _show_in(area: w.Output, *objects) -> None:
+    """Make `objects` the whole content of `area`.
+
+    The output state is set directly, with each object's display data computed
+    here, rather than captured with `with area: clear_output(wait=True);
+    display(...)`: under papermill that capture sometimes never completed and
+    the cell hung after the sweep had finished."""
+    area.outputs = tuple({"output_type": "display_data", "data": _display_data(obj), "metadata": {}}
+                         for obj in objects)
+
+
+def _display_data(obj) -> dict:
+    if isinstance(obj, go.Figure):  # what JupyterLab's plotly renderer draws
+        return {"application/vnd.plotly.v1+json": json.loads(obj.to_json()), "text/plain": repr(obj)}
+    return {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
+
+
+class ControlPanel:
+    """ControlPanel("proc_top", params) where params = experiments.resolve(...).
+
+    .run() reads the fields, resolves and validates them, runs the sweep into
+    `results` (a JSON Lines path; None = data/results/<experiment>.jsonl) and
+    refreshes the figure and the counters table.  After a run: .df, .figure,
+    .params."""
+
+    def __init__(self, experiment: str, params: dict, results=None, metric: str | None = None):
+        self.experiment = experiments.get(experiment)
+        self.profile = params.get("profile", "full")
+        self.params = params
+        self.results = results
+        self.df = None
+        self.figure = None
+        self.last_error = None  # the LabError the panel last showed, if any
+
+        self.names = tuple(p.name for p in self.experiment.fields)
+        self.fields = {p.name: p.kind.widget(params[p.name]) for p in self.experiment.fields}
+        rows = [w.HBox([w.Label(p.name, layout=w.Layout(width="110px")), self.fields[p.name],
+                        w.HTML(f"<span style='color:#666'>{html.escape(p.help)}</span>")])
+                for p in self.experiment.fields]
+
+        options = [(plots.label(f.metric), f.metric) for f in self.experiment.figures]
+        self.plot_choice = w.Dropdown(options=options, value=metric or options[0][1], description="plot")
+        self.plot_choice.observe(lambda change: self._refresh_figure(), names="value")
+        self.run_button = w.Button(description="Run", button_style="primary", icon="play")
+        self.run_button.on_click(lambda _button: self.run())
+        self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="300px"))
+        self.status = w.Label("not run yet")
+        self.errors = w.Output()
+        self.figure_area = w.Output()
+        self.table_area = w.Output()
+        self.box = w.VBox([
+            w.HTML(f"<b>{html.escape(self.experiment.title)}</b> "
+                   f"(profile <code>{html.escape(self.profile)}</code>)"),
+            *rows,
+            w.HBox([self.run_button, self.progress, self.status]),
+            self.errors, self.plot_choice, self.figure_area, self.table_area,
+        ])
+
+    # -- reading and filling the fields ----------------------------------------
+    def values(self) -> dict:
+        """The fields as the notebook's parameters (not yet validated)."""
+        return {p.name: p.kind.read(self.fields[p.name]) for p in self.experiment.fields}
+
+    def set(self, **values) -> None:
+        """Fill fields from parameter values (what a student would type)."""
+        unknown = sorted(set(values) - set(self.names))
+        if unknown:
+            raise LabError(f"the panel has no field {', '.join(unknown)}",
+                           f"its fields are: {', '.join(self.names)}")
+        for name, value in values.items():
+            self.experiment.param(name).kind.show(self.fields[name], value)
+
+    # -- running -----------------------------------------------------------
+    def run(self):
+        """Resolve the fields, run the sweep, refresh figure and table.  Returns the
+        DataFrame, or None when a LabError was shown in the panel instead."""
+        _show_in(self.errors)
+        self.last_error = None
+        self.run_button.disabled = True
+        try:
+            self.params = self.experiment.resolve(self.profile, **self.values())
+            self.progress.value, self.progress.bar_style = 0, ""
+            self.status.value = "starting..."
+            self.df = sweep.run(self.experiment.name, self.params, results=self.results,
+                                progress=self._on_progress)
+        except LabError as problem:
+            self.last_error = problem
+            self.progress.bar_style = "danger"
+            self.status.value = "stopped: see the message below"
+            _show_in(self.errors, HTML(error_html(problem)))
+            return None
+        finally:
+            self.run_button.disabled = False
+        failed = int((self.df["status"] != "ok").sum()) if "status" in self.df else 0
+        self.progress.bar_style = "warning" if failed else "success"
+        self.status.value = f"done: {len(self.df)} points" + (f", {failed} failed" if failed else "")
+        self._refresh_figure()
+        self._refresh_table()
+        return self.df
+
+    def _on_progress(self, done: int, total: int, row: dict) -> None:
+        self.progress.max = total
+        self.progress.value = done
+        where = ", ".join(f"{p.column} {row.get(p.column)}" for p in self.experiment.axes)
+        self.status.value = f"{done}/{total}: {where}: {row.get('status')}"
+
+    def _refresh_figure(self) -> None:
+        if self.df is None or self.df.empty:
+            return
+        self.figure = self.experiment.plot(self.df, self.plot_choice.value)
+        _show_in(self.figure_area, self.figure)
+
+    def _refresh_table(self) -> None:
+        warning = plots.saturation_warning(self.df)
+        table = plots.counters_table(self.df, "server")
+        shown = [HTML(f"<p style='color:#B00020'><b>{html.escape(warning)}</b></p>")] if warning else []
+        _show_in(self.table_area, *shown, plots.style_counters(table))
+
+    # -- display -------------------------------------------------------------
+    def show(self) -> None:
+        display(self.box)
+
+    def _ipython_display_(self) -> None:
+        self.show()

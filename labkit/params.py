@@ -1,0 +1,321 @@
+"""Parameter kinds: each written once, with its check, its panel widget and its read-back.
+
+An experiment declares its parameters as Param(name, kind, default, help, to=...);
+everything else follows from the kind:
+  * check(name, value)   the value a notebook, `--set name=text` or a panel
+                         field gave, normalised, or a LabError saying what to
+                         give instead;
+  * widget(value)        the panel's field for it; read(widget) gives back the
+                         raw value a student entered, show(widget, value) fills it;
+  * is_list              list kinds span the experiment's grid (one point per value).
+`to` says where the value goes at each grid point: the server (a flag of the
+server model), the load generator (one of its flags), both, the pinning, or
+the sweep itself (repeats).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import LabError
+
+# Where a parameter's value goes at each grid point.
+SERVER, LOAD, BOTH, PINNING, SWEEP = "server", "load", "both", "pinning", "sweep"
+
+# A CPU set's default: computed when resolved, from the machine the lab runs on.
+FROM_MACHINE = "from the machine"
+
+
+def _words(value) -> list:
+    """A list as given: a list or tuple, or text separated by commas or spaces."""
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    if isinstance(value, str):
+        return [part for part in value.replace(",", " ").split() if part]
+    return [value]
+
+
+def whole_number(name: str, value) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise LabError(f"{name} must be a whole number, got {value!r}", f"give {name} as e.g. 3") from None
+    if isinstance(value, bool) or (number != value and not isinstance(value, str)):
+        raise LabError(f"{name} must be a whole number, got {value!r}", f"give {name} as e.g. 3")
+    return number
+
+
+class Kind:
+    """What every parameter kind provides (see the module's docstring)."""
+
+    is_list = False
+
+    def check(self, name: str, value):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value="" if value is None else str(value))
+
+    def read(self, widget):
+        return widget.value
+
+    def show(self, widget, value) -> None:
+        widget.value = "" if value is None else str(value)
+
+
+class Models(Kind):
+    """Server models to compare: a checkbox for each model this checkout builds."""
+
+    is_list = True
+    column = "model"  # a grid point holds one of them, as "model"
+
+    def check(self, name, value):
+        from . import build
+
+        known = build.models()
+        models = [str(m) for m in _words(value)]
+        if not models:
+            raise LabError("no server model chosen", f"choose one or more of: {', '.join(known)}")
+        for model in models:
+            if model not in known:
+                raise LabError(f"unknown server model {model!r}", f"choose from: {', '.join(known)}")
+        return models
+
+    def describe(self):
+        return "server models, e.g. select,epoll"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        from . import build
+
+        boxes = [w.Checkbox(value=m in value, description=m, indent=False, layout=w.Layout(width="auto"))
+                 for m in build.models()]
+        # a dozen models: let the checkboxes wrap instead of running off the panel
+        return w.HBox(boxes, layout=w.Layout(flex_flow="row wrap", max_width="560px", grid_gap="0 12px"))
+
+    def read(self, widget):
+        return [box.description for box in widget.children if box.value]
+
+    def show(self, widget, value):
+        for box in widget.children:
+            box.value = box.description in value
+
+
+class IntList(Kind):
+    """Whole numbers, one grid point each (clients: [10, 50, 100])."""
+
+    is_list = True
+
+    def __init__(self, least: int = 1, noun: str = "", unit: str = ""):
+        self.least = least
+        self.noun = noun  # "client count": for "client count 0 is below 1"
+        self.unit = unit  # "clients": for "use 1 or more clients"
+
+    def check(self, name, value):
+        values = [whole_number(name, v) for v in _words(value)]
+        if not values:
+            raise LabError(f"no {name} chosen", f"give one or more values for {name}, e.g. [10, 50, 100]")
+        for number in values:
+            if number < self.least:
+                raise LabError(f"{self.noun or name} {number} is below {self.least}",
+                               f"use {self.least} or more {self.unit or name}")
+        return values
+
+    def describe(self):
+        return f"whole numbers >= {self.least}, e.g. 10,50"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.IntsInput(value=list(value), min=self.least)
+
+    def read(self, widget):
+        return list(widget.value)
+
+    def show(self, widget, value):
+        widget.value = [whole_number("value", v) for v in _words(value)]
+
+
+class Int(Kind):
+    """One whole number; optional=True lets it be empty (None: the server's own default)."""
+
+    def __init__(self, least: int = 1, optional: bool = False, empty: str = ""):
+        self.least = least
+        self.optional = optional
+        self.empty = empty  # what an empty field means, shown as its placeholder
+
+    def check(self, name, value):
+        if self.optional and (value is None or (isinstance(value, str) and not value.strip())):
+            return None
+        number = whole_number(name, value)
+        if number < self.least:
+            raise LabError(f"{name} must be at least {self.least}, got {number}",
+                           f"set {name} to {self.least} or more")
+        return number
+
+    def describe(self):
+        return f"a whole number >= {self.least}" + (" (empty: " + self.empty + ")" if self.optional else "")
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        if self.optional:
+            return w.Text(value="" if value is None else str(value), placeholder=self.empty)
+        return w.BoundedIntText(value=value, min=self.least, max=1_000_000)
+
+    def read(self, widget):
+        return (widget.value.strip() or None) if self.optional else widget.value
+
+    def show(self, widget, value):
+        widget.value = ("" if value is None else str(value)) if self.optional else value
+
+
+class Number(Kind):
+    """A number above 0 (a rate, a duration in seconds)."""
+
+    def check(self, name, value):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise LabError(f"{name} must be a number, got {value!r}", f"give {name} as e.g. 2.5") from None
+        if not number > 0:
+            raise LabError(f"{name} must be above 0, got {value!r}", f"set {name} above 0")
+        return number
+
+    def describe(self):
+        return "a number above 0"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.BoundedFloatText(value=value, min=0.001, max=1e9)
+
+    def show(self, widget, value):
+        widget.value = float(value)
+
+
+class Choice(Kind):
+    """One of a few words (a service, a load generator engine)."""
+
+    def __init__(self, *options: str):
+        self.options = options
+
+    def check(self, name, value):
+        if value not in self.options:
+            raise LabError(f"{name} must be one of {', '.join(self.options)}, got {value!r}",
+                           f"set {name} to one of: {', '.join(self.options)}")
+        return value
+
+    def describe(self):
+        return " | ".join(self.options)
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Dropdown(options=list(self.options), value=value)
+
+
+class Warmup(Kind):
+    """loadgen's --warmup: seconds with an 's' ('1s', '0.5s') or a count of exchanges ('1000')."""
+
+    def check(self, name, value):
+        text = str(value).strip()
+        number = text[:-1] if text.endswith("s") else text
+        try:
+            ok = float(number) >= 0 and (text.endswith("s") or number.isdigit())
+        except ValueError:
+            ok = False
+        if not ok:
+            raise LabError(f"{name} must be seconds like '1s' or a count like '1000', got {value!r}",
+                           f"write the seconds with an s: {name} = \"1s\"")
+        return text
+
+    def describe(self):
+        return "seconds like 1s, or a count of exchanges like 1000"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value=str(value), placeholder="e.g. 1s or 1000")
+
+
+class Cpus(Kind):
+    """A set of CPU numbers ("0" or "0,1"); FROM_MACHINE until the pinning is resolved."""
+
+    def check(self, name, value):
+        from . import system
+
+        if value == FROM_MACHINE:
+            return value
+        return sorted(system.check_cpus([whole_number(name, c) for c in _words(value)]))
+
+    def describe(self):
+        return "CPU numbers, e.g. 0 or 0,1"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value=cpu_text(value), placeholder="e.g. 0 or 0,1")
+
+    def show(self, widget, value):
+        widget.value = cpu_text(value)
+
+
+def cpu_text(cpus) -> str:
+    if isinstance(cpus, str):
+        return cpus
+    return ",".join(str(c) for c in cpus)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of an experiment.
+
+    `to` is where its value goes (SERVER, LOAD, BOTH, PINNING, SWEEP) and
+    `flag` the server's or load generator's flag it becomes (default: its
+    name), so `Param("exchanges", IntList(), [200], to=LOAD, flag="requests")`
+    becomes `loadgen --requests 200`.  A `fixed` parameter is the
+    experiment's workload: the panel does not offer it."""
+
+    name: str
+    kind: Kind
+    default: object
+    help: str = ""
+    to: str = LOAD
+    flag: str | None = None
+    fixed: bool = False
+    label: str = ""  # a short axis title ("concurrent clients"); default: its name
+
+    def __post_init__(self):
+        if self.to not in (SERVER, LOAD, BOTH, PINNING, SWEEP):
+            raise ValueError(f"parameter {self.name}: to={self.to!r} is none of server, load, both, pinning, sweep")
+
+    @property
+    def column(self) -> str:
+        """Its name in a grid point and a results row (models -> model)."""
+        return getattr(self.kind, "column", self.name)
+
+    @property
+    def title(self) -> str:
+        return self.label or self.name
+
+    @property
+    def flag_name(self) -> str:
+        return self.flag or self.name
+
+
+def cpu_params() -> tuple[Param, Param]:
+    """server_cpus and client_cpus, as every experiment has them."""
+    return (Param("server_cpus", Cpus(), FROM_MACHINE, "CPUs the server is pinned to", to=PINNING),
+            Param("client_cpus", Cpus(), FROM_MACHINE, "CPUs the load generator is pinned to", to=PINNING))
+
+
+def repeats_param(default: int = 3) -> Param:
+    return Param("repeats", Int(least=1), default, "measurements per point (median and spread are shown)",
+                 to=SWEEP)

@@ -1,0 +1,43 @@
+"""perf stat, and what to do when this machine cannot give us perf stat.
+
+One module per job:
+  parse    `perf stat -x,` output -> {event: value}, NaN for anything perf
+           could not measure (never 0), and the event names;
+  probe    which events this machine counts, and why the others are missing;
+  attach   perf attached to a running server (and its worker tree) or wrapped
+           around a client, started through labkit.launcher; /proc fallback;
+  derived  the ratios the course plots, and getrusage as perf-style counters.
+Everything a notebook needs is importable from here: `from labkit import perf`.
+
+What perf_event_paranoid really allows a user without root or CAP_PERFMON
+(measured on Debian 12 / kernel 6.x, and from the kernel's documentation):
+  -1  everything, for everyone (also CPU-wide counting, raw tracepoints)
+   0  own processes and whole CPUs, kernel included; no raw tracepoints
+   1  own processes, kernel part included; not whole CPUs
+   2  own processes, user-space part only: perf retries every event with ":u"
+      (exclude kernel).  task-clock still counts kernel time and page-faults
+      still count, but context-switches:u and cpu-migrations:u read 0 however
+      often the process switches, because those events fire inside the
+      scheduler: we treat them as not measurable and take context switches
+      from /proc.  Mainline default.
+  3+  Debian and Ubuntu kernels carry a patch: no perf at all without root or
+      CAP_PERFMON (Debian's default is 3; some Ubuntu releases ship 4).
+Root (CAP_SYS_ADMIN / CAP_PERFMON) is not limited by any of these levels.
+"""
+
+from labkit.perf.attach import (PROC_NOTE, Attached, TreeCounters, attach, attach_tree, proc_snapshot,
+                                read_output, wrap_command)
+from labkit.perf.derived import derive, fill_missing, rusage_counters
+from labkit.perf.parse import (ALIASES, DEFAULT_EVENTS, HARDWARE_EVENTS, KERNEL_ONLY_EVENTS, NAN,
+                               SOFTWARE_EVENTS, Reading, canonical_event, parse_stat_csv,
+                               parse_stat_csv_detail)
+from labkit.perf.probe import (HARDWARE_FIX, HARDWARE_NOTE, PARANOID_FIX, PerfProbe, classify_failure,
+                               install_fix, paranoid_meaning, probe, read_paranoid)
+
+__all__ = [
+    "ALIASES", "DEFAULT_EVENTS", "HARDWARE_EVENTS", "HARDWARE_FIX", "HARDWARE_NOTE", "KERNEL_ONLY_EVENTS",
+    "NAN", "PARANOID_FIX", "PROC_NOTE", "SOFTWARE_EVENTS", "Attached", "PerfProbe", "Reading",
+    "TreeCounters", "attach", "attach_tree", "canonical_event", "classify_failure", "derive",
+    "fill_missing", "install_fix", "paranoid_meaning", "parse_stat_csv", "parse_stat_csv_detail",
+    "probe", "proc_snapshot", "read_output", "read_paranoid", "rusage_counters", "wrap_command",
+]

@@ -1,0 +1,188 @@
+"""What this machine's perf can count, and why the rest is missing (with the fix)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from labkit.perf.parse import (DEFAULT_EVENTS, HARDWARE_EVENTS, SOFTWARE_EVENTS, canonical_event,
+                               parse_stat_csv_detail)
+
+
+def perf_env() -> dict:
+    return {**os.environ, "LC_ALL": "C"}  # a decimal comma would break the -x, columns
+
+
+# ---------------------------------------------------------------------------
+# What this machine can count
+# ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PerfProbe:
+    path: str | None          # the perf executable, None if not installed
+    usable: bool              # perf can count at least task-clock for us
+    paranoid: int | None      # kernel.perf_event_paranoid
+    version: str | None       # "6.1.187"
+    counted: tuple[str, ...]  # events that gave numbers
+    unsupported: tuple[str, ...]
+    problem: str              # "" when nothing is missing
+    fix: str
+    user_only: bool = False   # perf fell back to ":u" (paranoid 2, not root)
+
+
+def read_paranoid() -> int | None:
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def paranoid_meaning(level: int | None) -> str:
+    """What kernel.perf_event_paranoid = level allows a user without root."""
+    if level is None:
+        return "no /proc/sys/kernel/perf_event_paranoid: this kernel has no perf events"
+    if level <= -1:
+        return "everything is allowed to every user"
+    if level == 0:
+        return "users may count their own processes and whole CPUs, kernel included"
+    if level == 1:
+        return "users may count their own processes, kernel part included"
+    if level == 2:
+        return ("users may count only the user-space part of their own processes "
+                "(perf adds ':u'); context switches and CPU migrations are then not "
+                "measurable with perf")
+    return ("Debian/Ubuntu kernels: users may not use perf at all "
+            "(only root or CAP_PERFMON may)")
+
+
+PARANOID_FIX = ("sudo sysctl kernel.perf_event_paranoid=1   (until reboot; to keep it: "
+                "echo 'kernel.perf_event_paranoid = 1' | sudo tee /etc/sysctl.d/60-perf.conf; "
+                "in a container, set it on the host)")
+
+
+def install_fix() -> str:
+    """The command that installs perf on this distribution (Debian first unless Ubuntu)."""
+    debian = "sudo apt-get install linux-perf"
+    ubuntu = "sudo apt-get install linux-tools-$(uname -r) linux-tools-generic"
+    try:
+        os_release = Path("/etc/os-release").read_text().lower()
+    except OSError:
+        os_release = ""
+    if "ubuntu" in os_release:
+        return f"{ubuntu}   (Debian: {debian})"
+    if "fedora" in os_release or "rhel" in os_release:
+        return "sudo dnf install perf"
+    return f"{debian}   (Ubuntu: {ubuntu})"
+
+
+HARDWARE_NOTE = ("no hardware counters (cycles, instructions, branches, cache-misses): "
+                 "usual in a virtual machine, whose hypervisor does not pass the CPU's "
+                 "performance-monitoring unit through")
+HARDWARE_FIX = ("nothing to fix for the lab (software counters and /proc still work); "
+                "for hardware counters use bare metal, or enable the virtual PMU "
+                "(KVM/QEMU: -cpu host; VMware: 'Virtualize CPU performance counters')")
+
+
+def classify_failure(stderr: str, paranoid: int | None) -> tuple[str, str]:
+    """(problem, fix) for a `perf stat` that exited with an error."""
+    text = stderr.lower()
+    if "not found for kernel" in text:  # Ubuntu's /usr/bin/perf wrapper without linux-tools-<kernel>
+        return ("perf is installed, but not for the running kernel",
+                "sudo apt-get install linux-tools-$(uname -r) linux-tools-generic")
+    if any(s in text for s in ("perf_event_paranoid", "permission", "access to performance monitoring",
+                                "not permitted", "no permission")):
+        return (f"perf is not permitted to count for this user "
+                f"(kernel.perf_event_paranoid = {paranoid}: {paranoid_meaning(paranoid)})",
+                f"{PARANOID_FIX}; 2 is enough for user-space counters of your own processes")
+    if "function not implemented" in text or ("no such file" in text and "perf_event" in text):
+        return ("this kernel has no perf events (CONFIG_PERF_EVENTS is off, or WSL1)",
+                "use a kernel with perf events; the lab falls back to /proc meanwhile")
+    first = stderr.strip().splitlines()[0] if stderr.strip() else "no message"
+    return f"perf stat failed: {first}", "run `perf stat true` in a terminal to see perf's own message"
+
+
+def _run_probe_stat(perf: str, events: list[str]) -> tuple[int, str, str]:
+    """(returncode, -o output, stderr) of `perf stat -e events true`."""
+    with tempfile.TemporaryDirectory(prefix="labkit-probe-") as tmp:
+        out = Path(tmp) / "stat.csv"
+        cmd = [perf, "stat", "-x,", "--no-big-num", "-o", str(out), "-e", ",".join(events), "true"]
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=30, env=perf_env())
+        except subprocess.TimeoutExpired:
+            return -1, "", "perf stat true did not finish within 30 s"
+        except OSError as e:
+            return -1, "", str(e)
+        return done.returncode, out.read_text() if out.exists() else "", done.stderr
+
+
+def _probe_now() -> PerfProbe:
+    paranoid = read_paranoid()
+    path = shutil.which("perf")
+    if os.environ.get("LABKIT_NO_PERF") == "1":
+        return PerfProbe(path, False, paranoid, None, (), tuple(DEFAULT_EVENTS),
+                         "LABKIT_NO_PERF=1 is set, so counters come from /proc",
+                         "unset LABKIT_NO_PERF to use perf")
+    if path is None:
+        return PerfProbe(None, False, paranoid, None, (), tuple(DEFAULT_EVENTS),
+                         "perf is not installed", install_fix())
+
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True,
+                              timeout=10, env=perf_env())
+        said = done.stdout + done.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        said = str(e)
+    version_match = re.search(r"perf version (\S+)", said)
+    version = version_match.group(1) if version_match else None
+    if version is None:
+        problem, fix = classify_failure(said, paranoid)
+        return PerfProbe(path, False, paranoid, None, (), tuple(DEFAULT_EVENTS), problem, fix)
+
+    rc, output, stderr = _run_probe_stat(path, DEFAULT_EVENTS)
+    if rc != 0 and "permission" not in stderr.lower():
+        # An old perf may not know one of the events: try the software ones alone.
+        rc, output, stderr = _run_probe_stat(path, SOFTWARE_EVENTS)
+    if rc != 0:
+        problem, fix = classify_failure(stderr, paranoid)
+        return PerfProbe(path, False, paranoid, version, (), tuple(DEFAULT_EVENTS), problem, fix)
+
+    readings = parse_stat_csv_detail(output)
+    counted = tuple(e for e in DEFAULT_EVENTS if e in readings and readings[e].measured)
+    unsupported = tuple(e for e in DEFAULT_EVENTS if e not in counted)
+    user_only = any(canonical_event(r.raw_name)[2] == "u" for r in readings.values())
+    problems, fixes = [], []
+    if user_only:
+        problems.append(f"perf counts only user space for this user (kernel.perf_event_paranoid = "
+                        f"{paranoid}): context switches come from /proc, CPU migrations are not measured")
+        fixes.append(PARANOID_FIX)
+    if not set(HARDWARE_EVENTS) & set(counted):
+        problems.append(HARDWARE_NOTE)
+        fixes.append(HARDWARE_FIX)
+    usable = "task-clock" in counted
+    if not usable:
+        problems.append("perf gave no task-clock, so the lab uses /proc")
+    return PerfProbe(path, usable, paranoid, version, counted, unsupported,
+                     "; ".join(problems), "; ".join(fixes), user_only)
+
+
+_probes: dict[tuple, PerfProbe] = {}
+
+
+def probe(refresh: bool = False) -> PerfProbe:
+    """What perf can count here; cached (per PATH and LABKIT_NO_PERF), refresh=True re-runs it."""
+    key = (os.environ.get("PATH"), os.environ.get("LABKIT_NO_PERF"))
+    if refresh or key not in _probes:
+        _probes[key] = _probe_now()
+    return _probes[key]
+
+
+def countable(events, found: PerfProbe) -> tuple[list[str], list[str]]:
+    """(events perf can count here, events it cannot) among the requested ones."""
+    requested = list(events) if events is not None else list(DEFAULT_EVENTS)
+    can = [e for e in requested if e in found.counted]
+    return can, [e for e in requested if e not in can]

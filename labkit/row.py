@@ -1,0 +1,48 @@
+"""The results row: one per measured point, every column defined here once.
+
+measure.point fills it; the sweep adds the grid point's own parameters and
+where and when it ran; bench throughput stores the same rows.  A column that
+was not measured is NaN (JSON null on disk), never 0.
+"""
+
+from __future__ import annotations
+
+NAN = float("nan")
+
+# What the load generator reports, and what is derived from it.
+MEASURED = {
+    "status": "ok", "error": "", "elapsed_s": NAN,
+    "requests_ok": 0, "requests_failed": 0, "connections_failed": 0, "connections_lost": 0,
+    "idle_failed": 0, "lost_connections": 0, "errors": {}, "server_said": "",
+    "lat_p50_us": NAN, "lat_p90_us": NAN, "lat_p99_us": NAN, "lat_p999_us": NAN, "lat_max_us": NAN,
+    "lat_uncorrected_p99_us": NAN,
+    "throughput_rps": NAN,
+    "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN,
+    "counters_source": "", "counters_note": "",
+    "server_cpus": [], "client_cpus": [],
+    "client_cpu_util": NAN, "client_saturated": False,
+}
+# Each side's counters: "server_<event>" and "client_<event>" for the events
+# asked for, and these ratios derived from them (labkit.perf.derive).
+DERIVED = ("ipc", "branch-miss-rate", "cpus-utilized")
+SIDES = ("server", "client")
+
+
+def new(server, load, events: list[str]) -> dict:
+    """An empty row for `server` (a procs.ServerSpec) under `load` (a procs.LoadSpec):
+    what was asked, then every measured column at its not-measured value."""
+    row = {"model": server.model, "service": server.service, "workers": server.workers,
+           **{f"server_{flag}": value for flag, value in server.flags.items()},
+           "clients": load.clients, "requests": load.requests, **load.options}
+    row.update({name: (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
+                       else value) for name, value in MEASURED.items()})
+    for side in SIDES:
+        row.update({f"{side}_{name}": NAN for name in [*events, *DERIVED]})
+    return row
+
+
+def fail(row: dict, reason: str) -> dict:
+    """Mark `row` failed, keeping any earlier reason."""
+    row["status"] = "failed"
+    row["error"] = reason if not row["error"] else f"{row['error']}; {reason}"
+    return row
