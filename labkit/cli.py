@@ -97,8 +97,10 @@ def _sweep(args) -> int:
         print(f"note: {params['pinning_note']}", file=sys.stderr)
     frame = sweep.run(experiment.name, params, results=args.results, resume=not args.resume_off)
     table = sweep.median_table(frame, experiment.axis_columns)
-    print("no point was measured successfully" if table.empty else
-          "median of the repeats:\n" + table.to_string(float_format=lambda v: f"{v:.4g}"))
+    if not (frame["status"] == "ok").any():
+        print("no point was measured successfully")
+    print("median of the repeats that succeeded (n of them; failed: how many did not), per point:\n"
+          + table.to_string(float_format=lambda v: f"{v:.4g}", na_rep="-", sparsify=False))
     failed = frame[frame["status"] != "ok"] if not frame.empty else frame
     for _, row in failed.iterrows():
         where = " ".join(f"{axis}={row[axis]}" for axis in experiment.axis_columns)

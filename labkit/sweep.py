@@ -114,11 +114,15 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
 def median_table(frame, axes: list[str], columns=("elapsed_s", "throughput_rps", "lat_p50_us", "lat_p99_us",
                                                    "server_task-clock", "server_context-switches",
                                                    "client_cpu_util")):
-    """Median of the ok repeats per grid point (grouped by every axis), with their count n."""
-    ok = frame[frame["status"] == "ok"] if "status" in frame else frame.iloc[0:0]
+    """One row per grid point (grouped by every axis): how many repeats succeeded (n)
+    and failed, and the median of the successful ones (NaN where none did)."""
+    import pandas as pd
+
+    if frame.empty:
+        return pd.DataFrame()
     shown = [c for c in columns if c in frame.columns]
-    if ok.empty:
-        return ok
-    table = ok.groupby(axes)[shown].median(numeric_only=True)
-    table.insert(0, "n", ok.groupby(axes).size())
-    return table
+    ok = frame["status"] == "ok"
+    table = frame[ok].groupby(axes)[shown].median(numeric_only=True)
+    counts = pd.DataFrame({"n": ok.groupby([frame[a] for a in axes]).sum(),
+                           "failed": (~ok).groupby([frame[a] for a in axes]).sum()})
+    return counts.join(table).astype({"n": int, "failed": int})

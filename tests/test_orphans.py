@@ -95,7 +95,11 @@ def test_kill_9_of_the_kernel_kills_the_server_and_perf():
     pids = [report["server"], *report["perf"]]
     assert _all_gone(pids) == []
     assert _port_is_free(report["port"])
-    assert (paths.RUN_DIR / f"{report['server']}.json").exists()  # left for doctor --clean
+    for pid in pids:  # perf too is started through the launcher: its pid file is left for doctor --clean
+        assert (paths.RUN_DIR / f"{pid}.json").exists(), pid
+    if report["perf"]:
+        record = json.loads((paths.RUN_DIR / f"{report['perf'][0]}.json").read_text())
+        assert record["role"] == "perf" and record["owner_pid"] == kernel.pid
     _forget_pid_files(pids)
 
 
@@ -118,10 +122,72 @@ def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator():
     assert "loadgen" in report["names"]
     if PERF_USABLE:
         assert "perf" in report["names"]
+    launched = [pid for pid in report["children"] if (paths.RUN_DIR / f"{pid}.json").exists()]
+    assert launched, "the client was not started through the launcher (no pid file)"
     os.kill(kernel.pid, signal.SIGKILL)
     kernel.wait()
     assert _all_gone(report["children"]) == []
     _forget_pid_files(report["children"])
+
+
+def test_doctor_clean_finds_a_perf_left_by_a_crash_through_its_pid_file(tmp_path):
+    """A perf whose owner died without taking it along (its death signal lost) is
+    found by its pid file alone: it watches a process that is no lab binary, so
+    nothing in its command line says it is the lab's."""
+    from labkit import doctor
+
+    if not PERF_USABLE:
+        pytest.fail("perf is not usable here, so a perf left behind cannot be made: "
+                    "this test needs perf (apt-get install linux-perf)")
+    watched = subprocess.Popen(["sleep", "60"])
+    # perf started by a shell that exits at once: its parent is gone, as after a crash
+    done = subprocess.run(["sh", "-c", f"perf stat -o /dev/null -e task-clock -p {watched.pid} "
+                                       ">/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
+    perf_pid = int(done.stdout)
+    try:
+        time.sleep(0.3)
+        assert perf_pid not in {p.pid for p in doctor.find_orphans()}  # no pid file: not known as the lab's
+        dead_owner = subprocess.Popen(["true"])
+        dead_owner.wait()
+        pid_file = paths.RUN_DIR / f"{perf_pid}.json"
+        paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
+        pid_file.write_text(json.dumps({"pid": perf_pid, "pgid": perf_pid, "role": "perf",
+                                        "argv": ["perf", "stat", "-p", str(watched.pid)],
+                                        "owner_pid": dead_owner.pid,
+                                        "started": psutil.Process(perf_pid).create_time()}))
+        assert perf_pid in {p.pid for p in doctor.find_orphans()}
+        cleaned = doctor.clean()
+        assert any(str(perf_pid) in line and line.startswith("killed") for line in cleaned), cleaned
+        assert _all_gone([perf_pid]) == []
+        assert not pid_file.exists()
+        assert watched.poll() is None  # only what the lab started is touched
+    finally:
+        for pid in (perf_pid, watched.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        watched.wait()
+
+
+def test_a_pid_file_whose_pid_was_reused_is_not_killed():
+    """The pid file names when its process started: a pid the system gave to another
+    program since is left alone."""
+    from labkit import doctor
+
+    stranger = subprocess.Popen(["sleep", "30"])
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    pid_file = paths.RUN_DIR / f"{stranger.pid}.json"
+    paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
+    pid_file.write_text(json.dumps({"pid": stranger.pid, "role": "server", "owner_pid": dead_owner.pid,
+                                    "started": psutil.Process(stranger.pid).create_time() - 3600}))
+    try:
+        assert stranger.pid not in {p.pid for p in doctor.find_orphans()}
+    finally:
+        pid_file.unlink(missing_ok=True)
+        stranger.kill()
+        stranger.wait()
 
 
 @pytest.mark.parametrize("ending, code", [

@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -132,12 +133,12 @@ def check_procstat_live(code: str, name: str = "evil) (name x") -> None:
     import psutil
 
     module = procstat_parse_module(code)
-    child = subprocess.Popen([sys.executable, "-c",
-                              f"open('/proc/self/comm', 'w').write({name!r})\n"
-                              "import sys; print('named', flush=True); sys.stdin.read()"],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = launcher.spawn([sys.executable, "-c",
+                            f"open('/proc/self/comm', 'w').write({name!r})\n"
+                            "import sys, time; print('named', flush=True); time.sleep(60)"],
+                           "exercise", None, stdout=subprocess.PIPE, text=True)
     try:
-        child.stdout.readline()  # renamed: /proc now shows the new name
+        child.popen.stdout.readline()  # renamed: /proc now shows the new name
         proc, ticks = psutil.Process(child.pid), os.sysconf("SC_CLK_TCK")
         for _ in range(3):  # the child may still be on its way into read(): read until it holds still
             line = Path(f"/proc/{child.pid}/stat").read_text()
@@ -148,8 +149,7 @@ def check_procstat_live(code: str, name: str = "evil) (name x") -> None:
             time.sleep(0.1)
         yours = _parse_with(module, line)
     finally:
-        child.kill()
-        child.wait()
+        launcher.stop_child(child, timeout=0.2, signum=signal.SIGKILL)
     assert yours is not None, f"your procstat_parse rejected a real line (it returned -1): {line[:80]!r}"
     got = {"pid": yours["pid"], "name": yours["name"]}
     assert got == expected, f"for a live process psutil says {expected}, yours says {got}"

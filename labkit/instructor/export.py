@@ -21,7 +21,6 @@ from __future__ import annotations
 import html
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import paths
+from .. import launcher, paths
 from ..errors import LabError
 from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
@@ -459,16 +458,14 @@ def execute(notebooks: list[Path], into: Path, profile: str = "quick", kernel: s
         env = dict(os.environ, LABKIT_RESULTS=str(results))
         command = [str(papermill), str(source), str(target), "-p", "profile", profile,
                    "-k", kernel, "--cwd", str(into)]
-        run = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               start_new_session=True)
+        run = launcher.spawn(command, "papermill", None, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT)
         try:
-            output, _ = run.communicate(timeout=timeout_s)
+            output, _ = launcher.run_to_end(run, timeout_s)
         except subprocess.TimeoutExpired:
-            os.killpg(run.pid, signal.SIGKILL)
-            run.communicate()
             raise LabError(f"{source.name} did not finish within {timeout_s:.0f} s (profile {profile})",
                            f"run it by hand to see where it stops: {' '.join(command)}") from None
-        if run.returncode != 0:
+        if run.popen.returncode != 0:
             tail = output.decode(errors="replace").strip().splitlines()[-15:]
             raise LabError(f"{source.name} failed under papermill (profile {profile}):\n" + "\n".join(tail),
                            f"open {target} to see the failing cell, fix it, and export again")

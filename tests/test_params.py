@@ -1,0 +1,77 @@
+"""labkit.params: each parameter kind checks a value, makes its panel field and reads it back."""
+
+import os
+
+import pytest
+
+from labkit import build
+from labkit.errors import LabError
+from labkit.params import FROM_MACHINE, Choice, Cpus, Int, IntList, Models, Number, Warmup
+
+CPUS = sorted(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("kind, given, expected", [
+    (Models(), "select, epoll", ["select", "epoll"]),
+    (Models(), ["poll"], ["poll"]),
+    (IntList(least=0), "0,500 1000", [0, 500, 1000]),
+    (IntList(), [10, 50.0], [10, 50]),
+    (Int(least=1), "3", 3),
+    (Int(optional=True), "", None),
+    (Int(optional=True), None, None),
+    (Number(), "2.5", 2.5),
+    (Choice("events", "threads"), "threads", "threads"),
+    (Warmup(), "0.5s", "0.5s"),
+    (Warmup(), "1000", "1000"),
+    (Cpus(), FROM_MACHINE, FROM_MACHINE),
+    (Cpus(), str(CPUS[-1]), [CPUS[-1]]),
+])
+def test_check_normalises_what_a_notebook_the_cli_or_a_field_gives(kind, given, expected):
+    assert kind.check("p", given) == expected
+
+
+@pytest.mark.parametrize("kind, given, says", [
+    (Models(), [], "no server model chosen"),
+    (Models(), "nosuch", "unknown server model 'nosuch'"),
+    (IntList(least=1, noun="client count", unit="clients"), [0], "client count 0 is below 1"),
+    (IntList(), "", "no p chosen"),
+    (IntList(), [2.5], "p must be a whole number"),
+    (Int(least=1), 0, "p must be at least 1"),
+    (Int(), True, "p must be a whole number"),
+    (Number(), 0, "p must be above 0"),
+    (Number(), "fast", "p must be a number"),
+    (Choice("echo"), "top", "p must be one of echo"),
+    (Warmup(), "1.5", "p must be seconds like '1s'"),
+    (Cpus(), [4096], "CPU 4096 is not usable"),
+])
+def test_a_bad_value_says_what_to_give_instead(kind, given, says):
+    with pytest.raises(LabError) as caught:
+        kind.check("p", given)
+    assert says in caught.value.what and caught.value.fix
+
+
+@pytest.mark.parametrize("kind, value, shown", [
+    (Models(), ["select", "epoll"], ["epoll", "select"]),  # the fields list models in build order (sorted)
+    (IntList(least=0), [0, 1000], [0, 1000]),
+    (Int(least=1), 4, 4),
+    (Int(optional=True, empty="one per CPU"), None, None),
+    (Int(optional=True), 2, "2"),
+    (Number(), 100.0, 100.0),
+    (Choice("events", "threads"), "threads", "threads"),
+    (Warmup(), "0.2s", "0.2s"),
+    (Cpus(), [0], "0"),
+])
+def test_the_widget_shows_a_value_and_reads_back_what_resolves_to_it(kind, value, shown):
+    widget = kind.widget(value)
+    assert kind.read(widget) == shown
+    assert kind.check("p", kind.read(widget)) == kind.check("p", value) or isinstance(kind, Models)
+    other = kind.widget(value)
+    kind.show(other, value)
+    assert kind.read(other) == shown
+
+
+def test_the_models_field_has_a_box_for_every_model_this_checkout_builds():
+    widget = Models().widget(["select"])
+    assert [box.description for box in widget.children] == build.models()
+    Models().show(widget, ["poll", "epoll"])
+    assert Models().read(widget) == [m for m in build.models() if m in ("poll", "epoll")]
