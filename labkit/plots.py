@@ -587,7 +587,7 @@ def _require(df: pd.DataFrame, columns: list[str]) -> None:
     missing = [c for c in columns if c not in df.columns]
     if missing:
         raise LabError(f"these results lack the columns {missing}",
-                       "pass the DataFrame that labkit.sweep.run() or sweep.load() returned")
+                       "pass the DataFrame that labkit.sweep.run() or labkit.store.load() returned")
 
 
 def _is_numeric(series: pd.Series) -> bool:

@@ -107,12 +107,19 @@ def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator():
     kernel = _kernel("""
         import socket, threading, psutil
         silent = socket.socket(); silent.bind(("127.0.0.1", 0)); silent.listen(16)
+        def names(kids):
+            named = {}
+            for kid in kids:
+                try:
+                    named[kid.pid] = kid.name()
+                except psutil.Error:
+                    pass  # a short-lived child (perf's probe) that ended meanwhile
+            return named
         def report():
             for _ in range(200):
-                kids = psutil.Process().children(recursive=True)
-                if any(k.name() == "loadgen" for k in kids):
-                    print(json.dumps({"children": [k.pid for k in kids],
-                                      "names": [k.name() for k in kids]}), flush=True)
+                kids = names(psutil.Process().children(recursive=True))
+                if "loadgen" in kids.values():
+                    print(json.dumps({"children": list(kids), "names": list(kids.values())}), flush=True)
                     return
                 time.sleep(0.02)
         threading.Thread(target=report, daemon=True).start()
