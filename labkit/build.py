@@ -174,8 +174,8 @@ def compile_procstat(name: str, source: Path, header: Path, flags: list[str], ta
     ffi = cffi.FFI()
     ffi.cdef(_PROCSTAT_CDEF)
     ffi.set_source(name, f'#include "{header.name}"', compiler_verbose=0)
-    paths.CFFI_DIR.mkdir(parents=True, exist_ok=True)
-    glue = paths.CFFI_DIR / f"{name}.c"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    glue = target.parent / f"{name}_cffi.c"
     ffi.emit_c_code(str(glue))
     partial = target.with_name(target.name + ".tmp")
     command = [

@@ -98,9 +98,9 @@ def spawn(argv: list[str], role: str, cpus: list[int] | None = None, prefix: lis
     signal, registered for clean-up: every process labkit starts goes through here."""
     _install_handlers()
     command = [*prefix, *argv]
+    popen_args.setdefault("stdin", subprocess.DEVNULL)
     popen = subprocess.Popen(
         command,
-        stdin=subprocess.DEVNULL,
         start_new_session=True,
         preexec_fn=_child_setup(cpus, os.getpid()),
         **popen_args,
@@ -157,12 +157,12 @@ def stop_child(child: Child, timeout: float, signum: int = signal.SIGTERM) -> tu
     return popen.returncode, killed
 
 
-def run_to_end(child: Child, timeout: float) -> tuple[bytes, bytes]:
-    """Wait for `child` to finish (its stdout and stderr); past `timeout` its group
-    is killed and TimeoutExpired raised; on any exception (KeyboardInterrupt
-    included) its group is killed first.  It is forgotten either way."""
+def run_to_end(child: Child, timeout: float, input=None) -> tuple[bytes, bytes]:
+    """Wait for `child` to finish (its stdout and stderr), given `input` on its stdin;
+    past `timeout` its group is killed and TimeoutExpired raised; on any exception
+    (KeyboardInterrupt included) its group is killed first.  It is forgotten either way."""
     try:
-        return child.popen.communicate(timeout=timeout)
+        return child.popen.communicate(input=input, timeout=timeout)
     except subprocess.TimeoutExpired:
         child.kill_group()
         child.popen.communicate()

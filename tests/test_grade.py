@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import grade, release, sandbox
+from labkit.instructor import exports, grade, release, sandbox
 
 NOTEBOOK = "01_proc_service"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
@@ -150,39 +150,49 @@ def test_catalog_lists_every_check_with_points(instructor):
     assert {"procstat_parse_edge_cases", "ev_poll_dispatch_echo", "iterative_ratio"} <= set(catalog)
 
 
-def test_restore_checks_puts_hidden_cells_back_and_undoes_edited_checks(released, instructor):
+def test_the_graded_copy_restores_checks_by_what_they_check_and_never_holds_a_hidden_one(released, instructor):
     student = copy.deepcopy(released)
     visible = cell_with(student, '@ex.check("procstat_parse_tricky_names"')
     visible.source = '@ex.check("procstat_parse_tricky_names", points=3)\ndef _():\n    pass  # always passes'
+    visible.id = "re-identified"                     # edited and given another id
+    poll_check = cell_with(student, '@ex.check("ev_poll_dispatch_echo"')
+    student.cells.remove(poll_check)                 # deleted
+    moved = cell_with(student, '@ex.check("iterative_ratio"')
+    student.cells.remove(moved)
+    student.cells.append(moved)                      # moved to the end (left as it is)
     fake = nbformat.v4.new_code_cell('@ex.check("ev_poll_dispatch_many_clients", points=1, hidden=True)\n'
                                      'def _():\n    pass', metadata={"tags": ["hidden-check"]})
     student.cells.append(fake)
 
-    graded = grade.restore_checks(student, instructor)
-    ids = [c.id for c in graded.cells]
+    prepared = grade.graded_copy(student, instructor)
+    graded = prepared.notebook
+    sources = "".join(c.source for c in graded.cells)
     for cell in instructor.cells:
         if release.HIDDEN_TAG in cell.metadata.get("tags", []):
-            anchor = cell.metadata["labkit"]["anchor"]
-            assert ids.index(cell.id) == ids.index(anchor) + 1, f"hidden cell {cell.id} not after {anchor}"
-    assert fake.id not in ids, "a hidden-check cell the student wrote must be dropped"
-    restored = next(c for c in graded.cells if c.id == visible.id)
+            assert cell.source not in sources, "a hidden check must never be in the student's run"
+    assert fake.id not in [c.id for c in graded.cells], "a hidden-check cell the student wrote must be dropped"
+    restored = next(c for c in graded.cells if c.id == "re-identified")
     assert "check_procstat_parse" in restored.source, "an edited check cell must be the instructor's again"
-    assert grade.check_catalog(graded) == grade.check_catalog(instructor)
-    assert "BEGIN SOLUTION" not in "".join(c.source for c in graded.cells), "restoring must not add solutions"
+    assert sum('@ex.check("ev_poll_dispatch_echo"' in c.source for c in graded.cells) == 1, "deleted: put back"
+    assert any("was missing" in note for note in prepared.notes)
+    assert any("was changed" in note for note in prepared.notes)
+    exports = [c for c in graded.cells if "labkit-export" in c.metadata.get("tags", [])]
+    exported = {name for c in exports for name in grade.check_catalog(instructor) if f"'{name.name}'" in c.source}
+    assert {spec.name for spec in exported} == {spec.name for spec in grade.check_catalog(instructor)}
+    at = [c.id for c in graded.cells].index("re-identified")
+    assert "procstat_parse_tricky_names" in graded.cells[at + 1].source  # its values, right after it
+    assert "procstat_parse_edge_cases" in graded.cells[at + 2].source   # and the hidden check's, after that
+    assert "BEGIN SOLUTION" not in sources, "restoring must not add solutions"
 
 
 def test_rows_take_points_from_the_catalog_and_say_why_a_check_never_ran(tmp_path):
     catalog = [grade.CheckSpec("a", 2, False), grade.CheckSpec("b", 1, True), grade.CheckSpec("c", 3, False)]
-    checks = tmp_path / "checks.jsonl"
-    checks.write_text("\n".join(json.dumps(r) for r in [
-        {"check": "a", "status": "failed", "points": 0, "message": "first try"},
-        {"check": "a", "status": "passed", "points": 99, "message": ""},   # points from the catalog
-        {"check": "b", "status": "error", "points": 0, "message": "ValueError: x"},
-        {"check": "zz", "status": "passed", "points": 50, "message": ""},  # not a check: ignored
-    ]) + '\n{"check": "c", "sta')                                           # cut by a kill
-    run = sandbox.RunResult("timeout", "the notebook ran over the 5 s time limit", 5.0, None, checks,
+    records = {"a": {"check": "a", "status": "passed", "points": 99, "message": ""},   # points from the catalog
+               "b": {"check": "b", "status": "error", "points": 0, "message": "ValueError: x"},
+               "zz": {"check": "zz", "status": "passed", "points": 50, "message": ""}}  # not a check: ignored
+    run = sandbox.RunResult("timeout", "the notebook ran over the 5 s time limit", 5.0, None, b"",
                             tmp_path / "log")
-    rows = grade.rows_for(grade.Task("s", "nb", tmp_path), catalog, run)
+    rows = grade.rows_for(grade.Task("s", "nb", tmp_path), catalog, run, records)
     assert [(r["check"], r["status"], r["points"], r["max_points"]) for r in rows] == [
         ("a", "passed", 2, 2), ("b", "error", 0, 1), ("c", "timeout", 0, 3)]
     assert "5 s time limit" in rows[2]["message"]
@@ -212,10 +222,9 @@ def test_grading_refuses_a_notebook_without_checks(tmp_path):
 
 
 def tiny_notebook(cell: str):
-    record = ('import json, os\n'
+    record = ('from labkit.instructor import exports\n'
               'def record(name):\n'
-              '    with open(os.environ["LABKIT_CHECKS_FILE"], "a") as f:\n'
-              '        f.write(json.dumps({"check": name, "status": "passed"}) + "\\n")\n'
+              '    exports.save([name], {}, [])\n'
               'record("before")')
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "labkit", "display_name": "labkit",
                                                            "language": "python"}})
@@ -241,7 +250,7 @@ def test_sandbox_records_a_crash_a_full_disk_and_a_file_too_large(tmp_path, cell
     try:
         path = sandbox.prepare_workdir(workdir, tiny_notebook(cell), "tiny", uid=uid)
         run = sandbox.run_notebook(path, workdir, profile=None, limits=limits, uid=uid)
-        ran = {json.loads(line)["check"] for line in run.checks_file.read_text().splitlines()}
+        ran = set(exports.read(run.exports.decode()))
     finally:
         shutil.rmtree(workdir.parent)
         if lease:
@@ -346,8 +355,10 @@ def test_feedback_executed_notebooks_and_summary(graded_class, instructor):
     assert f"Total: {total:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
     assert "does not compile" in (out / "feedback" / "compile_error.html").read_text()
     executed = nbformat.read(out / "executed" / "correct" / f"{NOTEBOOK}.ipynb", as_version=4)
-    assert any(release.HIDDEN_TAG in c.metadata.get("tags", []) for c in executed.cells), \
-        "the executed notebook ran the hidden checks"
+    hidden = [c.source for c in instructor.cells if release.HIDDEN_TAG in c.metadata.get("tags", [])]
+    assert not any(c.source in hidden for c in executed.cells), \
+        "the hidden checks run in the checks process, never in the student's notebook"
+    assert any("labkit-export" in c.metadata.get("tags", []) for c in executed.cells)
     assert "per student:" in graded_class["stdout"] and "with 2 job(s)" in graded_class["stdout"]
 
 

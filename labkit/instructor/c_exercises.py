@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import signal
@@ -47,44 +48,72 @@ def _locked(directory: Path):
 
 
 # ---------------------------------------------------------------------------
-# exercise: procstat_parse, compiled in-process with cffi
+# exercise: procstat_parse, compiled with cffi and run in a process of its own
 
 
-_parse_modules: dict[str, object] = {}
-
-
-def procstat_parse_module(code: str):
-    """cffi module (`.ffi`, `.lib`) of the lab's procstat.c with the student's procstat_parse.
-
-    Compiled the way build.procstat() compiles the real one (same flags, same
-    cdef); a compile error raises BuildError with gcc's own message."""
+def procstat_parse_module(code: str) -> tuple[str, Path]:
+    """(module name, path) of the cffi module of the lab's procstat.c with the student's
+    procstat_parse, compiled the way build.procstat() compiles the real one (same
+    flags, same cdef); a compile error raises BuildError with gcc's own message."""
     import importlib.machinery
-    import importlib.util
 
     real_source = build.procstat_source()
     flags = build.procstat_flags()
-    key = _digest(code, real_source.read_text(), " ".join(flags))
-    if key in _parse_modules:
-        return _parse_modules[key]
-    name = f"_procstat_ex_{key}"
+    name = f"_procstat_ex_{_digest(code, real_source.read_text(), ' '.join(flags))}"
     scratch = SCRATCH / "procstat_parse"
+    target = scratch / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
     with _locked(scratch):
-        source = scratch / f"{name}.c"
-        source.write_text(replace_function(real_source.read_text(), "procstat_parse", code,
-                                           "your procstat_parse cell", real_source))
-        target = paths.CFFI_DIR / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
         if not target.is_file():
+            source = scratch / f"{name}.c"
+            source.write_text(replace_function(real_source.read_text(), "procstat_parse", code,
+                                               "your procstat_parse cell", real_source))
             try:
                 build.compile_procstat(name, source, real_source.with_suffix(".h"), flags, target)
             except BuildError as failed:
                 raise BuildError("your procstat_parse() does not compile (gcc's message below)", failed.output,
                                  "read the first error (your procstat_parse cell:LINE: error: ...), fix that "
                                  "line in the cell, and run the cell and its checks again") from None
-    loader = importlib.machinery.ExtensionFileLoader(name, str(target))
+    return name, target
+
+
+def parse_lines(code: str, lines: list[str], timeout: float = 10.0) -> list[dict | None]:
+    """The student's procstat_parse on each line, run in a process of its own: a crash
+    or an endless loop in it is the check's failure, and nothing it does can reach
+    the process that judges it."""
+    name, target = procstat_parse_module(code)
+    child = launcher.spawn([sys.executable, "-c", "from labkit.instructor.c_exercises import _parse_main; "
+                            "_parse_main()", name, str(target)], "exercise", None,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = launcher.run_to_end(child, timeout, input=json.dumps(lines).encode())
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"your procstat_parse did not return within {timeout:g} s "
+                             "(an endless loop? check how it walks the line)") from None
+    code_ = child.popen.returncode
+    if code_ != 0:
+        how = f"was killed by signal {-code_}" if code_ < 0 else f"exited with status {code_}"
+        raise AssertionError(f"your procstat_parse crashed: the process running it {how} "
+                             "(reading past the end of the line? a NULL pointer?)\n"
+                             + err.decode(errors="replace")[-800:])
+    return json.loads(out)
+
+
+def _parse_main() -> None:
+    """In the parsing process: load the module, parse the JSON list of lines on stdin."""
+    import importlib.machinery
+    import importlib.util
+
+    name, target = sys.argv[1], sys.argv[2]
+    loader = importlib.machinery.ExtensionFileLoader(name, target)
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, target, loader=loader))
     loader.exec_module(module)
-    _parse_modules[key] = module
-    return module
+    results = []
+    for line in json.loads(sys.stdin.read()):
+        raw = line.encode("utf-8", "surrogateescape")
+        entry = module.ffi.new("struct proc_cpu *")
+        ok = module.lib.procstat_parse(raw, len(raw), entry) == 0
+        results.append(build.proc_cpu_dict(module.ffi, entry[0]) if ok else None)
+    print(json.dumps(results))
 
 
 def stat_line(pid: int, name: str, utime: int, stime: int, state: str = "S") -> str:
@@ -103,19 +132,11 @@ PROCSTAT_LINES = [
 ]
 
 
-def _parse_with(module, line: str) -> dict | None:
-    raw = line.encode("utf-8", "surrogateescape")
-    entry = module.ffi.new("struct proc_cpu *")
-    if module.lib.procstat_parse(raw, len(raw), entry) != 0:
-        return None
-    return build.proc_cpu_dict(module.ffi, entry[0])
-
-
 def check_procstat_parse(code: str, lines=None) -> None:
     """Assert that the student's procstat_parse agrees with the lab's parser on `lines`."""
-    module = procstat_parse_module(code)
-    for line in PROCSTAT_LINES if lines is None else lines:
-        yours, lab = _parse_with(module, line), build.parse_stat_line(line)
+    lines = PROCSTAT_LINES if lines is None else lines
+    for line, yours in zip(lines, parse_lines(code, lines)):
+        lab = build.parse_stat_line(line)
         if yours == lab:
             continue
         shown = line if len(line) < 90 else line[:87] + "..."
@@ -132,7 +153,7 @@ def check_procstat_live(code: str, name: str = "evil) (name x") -> None:
     """Parse the stat line of a live process named `name` and compare with psutil."""
     import psutil
 
-    module = procstat_parse_module(code)
+    procstat_parse_module(code)  # a compile error first, before a process is started
     child = launcher.spawn([sys.executable, "-c",
                             f"open('/proc/self/comm', 'w').write({name!r})\n"
                             "import sys, time; print('named', flush=True); time.sleep(60)"],
@@ -147,9 +168,9 @@ def check_procstat_live(code: str, name: str = "evil) (name x") -> None:
             if Path(f"/proc/{child.pid}/stat").read_text() == line:
                 break
             time.sleep(0.1)
-        yours = _parse_with(module, line)
     finally:
         launcher.stop_child(child, timeout=0.2, signum=signal.SIGKILL)
+    yours = parse_lines(code, [line])[0]
     assert yours is not None, f"your procstat_parse rejected a real line (it returned -1): {line[:80]!r}"
     got = {"pid": yours["pid"], "name": yours["name"]}
     assert got == expected, f"for a live process psutil says {expected}, yours says {got}"

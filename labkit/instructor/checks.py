@@ -129,9 +129,13 @@ class Checker:
         result = CheckResult(self.notebook, name, points if status == PASSED else 0, points, status,
                              message.rstrip(), hidden, extra or {})
         self.results[name] = result
+        self.publish(result)
+        return result
+
+    def publish(self, result: CheckResult) -> None:
+        """Show the result, and append it to LABKIT_CHECKS_FILE when that is set."""
         _append_record(result.record())
         _show(result)
-        return result
 
     def answer(self, name: str, text, points: float = 1, min_words: int = 15, keywords=()):
         """A short reasoned answer: visibly checked for length and key words.

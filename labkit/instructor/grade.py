@@ -3,137 +3,52 @@
     SUBMISSIONS_DIR/<student>/<notebook>.ipynb        what each student handed in
     SUBMISSIONS_DIR/<student>/csrc/exercises/...      optional: their C exercise files
 
-For every student and graded notebook: the hidden checks are put back from
-the instructor's notebook (and its visible check cells restored, so an edited
-check cannot pass itself), the notebook runs through papermill in its own
-sandbox, and every check of the instructor's notebook gets one row in the
-gradebook -- also those that never ran, with the reason -- so every student's
-points are out of the same total.
+For every student and graded notebook, in two isolated runs under two uids:
+  1. the student's notebook runs through papermill (sandbox.run_notebook),
+     with its visible check cells restored to the instructor's (instant
+     feedback; they decide nothing) and, after each check's place, a cell that
+     exports the values the check reads (check_cells.graded_copy);
+  2. every check, visible and hidden, runs on those values in a fresh process
+     under another uid (sandbox.run_checks -> labkit.instructor.checker): only
+     it writes results, and the hidden checks never reach the student's run.
+Every check of the instructor's notebook gets one row in the gradebook -- also
+those that never ran, with the reason -- so every student's points are out of
+the same total.  Anything that goes wrong with one student's notebook becomes
+that student's error rows; the batch always finishes.
 
 OUT_DIR/gradebook.csv        student, notebook, check, points, max_points, status, hidden, message
 OUT_DIR/feedback/<s>.html    each check with its message, totals per notebook
-OUT_DIR/executed/<s>/        the executed notebooks (partial when a run was stopped)
-OUT_DIR/logs/<s>/            papermill's output for each run
+OUT_DIR/executed/<s>/        the executed notebooks (partial when a run was stopped; long outputs cut)
+OUT_DIR/logs/<s>/            papermill's and the checks' output for each run
+(<s> is the student's folder name, made safe for a file name: submissions.safe_name.)
 """
 
 from __future__ import annotations
 
-import ast
 import concurrent.futures
-import copy
 import html
-import json
+import os
 import queue
 import shutil
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
 from . import release, sandbox
+from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
+from .submissions import Refused, is_folder, read_notebook, read_regular, safe_name
 from ..errors import LabError
 
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
 COLUMNS = ["student", "notebook", "check", "points", "max_points", "status", "hidden", "message"]
 EXERCISES_C = Path("csrc") / "exercises"
+MAX_OUTPUT_CHARS = 20_000       # one output of a kept executed notebook
+MAX_KEPT_NOTEBOOK = 5 * 1024 * 1024
 
-
-@dataclass(frozen=True)
-class CheckSpec:
-    """One check as the instructor's notebook declares it."""
-
-    name: str
-    max_points: float
-    hidden: bool
-
-
-# ---------------------------------------------------------------------------
-# the instructor's notebook: its checks, and putting them back in a submission
-
-
-def _literal(node, default):
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError):
-        return default
-
-
-def _code_of(cell) -> str:
-    # IPython magics and shell escapes are not Python: blank them for the parser.
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                     for line in cell.source.splitlines())
-
-
-def check_catalog(nb) -> list[CheckSpec]:
-    """Every check in notebook `nb`, in order: `@ex.check("name", points=..., hidden=...)`
-    and `ex.answer("name", text, points=...)` calls with a literal name."""
-    specs: dict[str, CheckSpec] = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        try:
-            tree = ast.parse(_code_of(cell))
-        except SyntaxError:
-            continue  # a solution stub may not parse; the instructor's notebook does
-        calls = sorted((node for node in ast.walk(tree) if isinstance(node, ast.Call)
-                        and isinstance(node.func, ast.Attribute) and node.func.attr in ("check", "answer")
-                        and node.args and isinstance(node.args[0], ast.Constant)
-                        and isinstance(node.args[0].value, str)),
-                       key=lambda node: (node.lineno, node.col_offset))
-        for call in calls:
-            keywords = {k.arg: k.value for k in call.keywords}
-            # check(name, points=1, hidden=False); answer(name, text, points=1, ...)
-            positional = call.args[1:] if call.func.attr == "check" else call.args[2:]
-            points = _literal(keywords.get("points", positional[0] if positional else None), 1)
-            hidden = bool(_literal(keywords.get("hidden", positional[1] if len(positional) > 1 else None), False))
-            hidden = hidden or release.HIDDEN_TAG in cell.metadata.get("tags", [])
-            name = call.args[0].value
-            specs.setdefault(name, CheckSpec(name, float(points), hidden))
-    return list(specs.values())
-
-
-def _tags(cell) -> list[str]:
-    return cell.get("metadata", {}).get("tags", [])
-
-
-def _is_check_cell(cell) -> bool:
-    """A cell holding only checks (no solution): the instructor's copy is authoritative."""
-    return (cell.cell_type == "code" and "exercise" in cell.metadata.get("labkit", {})
-            and ".check(" in cell.source and "BEGIN SOLUTION" not in cell.source)
-
-
-def restore_checks(submitted, instructor):
-    """A copy of `submitted` with the instructor's hidden-check cells put back
-    after the cell they follow (metadata labkit.anchor, else the id of the
-    instructor's previous cell) and its visible check cells restored by id.
-
-    Hidden-check cells a student added are dropped; a hidden check whose
-    anchor is gone goes at the end (it then reports what it finds)."""
-    nb = copy.deepcopy(submitted)
-    nb.cells = [cell for cell in nb.cells if release.HIDDEN_TAG not in _tags(cell)]
-    originals = {cell.get("id"): cell for cell in instructor.cells if _is_check_cell(cell)}
-    for cell in nb.cells:
-        original = originals.get(cell.get("id"))
-        if original is not None and cell.cell_type == "code":
-            cell.source = original.source
-    previous_id = None
-    inserted_after: dict[str, int] = {}
-    for cell in instructor.cells:
-        if release.HIDDEN_TAG not in _tags(cell):
-            previous_id = cell.get("id")
-            continue
-        anchor = cell.metadata.get("labkit", {}).get("anchor", previous_id)
-        hidden = copy.deepcopy(cell)
-        hidden.outputs, hidden.execution_count = [], None
-        ids = [c.get("id") for c in nb.cells]
-        if anchor in ids:
-            at = ids.index(anchor) + 1 + inserted_after.get(anchor, 0)
-            inserted_after[anchor] = inserted_after.get(anchor, 0) + 1
-            nb.cells.insert(at, hidden)
-        else:
-            nb.cells.append(hidden)
-    return nb
+__all__ = ["CheckSpec", "check_catalog", "grade", "graded_copy", "rows_for"]
 
 
 # ---------------------------------------------------------------------------
@@ -155,21 +70,6 @@ class Outcome:
     note: str                # how the run ended, for the feedback page
 
 
-def _records(checks_file: Path) -> dict[str, dict]:
-    """The last record of each check (a check run twice counts as its last run)."""
-    found = {}
-    if not checks_file.is_file():
-        return found
-    for line in checks_file.read_text(errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill mid-write
-        if isinstance(record, dict) and isinstance(record.get("check"), str):
-            found[record["check"]] = record
-    return found
-
-
 def _never_ran(run: sandbox.RunResult | None, reason: str | None) -> tuple[str, str]:
     if reason:
         return ERROR, reason
@@ -181,15 +81,12 @@ def _never_ran(run: sandbox.RunResult | None, reason: str | None) -> tuple[str, 
 
 
 def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None,
-             reason: str | None = None) -> list[dict]:
-    """One gradebook row per check of the catalog: from the run's records, else why it has none.
-
-    Points come from the catalog, not from the record: a record is written by
-    the student's own kernel."""
-    records = _records(run.checks_file) if run else {}
+             records: dict[str, dict] | None = None, reason: str | None = None) -> list[dict]:
+    """One gradebook row per check of the catalog: from the checks process's `records`,
+    else why it has none.  Points come from the catalog, never from a record."""
     rows = []
     for spec in catalog:
-        record = records.get(spec.name)
+        record = (records or {}).get(spec.name)
         if record is not None and record.get("status") in (PASSED, FAILED, ERROR):
             status, message = record["status"], str(record.get("message") or "")
             if record.get("answer"):
@@ -204,7 +101,8 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
 
 
 def _student_overlay(student_dir: Path) -> dict[str, bytes]:
-    """The C exercise files a run compiles: the released stubs, replaced by the student's own."""
+    """The C exercise files a run compiles: the released stubs, replaced by the student's
+    own (regular files only: a link is not followed)."""
     overlay = {}
     instructor_dir = paths.ROOT / EXERCISES_C
     if instructor_dir.is_dir():
@@ -212,32 +110,61 @@ def _student_overlay(student_dir: Path) -> dict[str, bytes]:
             relative = path.relative_to(paths.ROOT)
             stubbed, _ = release.strip_solutions(path.read_text(), str(relative))
             overlay[str(relative)] = stubbed.encode()
-            handed_in = student_dir / relative
-            if handed_in.is_file():
-                overlay[str(relative)] = handed_in.read_bytes()
+            try:
+                overlay[str(relative)] = read_regular(student_dir / relative, limit=1 << 20, what=str(relative))
+            except Refused:
+                pass  # not handed in (or not a plain file): the stub stays
     return overlay
 
 
+def _cut_outputs(data: bytes) -> bytes:
+    """An executed notebook to keep: every output cut to MAX_OUTPUT_CHARS, the whole to MAX_KEPT_NOTEBOOK."""
+    import nbformat
+
+    try:
+        nb = nbformat.reads(data.decode("utf-8", "replace"), as_version=4)
+    except Exception:  # noqa: BLE001 -- a notebook cut by a kill: keep nothing of it
+        return b""
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            for key in ("text", "evalue"):
+                if isinstance(output.get(key), str) and len(output[key]) > MAX_OUTPUT_CHARS:
+                    output[key] = output[key][:MAX_OUTPUT_CHARS] + "\n[... cut by the grader]"
+            for mime, value in list(output.get("data", {}).items()):
+                if isinstance(value, str) and len(value) > MAX_OUTPUT_CHARS:
+                    output["data"][mime] = "[output cut by the grader: too long]" if mime != "text/plain" \
+                        else value[:MAX_OUTPUT_CHARS] + "\n[... cut by the grader]"
+    kept = nbformat.writes(nb).encode()
+    return kept if len(kept) <= MAX_KEPT_NOTEBOOK else b""
+
+
 class Grader:
-    """Grades tasks `jobs` at a time; each run gets a slot, and as root the slot's uid."""
+    """Grades tasks `jobs` at a time; each run gets a slot, and as root the slot's two
+    uids: one for the student's notebook, one for the checks."""
 
     def __init__(self, instructor_dir: Path, out_dir: Path, jobs: int, profile: str | None,
-                 limits: sandbox.Limits):
+                 limits: sandbox.Limits, hide: list[Path]):
         import nbformat
 
         self.instructor = {path.stem: nbformat.read(path, as_version=4)
                            for path in sorted(Path(instructor_dir).glob("*.ipynb"))}
         self.catalogs = {name: check_catalog(nb) for name, nb in self.instructor.items()}
+        self.groups = {name: [{"checks": g.checks, "source": g.source} for g in check_groups(nb)]
+                       for name, nb in self.instructor.items()}
         self.out_dir = out_dir
         self.jobs = jobs
         self.profile = profile
         self.limits = limits
-        # A slot per job: as root each slot is a uid leased for this grader alone.
-        self.lease = sandbox.UidLease(jobs) if sandbox.running_as_root() else None
-        self.slots: queue.Queue[tuple[int, int | None]] = queue.Queue()
+        # A slot per job: as root each slot has two uids leased for this grader alone.
+        self.lease = sandbox.UidLease(2 * jobs) if sandbox.running_as_root() else None
+        self.slots: queue.Queue[tuple[int, int | None, int | None]] = queue.Queue()
         for slot in range(jobs):
-            self.slots.put((slot, self.lease.uids[slot] if self.lease else None))
+            uids = (self.lease.uids[2 * slot], self.lease.uids[2 * slot + 1]) if self.lease else (None, None)
+            self.slots.put((slot, *uids))
         self.base = sandbox.make_base()
+        self.hide = hide  # each run's working directory is its uid's alone (mode 700)
+        self.counter = 0
+        self.counter_lock = threading.Lock()
 
     def close(self) -> None:
         shutil.rmtree(self.base, ignore_errors=True)
@@ -245,44 +172,77 @@ class Grader:
             self.lease.close()
 
     def grade(self, task: Task) -> Outcome:
-        import nbformat
+        """Grade one task; whatever goes wrong becomes the task's error rows."""
+        try:
+            return self._grade(task)
+        except Exception as problem:  # noqa: BLE001 -- one student must never stop the class
+            reason = f"the grader could not grade this notebook ({type(problem).__name__}: {problem})"
+            return Outcome(task, rows_for(task, self.catalogs[task.notebook], None, reason=reason), None, reason)
 
+    def _grade(self, task: Task) -> Outcome:
         catalog = self.catalogs[task.notebook]
         if task.submitted is None:
-            return Outcome(task, rows_for(task, catalog, None, "notebook not submitted"), None,
+            return Outcome(task, rows_for(task, catalog, None, reason="notebook not submitted"), None,
                            "notebook not submitted")
         try:
-            submitted = nbformat.read(task.submitted, as_version=4)
-        except Exception as error:  # noqa: BLE001 -- any unreadable file is the student's problem
-            reason = f"the notebook could not be read ({type(error).__name__}: {error})"
-            return Outcome(task, rows_for(task, catalog, None, reason), None, reason)
-        graded = restore_checks(submitted, self.instructor[task.notebook])
-        slot, uid = self.slots.get()
+            submitted = read_notebook(task.submitted)
+        except Refused as refused:
+            reason = f"not graded: {refused}"
+            return Outcome(task, rows_for(task, catalog, None, reason=reason), None, reason)
+        prepared = graded_copy(submitted, self.instructor[task.notebook])
+        overlay = _student_overlay(task.submitted.parent)
+        slot, uid, checker_uid = self.slots.get()
+        with self.counter_lock:
+            self.counter += 1
+            index = self.counter
         try:
-            workdir = self.base / f"{slot}-{task.student}-{task.notebook}"
-            try:
-                notebook = sandbox.prepare_workdir(workdir, graded, task.notebook,
-                                                   _student_overlay(task.submitted.parent), uid)
-                run = sandbox.run_notebook(notebook, workdir, profile=self.profile, limits=self.limits,
-                                           uid=uid)
-                rows = rows_for(task, catalog, run)
-                self._keep(task, run)
-            finally:
-                shutil.rmtree(workdir, ignore_errors=True)
+            return self._run(task, catalog, prepared, overlay, index, uid, checker_uid)
         finally:
-            self.slots.put((slot, uid))
-        note = run.message + (f" ({run.killed} process(es) left running were killed)" if run.killed else "")
-        return Outcome(task, rows, run, note)
+            self.slots.put((slot, uid, checker_uid))
 
-    def _keep(self, task: Task, run: sandbox.RunResult) -> None:
-        executed = self.out_dir / "executed" / task.student
-        logs = self.out_dir / "logs" / task.student
+    def _run(self, task, catalog, prepared, overlay, index, uid, checker_uid) -> Outcome:
+        workdir = self.base / f"run-{index}"
+        checkdir = self.base / f"check-{index}"
+        private = sandbox.private_folder(self.base, str(index))
+        try:
+            notebook = sandbox.prepare_workdir(workdir, prepared.notebook, task.notebook, overlay, uid)
+            run = sandbox.run_notebook(notebook, workdir, private, profile=self.profile, limits=self.limits,
+                                       uid=uid, hide=self.hide)
+            shutil.rmtree(workdir, ignore_errors=True)
+            sandbox.prepare_checkdir(checkdir, checker_uid)
+            checked = sandbox.run_checks(task.notebook, self.groups[task.notebook], run.exports, checkdir,
+                                         private, limits=self.limits, uid=checker_uid, hide=self.hide)
+            rows = rows_for(task, catalog, run, checked.records)
+            if checked.ended.outcome != "finished" or checked.ended.returncode:
+                for row in rows:
+                    if row["status"] != PASSED and row["check"] not in checked.records:
+                        row["message"] += f" (the checks process: {checked.ended.message or 'ended early'})"
+            self._keep(task, run, checked)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(checkdir, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
+        notes = [run.message] + prepared.notes
+        if run.killed:
+            notes.append(f"{run.killed} process(es) left running were killed")
+        return Outcome(task, rows, run, "; ".join(notes))
+
+    def _keep(self, task: Task, run: sandbox.RunResult, checked: sandbox.CheckRun) -> None:
+        student = safe_name(task.student)
+        executed = self.out_dir / "executed" / student
+        logs = self.out_dir / "logs" / student
         executed.mkdir(parents=True, exist_ok=True)
         logs.mkdir(parents=True, exist_ok=True)
         if run.executed:
-            shutil.copyfile(run.executed, executed / f"{task.notebook}.ipynb")
-        if run.log.is_file():
-            shutil.copyfile(run.log, logs / f"{task.notebook}.log")
+            kept = _cut_outputs(run.executed.read_bytes())
+            if kept:
+                (executed / f"{task.notebook}.ipynb").write_bytes(kept)
+        parts = [(run.log, "notebook"), (checked.log, "checks")]
+        with open(logs / f"{task.notebook}.log", "wb") as log:
+            for path, what in parts:
+                if path.is_file():
+                    log.write(f"==== {what}\n".encode())
+                    log.write(path.read_bytes()[-MAX_KEPT_NOTEBOOK:])
 
 
 # ---------------------------------------------------------------------------
@@ -290,7 +250,7 @@ class Grader:
 
 
 def find_tasks(submissions: Path, notebooks: list[str]) -> list[Task]:
-    students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
+    students = sorted(p for p in submissions.iterdir() if is_folder(p) and not p.name.startswith("."))
     if not students:
         raise LabError(f"no student folders in {submissions}",
                        "put each student's notebooks in SUBMISSIONS_DIR/<student>/<notebook>.ipynb")
@@ -298,7 +258,8 @@ def find_tasks(submissions: Path, notebooks: list[str]) -> list[Task]:
     for student in students:
         for name in notebooks:
             path = student / f"{name}.ipynb"
-            tasks.append(Task(student.name, name, path if path.is_file() else None))
+            handed_in = os.path.lexists(path)  # a link or a folder is read and refused, not skipped
+            tasks.append(Task(student.name, name, path if handed_in else None))
     return tasks
 
 
@@ -329,7 +290,7 @@ def write_feedback(out_dir: Path, student: str, outcomes: list[Outcome]) -> Path
                          f"<td><pre>{html.escape(row['message'])}</pre></td></tr>")
         parts.append("</table>")
     parts.append(f"<h2>Total: {grand:g} / {grand_max:g} points</h2>")
-    target = out_dir / "feedback" / f"{student}.html"
+    target = out_dir / "feedback" / f"{safe_name(student)}.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("\n".join(parts), encoding="utf-8")
     return target
@@ -369,7 +330,11 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
     limits = limits or sandbox.Limits()
     limits.timeout_s = timeout_s
     started = time.monotonic()
-    grader = Grader(Path(instructor_dir or paths.NOTEBOOKS), out_dir, jobs, profile, limits)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.chmod(0o700)  # other students' notebooks and grades: never readable by a grading uid
+    instructor_dir = Path(instructor_dir or paths.NOTEBOOKS)
+    hide = [instructor_dir.resolve(), paths.NOTEBOOKS, submissions.resolve(), out_dir.resolve()]
+    grader = Grader(instructor_dir, out_dir, jobs, profile, limits, hide)
     try:
         graded = [n for n, catalog in grader.catalogs.items() if catalog]
         notebooks = notebooks or graded
@@ -378,7 +343,6 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
             raise LabError(f"no checks to grade in {', '.join(unknown)}",
                            f"grade notebooks with checks: {', '.join(graded) or '(none found)'}")
         tasks = find_tasks(submissions, notebooks)
-        out_dir.mkdir(parents=True, exist_ok=True)
         outcomes: list[Outcome] = []
         with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
             futures = [pool.submit(grader.grade, task) for task in tasks]

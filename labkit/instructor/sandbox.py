@@ -1,12 +1,15 @@
-"""The isolation of one notebook run for grading: a working directory of its
-own, a uid of its own, resource limits, a wall-clock timeout, and nothing left
-behind afterwards.
+"""The isolation of one graded run: a working directory of its own, a uid of
+its own, resource limits, walls (labkit.instructor.isolation: a cgroup,
+mount and PID namespaces), a wall-clock timeout, and nothing left behind.
 
-The grader (root or not) calls `run_notebook()`.  Inside, the notebook runs
-through papermill in a child process started in a new session with this very
-module as its entry point (`python -m labkit.instructor.sandbox SPEC.json`): that child
-lowers its own resource limits, so the kernel and everything the student
-starts inherit them, and reports how papermill ended on its last stdout line.
+The grader (root or not) calls `run_notebook()` for the student's notebook and
+`run_checks()` for the checks (labkit.instructor.checker, under another uid).
+Each runs a Python module in a child process started in a new session behind
+the walls; the child reads its spec from stdin (nothing the run's uid could
+replace lies on disk), lowers its own resource limits, so everything it starts
+inherits them, and writes to a log that root opened in a folder of its own
+(the run's uid cannot swap it for a link).  The notebook's runner reports how
+papermill ended on its last stdout line (`python -m labkit.instructor.sandbox`).
 
 Why a uid per run (root only): RLIMIT_NPROC counts the processes of a uid and
 is not enforced for root, and a process that calls setsid() leaves every
@@ -61,6 +64,7 @@ class Limits:
     timeout_s: float = 300.0          # wall clock for the whole notebook
     cpu_s: int | None = None          # CPU seconds per process (default: timeout + 30 s)
     memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB)
+    run_memory_bytes: int = 3072 * MIB  # memory in use by the whole run (its cgroup), where one can be made
     processes: int = 512              # processes and threads (RLIMIT_NPROC counts threads)
     open_files: int = 4096
     file_bytes: int = 256 * MIB       # largest file a process may write
@@ -74,12 +78,12 @@ class Limits:
 class RunResult:
     """How one sandboxed notebook run ended."""
 
-    outcome: str                 # completed | timeout | kernel_died | fork_bomb | disk_full | failed
+    outcome: str                 # completed | timeout | kernel_died | memory | fork_bomb | disk_full | failed
     message: str                 # one sentence for the feedback page
     elapsed_s: float
     executed: Path | None        # the executed notebook (partial after a timeout), if any
-    checks_file: Path            # the JSON lines the checks appended
-    log: Path                    # papermill's and the runner's output
+    exports: bytes               # what the notebook exported for the checks (labkit.instructor.exports)
+    log: Path                    # papermill's and the runner's output (in the grader's own folder)
     cell_errors: list[str] = field(default_factory=list)
     killed: int = 0              # processes still alive after the run, killed by the clean-up
 
@@ -145,13 +149,21 @@ class UidLease:
 
 def make_base() -> Path:
     """A fresh folder for runs' working directories that grading uids can reach
-    (mode 711: each reaches its own working directory, and lists none)."""
+    (mode 711: each reaches its own working directory, and lists none).  As root
+    it is not under /tmp, which each run gets a private one of."""
     import tempfile
 
-    base = Path(tempfile.mkdtemp(prefix="labkit-grade-"))
+    parent = "/var/lib" if running_as_root() and os.access("/var/lib", os.W_OK) else None
+    base = Path(tempfile.mkdtemp(prefix="labkit-grade-", dir=parent))
     base.chmod(0o711)
     return base
 
+
+def private_folder(base: Path, name: str) -> Path:
+    """A folder of root's (mode 700) for one run's log, results and spec."""
+    folder = base / f"private-{name}"
+    folder.mkdir(mode=0o700)
+    return folder
 
 
 def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes] | None = None,
@@ -187,10 +199,29 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes
         (workdir / private).mkdir(parents=True, exist_ok=True)
     (lab / "notebooks").mkdir(parents=True, exist_ok=True)
     notebook_path = lab / "notebooks" / f"{name}.ipynb"
-    nbformat.write(notebook, notebook_path)
+    if notebook is not None:
+        nbformat.write(notebook, notebook_path)
     if uid is not None:
         _chown_tree(workdir, uid)
+        workdir.chmod(0o700)  # no other run's uid may enter it
     return notebook_path
+
+
+def prepare_checkdir(checkdir: Path, uid: int | None) -> None:
+    """A working directory for the checks process: a copy of the lab it can read and
+    not change (root's, for the reference parser and the C sources), and the
+    folders it writes (scratch builds of the student's C, home, tmp) as its own."""
+    prepare_workdir(checkdir, None, "checks")
+    writable = [checkdir / "lab" / "build" / "exercises", checkdir / "lab" / "build" / "run",
+                *(checkdir / p for p in ("home", "tmp", "runtime", "out"))]
+    for folder in writable:
+        folder.mkdir(parents=True, exist_ok=True)
+    if uid is not None:
+        for folder in [checkdir, *checkdir.rglob("*")]:
+            if folder.is_dir() and not folder.is_symlink():
+                folder.chmod(folder.stat().st_mode | 0o055)  # others may read and enter (no write)
+        for folder in writable:
+            _chown_tree(folder, uid)
 
 
 def _chown_tree(top: Path, uid: int) -> None:
@@ -327,17 +358,8 @@ _checked_uids: set[int] = set()
 _checked_lock = threading.Lock()
 
 
-def run_notebook(notebook_path: Path, workdir: Path, *, profile: str | None = "quick",
-                 limits: Limits | None = None, uid: int | None = None,
-                 kernel: str = "labkit") -> RunResult:
-    """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root)."""
-    limits = limits or Limits()
-    token = uuid.uuid4().hex
-    lab = workdir / "lab"
-    executed = workdir / "out" / "executed.ipynb"
-    checks_file = workdir / "out" / "checks.jsonl"
-    log_path = workdir / "runner.log"  # the grader's own file: owned by root, written through our fd
-    env = {
+def _environment(workdir: Path, token: str, extra: dict) -> dict:
+    return {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         "HOME": str(workdir / "home"),
@@ -347,47 +369,156 @@ def run_notebook(notebook_path: Path, workdir: Path, *, profile: str | None = "q
         "JUPYTER_DATA_DIR": str(workdir / "home" / ".local" / "share" / "jupyter"),
         "JUPYTER_CONFIG_DIR": str(workdir / "home" / ".jupyter"),
         "MPLCONFIGDIR": str(workdir / "home" / ".matplotlib"),
-        "PYTHONPATH": str(lab),  # `import labkit` finds the private copy first
+        "PYTHONPATH": str(workdir / "lab"),  # `import labkit` finds the private copy first
         "PYTHONDONTWRITEBYTECODE": "1",
-        "LABKIT_CHECKS_FILE": str(checks_file),
-        "LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
         ENV_MARK: token,
+        **extra,
     }
+
+
+@dataclass
+class Ended:
+    """How one isolated process ended."""
+
+    outcome: str       # finished | timeout | disk_full | fork_bomb | memory
+    message: str
+    elapsed_s: float
+    returncode: int | None
+    killed: int        # processes still alive at the end, killed by the clean-up
+    walls: str         # what isolated it (isolation.Walls.describe)
+
+
+def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, limits: Limits,
+                 uid: int | None, hide: list[Path] = (), extra_env: dict | None = None,
+                 results: Path | None = None) -> Ended:
+    """Run `python -m module` in `workdir` with `payload` (JSON) on its stdin, under
+    `limits` and, as root, as `uid` behind the walls (hiding `hide`).  Its output goes
+    to private/<module>.log; with `results`, a file root opens there is passed as a
+    descriptor (payload["results_fd"]) that only this process holds."""
+    from . import isolation
+
+    token = uuid.uuid4().hex
+    env = _environment(workdir, token, extra_env or {})
     if uid is not None:
         with _checked_lock:
             if uid not in _checked_uids:
                 _check_readable(uid, env)
                 _checked_uids.add(uid)
-    spec = {
-        "input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
-        "kernel": kernel, "parameters": {"profile": profile} if profile else {},
-        "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
-        "extra_processes": 0 if uid is not None else len(_processes_of(os.getuid(), "", None)),
-    }
-    spec_path = workdir / "spec.json"
-    spec_path.write_text(json.dumps(spec))
+    walls = isolation.Walls(uid, list(hide))
     if uid is not None:
-        os.chown(spec_path, uid, uid)
-
+        walls.cgroup = isolation.Cgroup.create(limits.run_memory_bytes, limits.processes)
+        walls.namespaces = _namespaces_work()
+    payload = {**payload, "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
+               "extra_processes": 0 if uid is not None else len(_processes_of(os.getuid(), "", None))}
+    log_path = private / f"{module.rsplit('.', 1)[-1]}.log"
+    pass_fds = ()
+    results_file = None
+    if results is not None:
+        results_file = open(results, "wb")
+        payload["results_fd"] = results_file.fileno()
+        pass_fds = (results_file.fileno(),)
+    prefix = walls.prefix()
     started = time.monotonic()
-    with open(log_path, "wb") as log:
-        runner = subprocess.Popen(
-            [sys.executable, "-m", "labkit.instructor.sandbox", str(spec_path)],
-            cwd=notebook_path.parent, env=env, stdin=subprocess.DEVNULL, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
-            **({"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}))
-        outcome, message = _watch(runner, workdir, limits, uid, token, started)
-    elapsed = time.monotonic() - started
-    killed = kill_all(uid, token, runner.pid)
-    runner.wait()
-    if uid is not None:
-        remove_files_of(uid)
+    try:
+        with open(log_path, "wb") as log:
+            runner = subprocess.Popen(
+                [*prefix, sys.executable, "-m", module], cwd=workdir, env=env, stdin=subprocess.PIPE,
+                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
+                **({"user": uid, "group": uid, "extra_groups": []} if uid is not None and not prefix else {}))
+            if results_file is not None:
+                results_file.close()  # the runner holds it now
+            try:
+                runner.stdin.write(json.dumps(payload).encode())
+                runner.stdin.close()
+            except BrokenPipeError:
+                pass  # it died at once: the log says why
+            outcome, message = _watch(runner, workdir, limits, uid, token, started)
+        elapsed = time.monotonic() - started
+        killed = kill_all(uid, token, runner.pid)
+        if runner.poll() is None:
+            runner.kill()  # unshare itself, once everything behind it is gone
+        runner.wait()
+        if walls.cgroup is not None and walls.cgroup.oom_kills():
+            outcome, message = "memory", (f"the run used more than its {limits.run_memory_bytes // MIB} MiB of "
+                                          "memory (all its processes together) and the kernel stopped it")
+    finally:
+        if walls.cgroup is not None:
+            walls.cgroup.remove()
+        if uid is not None:
+            remove_files_of(uid)
+    return Ended(outcome, message, elapsed, runner.returncode, killed, walls.describe() if uid is not None else "")
 
-    cell_errors: list[str] = []
+
+_namespaces: bool | None = None
+
+
+def _namespaces_work() -> bool:
+    global _namespaces
+    if _namespaces is None:
+        from . import isolation
+
+        _namespaces = isolation.namespaces_work()
+    return _namespaces
+
+
+def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None, *,
+                 profile: str | None = "quick", limits: Limits | None = None, uid: int | None = None,
+                 kernel: str = "labkit", hide: list[Path] = ()) -> RunResult:
+    """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root)."""
+    limits = limits or Limits()
+    private = private or private_folder(workdir.parent, workdir.name)
+    executed = workdir / "out" / "executed.ipynb"
+    exports_path = workdir / "out" / "exports.jsonl"
+    spec = {"input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
+            "kernel": kernel, "parameters": {"profile": profile} if profile else {}}
+    ended = run_isolated("labkit.instructor.sandbox", spec, workdir, private, limits=limits, uid=uid, hide=hide,
+                         extra_env={"LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
+                                    "LABKIT_EXPORTS": str(exports_path)})
+    log_path = private / "sandbox.log"
+    outcome, message, cell_errors = ended.outcome, ended.message, []
     if outcome == "finished":
-        outcome, message, cell_errors = _runner_report(log_path, runner.returncode)
-    return RunResult(outcome, message, elapsed, executed if executed.is_file() else None,
-                     checks_file, log_path, cell_errors, killed)
+        outcome, message, cell_errors = _runner_report(log_path, ended.returncode)
+    # Every process of the run is gone now: what it left can be read, as regular files only.
+    from .submissions import Refused, read_regular
+
+    kept = None
+    try:
+        (private / "executed.ipynb").write_bytes(read_regular(executed, what="the executed notebook"))
+        kept = private / "executed.ipynb"
+    except Refused:
+        pass
+    try:
+        exported = read_regular(exports_path, limit=64 * MIB, what="the exports")
+    except Refused:
+        exported = b""
+    return RunResult(outcome, message, ended.elapsed_s, kept, exported, log_path, cell_errors, ended.killed)
+
+
+@dataclass
+class CheckRun:
+    """What the checks process reported: one record per check it ran."""
+
+    records: dict[str, dict]
+    ended: Ended
+    log: Path
+
+
+def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path, private: Path, *,
+               limits: Limits, uid: int | None, hide: list[Path] = ()) -> CheckRun:
+    """Run the instructor's `groups` of checks on `exported` values (labkit.instructor.checker)."""
+    results = private / "checks.jsonl"
+    payload = {"notebook": notebook, "groups": groups, "exports": exported.decode("utf-8", "replace")}
+    ended = run_isolated("labkit.instructor.checker", payload, workdir, private, limits=limits, uid=uid,
+                         hide=hide, results=results)
+    records = {}
+    for line in results.read_text(errors="replace").splitlines() if results.is_file() else []:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("check"), str):
+            records.setdefault(record["check"], record)
+    return CheckRun(records, ended, private / "checker.log")
 
 
 def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | None,
@@ -436,10 +567,11 @@ def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, li
 
 
 # ---------------------------------------------------------------------------
-# inside the sandbox: python -m labkit.instructor.sandbox SPEC.json
+# inside the sandbox: python -m labkit.instructor.sandbox, its spec on stdin
 
 
-def _lower_limits(spec: dict) -> None:
+def lower_limits(spec: dict) -> None:
+    """In an isolated process: the limits its spec names, for it and all it starts."""
     limits = spec["limits"]
     wanted = {
         resource.RLIMIT_CPU: spec["cpu_s"],
@@ -473,9 +605,9 @@ def _cell_errors(executed: Path) -> list[str]:
     return errors
 
 
-def _main(spec_path: str) -> int:
-    spec = json.loads(Path(spec_path).read_text())
-    _lower_limits(spec)
+def _main() -> int:
+    spec = json.loads(sys.stdin.read())
+    lower_limits(spec)
     import papermill
     from nbclient.exceptions import DeadKernelError
 
@@ -502,4 +634,4 @@ def _main(spec_path: str) -> int:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-    sys.exit(_main(sys.argv[1]))
+    sys.exit(_main())

@@ -1,0 +1,140 @@
+"""What walls a graded run stands behind, beyond its uid and its rlimits (root only).
+
+  * A cgroup of its own (v2, or v1's memory and pids controllers): memory and
+    processes are limited for the run as a whole, not per process, and the
+    kernel's OOM kills in it are counted, so a run that ran out of memory is
+    told apart from one that crashed.
+  * A mount and PID namespace of its own (`unshare`): a private /proc, so it
+    sees no other run's processes or command lines; private tmpfs on /tmp,
+    /var/tmp and /dev/shm, gone with the run; and an empty tmpfs over every
+    folder it must not read (the instructor's notebooks, the submissions, the
+    output folder, the other runs).
+  * Its uid is taken only after all that, by `setpriv`, with no capabilities
+    and no supplementary groups.
+
+Where a wall cannot be built (not root, no unshare, no writable cgroup),
+`describe()` says which, and the run goes on with what there is.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+class Cgroup:
+    """One run's cgroup: v2 (memory.max, pids.max) or v1 (memory, pids controllers)."""
+
+    def __init__(self, paths: dict[str, Path], version: int):
+        self.paths = paths  # controller -> folder ("memory", "pids"; v2: both the same folder)
+        self.version = version
+
+    @classmethod
+    def create(cls, memory_bytes: int, processes: int) -> "Cgroup | None":
+        """A new cgroup with these limits, or None where this machine lets us make none."""
+        name = f"labkit-grade-{uuid.uuid4().hex[:12]}"
+        v2 = CGROUP_ROOT / "cgroup.controllers"
+        try:
+            if v2.is_file() and {"memory", "pids"} <= set(v2.read_text().split()):
+                folder = CGROUP_ROOT / name
+                folder.mkdir()
+                group = cls({"memory": folder, "pids": folder}, 2)
+                (folder / "memory.max").write_text(str(memory_bytes))
+                (folder / "memory.swap.max").write_text("0") if (folder / "memory.swap.max").exists() else None
+                (folder / "pids.max").write_text(str(processes))
+                return group
+            if (CGROUP_ROOT / "memory" / "cgroup.procs").is_file() and (CGROUP_ROOT / "pids" / "cgroup.procs").is_file():
+                group = cls({"memory": CGROUP_ROOT / "memory" / name, "pids": CGROUP_ROOT / "pids" / name}, 1)
+                for folder in group.paths.values():
+                    folder.mkdir()
+                (group.paths["memory"] / "memory.limit_in_bytes").write_text(str(memory_bytes))
+                (group.paths["pids"] / "pids.max").write_text(str(processes))
+                return group
+        except OSError:
+            if "group" in locals():
+                group.remove()
+            return None
+        return None
+
+    def procs_files(self) -> list[Path]:
+        return list(dict.fromkeys(folder / "cgroup.procs" for folder in self.paths.values()))
+
+    def oom_kills(self) -> int:
+        """How many processes the kernel killed in this cgroup for want of memory."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            for line in (self.paths["memory"] / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+            if self.version == 1:  # kernels before 4.13 name no oom_kill: the failure count says it
+                return int((self.paths["memory"] / "memory.failcnt").read_text().split()[0]) > 0
+        except (OSError, ValueError):
+            pass
+        return 0
+
+    def remove(self) -> None:
+        for folder in self.paths.values():
+            try:
+                folder.rmdir()  # empty once every process of the run is gone
+            except OSError:
+                pass
+
+
+@dataclass
+class Walls:
+    """The prefix that puts one command behind the walls, and what it built."""
+
+    uid: int | None
+    hide: list[Path] = field(default_factory=list)
+    cgroup: Cgroup | None = None
+    namespaces: bool = False
+
+    def prefix(self) -> list[str]:
+        """`unshare ... sh -c '<join cgroup; mount tmpfs ...>; exec setpriv ... "$@"'`, or []."""
+        if self.uid is None:
+            return []
+        steps = [f"echo $$ > {shlex.quote(str(path))}" for path in (self.cgroup.procs_files() if self.cgroup else [])]
+        if self.namespaces:  # what is hidden first: a private /tmp then covers what lies under it
+            steps += [f"mount -t tmpfs -o size=4k,mode=000 tmpfs {shlex.quote(str(path))}"
+                      for path in dict.fromkeys(self.hide) if path.is_dir()]
+            steps += [f"mount -t tmpfs -o size=256m,mode=1777,nosuid,nodev tmpfs {place}"
+                      for place in PRIVATE_TMP if Path(place).is_dir()]
+        steps.append(f"exec setpriv --reuid {self.uid} --regid {self.uid} --clear-groups "
+                     "--inh-caps=-all --bounding-set=-all -- \"$@\"")
+        script = " && ".join(steps)
+        shell = ["sh", "-c", script, "labkit-walls"]
+        if self.namespaces:
+            return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+                    "--", *shell]
+        return shell
+
+    def describe(self) -> str:
+        built = []
+        built.append("a cgroup of its own (memory and processes limited for the run as a whole)" if self.cgroup
+                     else "no cgroup (memory is limited per process only)")
+        built.append("mount and PID namespaces of its own (private /proc and /tmp, the instructor's files hidden)"
+                     if self.namespaces else "no namespaces (other runs' processes are visible in /proc)")
+        return "; ".join(built)
+
+
+def namespaces_work() -> bool:
+    """Whether `unshare` can make mount and PID namespaces here (root, not forbidden by a container)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
+        return False
+    import subprocess
+
+    try:
+        done = subprocess.run(["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation",
+                               "private", "--", "sh", "-c", "mount -t tmpfs tmpfs /tmp && test -d /proc/1"],
+                              capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
