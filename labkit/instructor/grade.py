@@ -143,7 +143,7 @@ class Grader:
     uids: one for the student's notebook, one for the checks."""
 
     def __init__(self, instructor_dir: Path, out_dir: Path, jobs: int, profile: str | None,
-                 limits: sandbox.Limits, hide: list[Path]):
+                 limits: sandbox.Limits):
         import nbformat
 
         self.instructor = {path.stem: nbformat.read(path, as_version=4)
@@ -162,7 +162,6 @@ class Grader:
             uids = (self.lease.uids[2 * slot], self.lease.uids[2 * slot + 1]) if self.lease else (None, None)
             self.slots.put((slot, *uids))
         self.base = sandbox.make_base()
-        self.hide = hide  # each run's working directory is its uid's alone (mode 700)
         self.counter = 0
         self.counter_lock = threading.Lock()
 
@@ -207,11 +206,11 @@ class Grader:
         try:
             notebook = sandbox.prepare_workdir(workdir, prepared.notebook, task.notebook, overlay, uid)
             run = sandbox.run_notebook(notebook, workdir, private, profile=self.profile, limits=self.limits,
-                                       uid=uid, hide=self.hide)
+                                       uid=uid)
             shutil.rmtree(workdir, ignore_errors=True)
             sandbox.prepare_checkdir(checkdir, checker_uid)
             checked = sandbox.run_checks(task.notebook, self.groups[task.notebook], run.exports, checkdir,
-                                         private, limits=self.limits, uid=checker_uid, hide=self.hide)
+                                         private, limits=self.limits, uid=checker_uid)
             rows = rows_for(task, catalog, run, checked.records)
             if checked.ended.outcome != "finished" or checked.ended.returncode:
                 for row in rows:
@@ -332,9 +331,7 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.chmod(0o700)  # other students' notebooks and grades: never readable by a grading uid
-    instructor_dir = Path(instructor_dir or paths.NOTEBOOKS)
-    hide = [instructor_dir.resolve(), paths.NOTEBOOKS, submissions.resolve(), out_dir.resolve()]
-    grader = Grader(instructor_dir, out_dir, jobs, profile, limits, hide)
+    grader = Grader(Path(instructor_dir or paths.NOTEBOOKS), out_dir, jobs, profile, limits)
     try:
         graded = [n for n, catalog in grader.catalogs.items() if catalog]
         notebooks = notebooks or graded

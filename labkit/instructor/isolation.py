@@ -4,11 +4,13 @@
     processes are limited for the run as a whole, not per process, and the
     kernel's OOM kills in it are counted, so a run that ran out of memory is
     told apart from one that crashed.
-  * A mount and PID namespace of its own (`unshare`): a private /proc, so it
-    sees no other run's processes or command lines; private tmpfs on /tmp,
-    /var/tmp and /dev/shm, gone with the run; and an empty tmpfs over every
-    folder it must not read (the instructor's notebooks, the submissions, the
-    output folder, the other runs).
+  * A mount and PID namespace of its own (`unshare`), and in it a root of its
+    own (`chroot`) that holds only the system's folders (read-only), the
+    Python environment (read-only) and its own working directory: no
+    instructor notebook, submission, output folder or other checkout of the
+    lab exists there, wherever they lie on the machine.  A private /proc, so
+    it sees no other run's processes or command lines; private tmpfs on /tmp,
+    /var/tmp and /dev/shm, gone with the run.
   * Its uid is taken only after all that, by `setpriv`, with no capabilities
     and no supplementary groups.
 
@@ -27,6 +29,9 @@ from pathlib import Path
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+SYSTEM_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"  # where the tools that build the walls are, whatever the run's PATH
+# What a run's root holds of the machine's, read-only (a link, like /bin -> usr/bin, stays a link).
+SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt")
 
 
 class Cgroup:
@@ -93,41 +98,72 @@ class Walls:
     """The prefix that puts one command behind the walls, and what it built."""
 
     uid: int | None
-    hide: list[Path] = field(default_factory=list)
+    binds: list[Path] = field(default_factory=list)  # what the run sees besides the system: venv, workdir
+    root: Path | None = None                         # an empty folder of root's, the run's "/"
     cgroup: Cgroup | None = None
     namespaces: bool = False
+    cwd: Path | None = None
 
     def prefix(self) -> list[str]:
-        """`unshare ... sh -c '<join cgroup; mount tmpfs ...>; exec setpriv ... "$@"'`, or []."""
+        """`unshare ... sh -c '<join cgroup; build the root>; exec chroot ... setpriv ... "$@"'`, or []."""
         if self.uid is None:
             return []
         steps = [f"echo $$ > {shlex.quote(str(path))}" for path in (self.cgroup.procs_files() if self.cgroup else [])]
-        if self.namespaces:  # what is hidden first: a private /tmp then covers what lies under it
-            steps += [f"mount -t tmpfs -o size=4k,mode=000 tmpfs {shlex.quote(str(path))}"
-                      for path in dict.fromkeys(self.hide) if path.is_dir()]
-            steps += [f"mount -t tmpfs -o size=256m,mode=1777,nosuid,nodev tmpfs {place}"
-                      for place in PRIVATE_TMP if Path(place).is_dir()]
-        steps.append(f"exec setpriv --reuid {self.uid} --regid {self.uid} --clear-groups "
-                     "--inh-caps=-all --bounding-set=-all -- \"$@\"")
-        script = " && ".join(steps)
-        shell = ["sh", "-c", script, "labkit-walls"]
+        drop = (f"setpriv --reuid {self.uid} --regid {self.uid} --clear-groups --inh-caps=-all "
+                "--bounding-set=-all --")
+        if self.namespaces and self.root is not None:
+            steps += self._root_steps()
+            where = shlex.quote(str(self.cwd or "/"))
+            chroot = shutil.which("chroot", path=SYSTEM_PATH) or "chroot"
+            steps.append(f"exec {chroot} {shlex.quote(str(self.root))} {drop} "
+                         f"sh -c 'cd {where} && exec \"$@\"' labkit-run \"$@\"")
+        else:
+            steps.append(f'exec {drop} "$@"')
+        shell = ["sh", "-c", " && ".join(steps), "labkit-walls"]
         if self.namespaces:
             return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
                     "--", *shell]
         return shell
 
+    def _root_steps(self) -> list[str]:
+        root = self.root
+        steps = []
+
+        def inside(path) -> str:
+            return shlex.quote(str(root / str(path).lstrip("/")))
+
+        for name in SYSTEM:
+            place = Path("/") / name
+            if place.is_symlink():
+                steps.append(f"ln -s {shlex.quote(os.readlink(place))} {inside(place)}")
+            elif place.is_dir():
+                steps.append(f"mkdir -p {inside(place)} && mount --rbind {place} {inside(place)} && "
+                             f"mount -o remount,bind,ro {inside(place)}")
+        steps += [f"mkdir -p {inside('/dev')} && mount --rbind /dev {inside('/dev')}",
+                  f"mkdir -p {inside('/sys')} && mount --rbind /sys {inside('/sys')}",
+                  f"mkdir -p {inside('/proc')} && mount -t proc proc {inside('/proc')}"]
+        steps += [f"mkdir -p {inside(place)} && mount -t tmpfs -o size=256m,mode=1777,nosuid,nodev tmpfs "
+                  f"{inside(place)}" for place in PRIVATE_TMP]
+        for path in dict.fromkeys(self.binds):
+            if not path.is_dir() or str(path).startswith(tuple(f"/{name}/" for name in SYSTEM)):
+                continue  # already there with the system's folders
+            steps.append(f"mkdir -p {inside(path)} && mount --bind {shlex.quote(str(path))} {inside(path)}")
+        return steps
+
     def describe(self) -> str:
         built = []
         built.append("a cgroup of its own (memory and processes limited for the run as a whole)" if self.cgroup
                      else "no cgroup (memory is limited per process only)")
-        built.append("mount and PID namespaces of its own (private /proc and /tmp, the instructor's files hidden)"
-                     if self.namespaces else "no namespaces (other runs' processes are visible in /proc)")
+        built.append("namespaces and a root of its own (private /proc and /tmp; of the machine's files only "
+                     "the system's, the Python environment and its working directory)"
+                     if self.namespaces else "no namespaces (other runs' processes are visible in /proc, and "
+                     "every file other users may read is readable)")
         return "; ".join(built)
 
 
 def namespaces_work() -> bool:
     """Whether `unshare` can make mount and PID namespaces here (root, not forbidden by a container)."""
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("setpriv") is None:
+    if os.geteuid() != 0 or None in (shutil.which(tool, path=SYSTEM_PATH) for tool in ("unshare", "setpriv", "chroot")):
         return False
     import subprocess
 

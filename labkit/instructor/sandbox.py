@@ -94,11 +94,17 @@ def running_as_root() -> bool:
 
 def isolation_note() -> str:
     if running_as_root():
-        return ("each notebook ran under its own uid with limits on processes, CPU time, memory, "
-                "open files and file size; every process of that uid was killed afterwards")
-    return ("not root: notebooks ran under your own uid, so the process limit is shared and a "
-            "process that leaves its session and clears its environment can escape the clean-up; "
-            "grade as root (e.g. in a container) for full isolation")
+        from . import isolation
+
+        walls = isolation.Walls(0, cgroup=isolation.Cgroup.create(1 << 30, 64), namespaces=_namespaces_work())
+        built = walls.describe()
+        if walls.cgroup is not None:
+            walls.cgroup.remove()
+        return ("each notebook and its checks ran under uids of their own with limits on processes, CPU time, "
+                f"memory, open files and file size, every process of those uids killed afterwards; {built}")
+    return ("not root: notebooks ran under your own uid, so the process limit is shared, a process that "
+            "leaves its session and clears its environment can escape the clean-up, and a notebook can read "
+            "what you can read; grade as root (e.g. in a container) for full isolation")
 
 
 # ---------------------------------------------------------------------------
@@ -389,10 +395,10 @@ class Ended:
 
 
 def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, limits: Limits,
-                 uid: int | None, hide: list[Path] = (), extra_env: dict | None = None,
-                 results: Path | None = None) -> Ended:
+                 uid: int | None, extra_env: dict | None = None, results: Path | None = None) -> Ended:
     """Run `python -m module` in `workdir` with `payload` (JSON) on its stdin, under
-    `limits` and, as root, as `uid` behind the walls (hiding `hide`).  Its output goes
+    `limits` and, as root, as `uid` behind the walls, in a root of its own that holds
+    the system, the Python environment and `workdir` alone.  Its output goes
     to private/<module>.log; with `results`, a file root opens there is passed as a
     descriptor (payload["results_fd"]) that only this process holds."""
     from . import isolation
@@ -404,10 +410,12 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
             if uid not in _checked_uids:
                 _check_readable(uid, env)
                 _checked_uids.add(uid)
-    walls = isolation.Walls(uid, list(hide))
+    walls = isolation.Walls(uid, [Path(sys.prefix), Path(sys.base_prefix), workdir], cwd=workdir)
     if uid is not None:
         walls.cgroup = isolation.Cgroup.create(limits.run_memory_bytes, limits.processes)
         walls.namespaces = _namespaces_work()
+        walls.root = private / f"root-{module.rsplit('.', 1)[-1]}"
+        walls.root.mkdir(mode=0o755)
     payload = {**payload, "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
                "extra_processes": 0 if uid is not None else len(_processes_of(os.getuid(), "", None))}
     log_path = private / f"{module.rsplit('.', 1)[-1]}.log"
@@ -463,7 +471,7 @@ def _namespaces_work() -> bool:
 
 def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None, *,
                  profile: str | None = "quick", limits: Limits | None = None, uid: int | None = None,
-                 kernel: str = "labkit", hide: list[Path] = ()) -> RunResult:
+                 kernel: str = "labkit") -> RunResult:
     """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root)."""
     limits = limits or Limits()
     private = private or private_folder(workdir.parent, workdir.name)
@@ -471,7 +479,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     exports_path = workdir / "out" / "exports.jsonl"
     spec = {"input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
             "kernel": kernel, "parameters": {"profile": profile} if profile else {}}
-    ended = run_isolated("labkit.instructor.sandbox", spec, workdir, private, limits=limits, uid=uid, hide=hide,
+    ended = run_isolated("labkit.instructor.sandbox", spec, workdir, private, limits=limits, uid=uid,
                          extra_env={"LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
                                     "LABKIT_EXPORTS": str(exports_path)})
     log_path = private / "sandbox.log"
@@ -504,12 +512,12 @@ class CheckRun:
 
 
 def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path, private: Path, *,
-               limits: Limits, uid: int | None, hide: list[Path] = ()) -> CheckRun:
+               limits: Limits, uid: int | None) -> CheckRun:
     """Run the instructor's `groups` of checks on `exported` values (labkit.instructor.checker)."""
     results = private / "checks.jsonl"
     payload = {"notebook": notebook, "groups": groups, "exports": exported.decode("utf-8", "replace")}
     ended = run_isolated("labkit.instructor.checker", payload, workdir, private, limits=limits, uid=uid,
-                         hide=hide, results=results)
+                         results=results)
     records = {}
     for line in results.read_text(errors="replace").splitlines() if results.is_file() else []:
         try:

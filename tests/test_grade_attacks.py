@@ -1,0 +1,284 @@
+"""Grading a hostile class as root: every attack a student who wants the points
+could try earns exactly what an untouched release earns, no root-only file
+reaches any output, every broken submission becomes its own error rows, and no
+process or file of a grading uid is left afterwards.
+
+The class is built at test time from `labkit release` output, like
+test_grade.py's: each attacker is the untouched release plus one cell."""
+
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import psutil
+import pytest
+
+from labkit import paths
+from labkit.instructor import exports, grade, isolation, sandbox
+from test_grade import NOTEBOOK, cell_with, insert_after, instructor, processes_of_grading_uids, released, solved  # noqa: F401
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the attacks are on a grader that runs as root")]
+
+SECRET = f"labkit-root-only-{secrets.token_hex(8)}"
+SECRET_FILE = Path("/var/lib") / f"labkit-secret-{secrets.token_hex(4)}"
+MARKER = f"MARKER-OF-THE-CORRECT-STUDENT-{secrets.token_hex(4)}"
+
+def forged(names) -> str:
+    return f"""# forge: passed lines for every check (hidden ones too), and exports that claim the answers
+import json, os
+names = {sorted(names)!r}
+target = os.environ.get("LABKIT_CHECKS_FILE", os.path.join(os.environ["TMPDIR"], "checks.jsonl"))
+with open(target, "a") as f:
+    for name in names:
+        f.write(json.dumps({{"check": name, "status": "passed", "points": 99}}) + "\\n")
+with open(os.environ["LABKIT_EXPORTS"], "a") as f:
+    f.write(json.dumps({{"checks": sorted(names), "values": {{"iterative_ratio": {{"data": 1.0}},
+        "my_procstat_parse": {{"data": "int procstat_parse(void) {{ return 0; }}"}}}}}}) + "\\n")
+"""
+
+PATCHED = """# patch the checker so that every check passes, and the C checks do nothing
+from labkit.instructor import c_exercises, checks, exports
+def always(self, name, function, points=1, hidden=False, extra=None):
+    result = checks.CheckResult(self.notebook, name, points, points, "passed", "", hidden)
+    self.publish(result)
+    return result
+checks.Checker.run = always
+c_exercises.check_procstat_parse = c_exercises.check_procstat_live = c_exercises.check_poll_server = \\
+    lambda *args, **kwargs: None
+"""
+
+COPIED = f"""# copy the instructor's solutions and hidden checks, from where the venv lives (or any lab checkout)
+import os, sys, json
+from pathlib import Path
+mine = os.getcwd().rsplit("/lab/", 1)[0]
+found = []
+tops = [Path(sys.executable).resolve().parents[2], Path(sys.prefix).parent, Path("{paths.ROOT}"),
+        Path("/work"), Path("/root"), Path("/home"), Path("/var/lib"), Path("/tmp"), Path("/opt")]
+for top in tops:
+    for candidate in [top / "notebooks" / "{NOTEBOOK}.ipynb", *top.glob("**/{NOTEBOOK}.ipynb")]:
+        if str(candidate).startswith(mine):
+            continue  # this run's own copy of the student's notebook
+        try:
+            nb = json.loads(candidate.read_text())
+        except Exception as error:
+            print("could not read", candidate, type(error).__name__)
+            continue
+        found.append(str(candidate))
+        print("read", candidate)
+        for cell in nb["cells"]:
+            source = "".join(cell["source"])
+            if "BEGIN SOLUTION" in source:
+                try:
+                    exec(source)
+                except Exception as error:
+                    print("its solution did not run here:", type(error).__name__)
+            print(source)
+print("found", found)
+"""
+
+SNOOP = """# look for the other students' runs through /proc and read their notebooks
+import os, glob
+seen = []
+for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+    try:
+        words = open(cmdline, "rb").read().split(b"\\0")
+    except OSError:
+        continue
+    seen += [w.decode(errors="replace") for w in words if b"labkit-grade" in w or b".ipynb" in w]
+for place in set(seen) | set(glob.glob("/var/lib/labkit-grade-*/*/lab/notebooks/*.ipynb")) \\
+        | set(glob.glob("/tmp/labkit-grade-*/*/lab/notebooks/*.ipynb")):
+    try:
+        print(place, open(place).read()[:100000])
+    except OSError as error:
+        print(place, "unreadable:", error.strerror)
+for secret in glob.glob("/var/lib/labkit-secret-*"):
+    try:
+        print(open(secret).read())
+    except OSError as error:
+        print(secret, error.strerror)
+print("seen", len(seen))
+"""
+
+SWAP = f"""# from a process of its own, keep replacing the executed notebook by a link to a root-only file
+import os, subprocess, sys
+subprocess.Popen([sys.executable, "-c", '''
+import os, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+out = os.environ["LABKIT_EXPORTS"].rsplit("/", 1)[0]
+while True:
+    for name in ("executed.ipynb", "exports.jsonl"):
+        try:
+            os.unlink(os.path.join(out, name))
+        except OSError:
+            pass
+        try:
+            os.symlink("{SECRET_FILE}", os.path.join(out, name))
+        except OSError:
+            pass
+    time.sleep(0.005)
+'''])
+"""
+
+
+def write(root: Path, student: str, nb=None, raw: bytes | None = None) -> Path:
+    folder = root / student
+    folder.mkdir(parents=True)
+    path = folder / f"{NOTEBOOK}.ipynb"
+    if nb is not None:
+        nbformat.write(nb, path)
+    elif raw is not None:
+        path.write_bytes(raw)
+    return path
+
+
+def files_of_grading_uids() -> list[str]:
+    """Files anywhere on this machine owned by a grading uid no grader holds now."""
+    lo, hi = sandbox.FIRST_GRADING_UID, sandbox.FIRST_GRADING_UID + sandbox.UidLease.SPAN
+    done = subprocess.run(["find", "/", "-path", "/proc", "-prune", "-o", "-path", "/sys", "-prune", "-o",
+                           "(", "-uid", f"+{lo - 1}", "-uid", f"-{hi}", ")", "-print"],
+                          capture_output=True, text=True, timeout=300)
+    leased = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info["uids"]}
+    return [line for line in done.stdout.splitlines() if os.lstat(line).st_uid not in leased]
+
+
+@pytest.fixture(scope="module")
+def hostile_class(tmp_path_factory, released, instructor):
+    root = tmp_path_factory.mktemp("hostile")
+    submissions = root / "class"
+    SECRET_FILE.write_text(SECRET + "\n")
+    SECRET_FILE.chmod(0o600)
+    try:
+        correct = solved(released, instructor)
+        correct.cells.append(nbformat.v4.new_code_cell(f"# {MARKER}"))
+        write(submissions, "correct", correct)
+        write(submissions, "untouched", released)
+        write(submissions, "forged", insert_after(nbformat.from_dict(released), "checks.Checker(",
+                                                               forged(s.name for s in grade.check_catalog(instructor))))
+        write(submissions, "patched_checker", insert_after(nbformat.from_dict(released), "checks.Checker(", PATCHED))
+        write(submissions, "copied_solution", insert_after(nbformat.from_dict(released), "checks.Checker(", COPIED))
+        write(submissions, "proc_snoop", insert_after(nbformat.from_dict(released), "checks.Checker(", SNOOP))
+        write(submissions, "link_swap", insert_after(nbformat.from_dict(released), "checks.Checker(", SWAP))
+        (submissions / "link_to_instructor").mkdir()
+        (submissions / "link_to_instructor" / f"{NOTEBOOK}.ipynb").symlink_to(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb")
+        (submissions / "link_to_secret").mkdir()
+        (submissions / "link_to_secret" / f"{NOTEBOOK}.ipynb").symlink_to(SECRET_FILE)
+        text = nbformat.writes(released).encode()
+        write(submissions, "truncated", raw=text[: len(text) * 2 // 5])
+        write(submissions, "binary", raw=os.urandom(4096))
+        (submissions / "folder_notebook" / f"{NOTEBOOK}.ipynb").mkdir(parents=True)
+        long_name = "x" * 255
+        (submissions / long_name).mkdir()
+        os.mkfifo(submissions / long_name / f"{NOTEBOOK}.ipynb")
+        done = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(root / "out"),
+                               "--jobs", "2", "--timeout", "240", "--notebooks", NOTEBOOK],
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        book = pd.read_csv(root / "out" / "gradebook.csv", keep_default_na=False)
+        yield {"book": book, "out": root / "out", "stdout": done.stdout, "stderr": done.stderr,
+               "long_name": long_name}
+    finally:
+        SECRET_FILE.unlink(missing_ok=True)
+
+
+def points(book, student) -> float:
+    return book.loc[book["student"] == student, "points"].sum()
+
+
+@pytest.mark.timeout(1200)
+def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instructor):
+    book = hostile_class["book"]
+    total = sum(spec.max_points for spec in grade.check_catalog(instructor))
+    assert points(book, "correct") == total, book[book["student"] == "correct"][["check", "status", "message"]]
+    untouched = points(book, "untouched")
+    assert untouched == 0
+    for attacker in ("forged", "patched_checker", "copied_solution", "proc_snoop", "link_swap"):
+        mine = book[book["student"] == attacker]
+        assert len(mine) == len(grade.check_catalog(instructor)), attacker
+        assert points(book, attacker) == untouched, (attacker, mine[["check", "status", "message"]])
+
+
+def test_links_and_broken_files_are_refused_as_their_own_error_rows(hostile_class, instructor):
+    book = hostile_class["book"]
+    expected = {"link_to_instructor": "symbolic link", "link_to_secret": "symbolic link",
+                "truncated": "not valid notebook JSON", "binary": "not UTF-8",
+                "folder_notebook": "is a folder", hostile_class["long_name"]: "not a regular file"}
+    for student, says in expected.items():
+        mine = book[book["student"] == student]
+        assert len(mine) == len(grade.check_catalog(instructor)), student[:20]
+        assert set(mine["status"]) == {"error"} and mine["points"].sum() == 0, student[:20]
+        assert all(says in message for message in mine["message"]), (student[:20], set(mine["message"]))
+    feedback = {p.name for p in (hostile_class["out"] / "feedback").iterdir()}
+    assert len(feedback) == book["student"].nunique()  # the 255-byte name too, as a safe file name
+    assert all(len(name.encode()) <= 255 for name in feedback)
+
+
+def test_no_root_only_file_and_no_hidden_check_reaches_any_output(hostile_class, instructor):
+    hidden = [c.source for c in instructor.cells if "hidden-check" in c.metadata.get("tags", [])]
+    solutions = [c.source for c in instructor.cells if "BEGIN SOLUTION" in c.source]
+    for path in hostile_class["out"].rglob("*"):
+        if path.is_symlink():
+            pytest.fail(f"{path} is a link")
+        if not path.is_file():
+            continue
+        text = path.read_bytes().decode(errors="replace")
+        assert SECRET not in text, path
+        assert MARKER not in text or "correct" in str(path.relative_to(hostile_class["out"])), path
+        if "correct" not in str(path) and path.suffix != ".csv":
+            for source in hidden + solutions:
+                assert source.strip()[:120] not in text, (path, source[:60])
+    assert SECRET not in hostile_class["stdout"] + hostile_class["stderr"]
+
+
+def test_the_attackers_saw_nothing_of_the_instructor_or_the_other_runs(hostile_class):
+    executed = hostile_class["out"] / "executed"
+    copied = (executed / "copied_solution" / f"{NOTEBOOK}.ipynb").read_text()
+    assert "found []" in copied  # no instructor notebook could be read
+    snoop = (executed / "proc_snoop" / f"{NOTEBOOK}.ipynb").read_text()
+    assert MARKER not in snoop and SECRET not in snoop
+
+
+def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):
+    assert processes_of_grading_uids() == []
+    assert files_of_grading_uids() == []
+
+
+def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memory(tmp_path):
+    """Each child stays under the per-process limit; together they pass the run's."""
+    probe = isolation.Cgroup.create(1 << 30, 100)
+    if probe is None:
+        pytest.fail("no cgroup can be made here as root: the run's memory limit cannot be tested")
+    probe.remove()
+    hog = ("import os, time\n"
+           "for _ in range(6):\n"
+           "    if os.fork() == 0:\n"
+           "        block = bytearray(200 << 20)\n"
+           "        for i in range(0, len(block), 4096):\n"
+           "            block[i] = 1\n"
+           "        time.sleep(60)\n"
+           "        os._exit(0)\n"
+           "time.sleep(60)")
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "labkit", "display_name": "labkit",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell("from labkit.instructor import exports\nexports.save(['before'], {}, [])"),
+                nbformat.v4.new_code_cell(hog)]
+    lease = sandbox.UidLease(1)
+    limits = sandbox.Limits(timeout_s=90, run_memory_bytes=600 << 20)
+    base = sandbox.make_base()
+    try:
+        path = sandbox.prepare_workdir(base / "work", nb, "hog", uid=lease.uids[0])
+        run = sandbox.run_notebook(path, base / "work", profile=None, limits=limits, uid=lease.uids[0])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        lease.close()
+    assert run.outcome == "memory", (run.outcome, run.message)
+    assert "600 MiB" in run.message
+    assert run.elapsed_s < 80
+    assert "before" in exports.read(run.exports.decode())
