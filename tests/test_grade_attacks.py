@@ -20,7 +20,7 @@ import pytest
 
 from labkit import paths
 from labkit.instructor import exports, grade, isolation, sandbox
-from test_grade import NOTEBOOK, cell_with, insert_after, instructor, processes_of_grading_uids, released, solved  # noqa: F401
+from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released, solved  # noqa: F401
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the attacks are on a grader that runs as root")]
@@ -168,6 +168,7 @@ def hostile_class(tmp_path_factory, released, instructor):
         write(submissions, "link_swap", insert_after(nbformat.from_dict(released), "checks.Checker(", SWAP))
         (submissions / "link_to_instructor").mkdir()
         (submissions / "link_to_instructor" / f"{NOTEBOOK}.ipynb").symlink_to(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb")
+        (submissions / "linked_folder").symlink_to(submissions / "correct")
         (submissions / "link_to_secret").mkdir()
         (submissions / "link_to_secret" / f"{NOTEBOOK}.ipynb").symlink_to(SECRET_FILE)
         text = nbformat.writes(released).encode()
@@ -208,6 +209,7 @@ def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instr
 def test_links_and_broken_files_are_refused_as_their_own_error_rows(hostile_class, instructor):
     book = hostile_class["book"]
     expected = {"link_to_instructor": "symbolic link", "link_to_secret": "symbolic link",
+                "linked_folder": "symbolic link",
                 "truncated": "not valid notebook JSON", "binary": "not UTF-8",
                 "folder_notebook": "is a folder", hostile_class["long_name"]: "not a regular file"}
     for student, says in expected.items():

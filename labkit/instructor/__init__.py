@@ -1,9 +1,13 @@
 """The instructor's side of the lab.
 
   checks       the Checker a notebook's exercises use (visible and hidden checks)
-  c_exercises  C exercises: a student's function compiled in place of the lab's
+  c_exercises  C exercises: a student's function compiled in place of the lab's, run in its own process
   release      the students' copy: solutions -> stubs, hidden checks removed
-  sandbox      one notebook run isolated (own uid, limits, timeout)
+  check_cells  the checks of a notebook, and the student's notebook as it runs at grading
+  exports      the values a graded run hands to the checks, as plain data
+  checker      the checks process: the instructor's checks on those values, under another uid
+  sandbox      one isolated run (own uid, limits, timeout); isolation: its walls (cgroup, namespaces, root)
+  submissions  reading what students handed in without following links
   grade        a class graded into a gradebook and feedback pages
   figures      static images through one long-lived kaleido Chromium
   export       every figure and table of the notebooks into one folder

@@ -249,13 +249,19 @@ class Grader:
 
 
 def find_tasks(submissions: Path, notebooks: list[str]) -> list[Task]:
-    students = sorted(p for p in submissions.iterdir() if is_folder(p) and not p.name.startswith("."))
+    """A task per student folder and notebook.  A student "folder" that is a link is
+    graded as a link (refused, with error rows), never followed."""
+    students = sorted(p for p in submissions.iterdir()
+                      if not p.name.startswith(".") and (is_folder(p) or p.is_symlink()))
     if not students:
         raise LabError(f"no student folders in {submissions}",
                        "put each student's notebooks in SUBMISSIONS_DIR/<student>/<notebook>.ipynb")
     tasks = []
     for student in students:
         for name in notebooks:
+            if not is_folder(student):
+                tasks.append(Task(student.name, name, student))  # read_notebook refuses the link
+                continue
             path = student / f"{name}.ipynb"
             handed_in = os.path.lexists(path)  # a link or a folder is read and refused, not skipped
             tasks.append(Task(student.name, name, path if handed_in else None))
