@@ -394,12 +394,12 @@ def run_load(load: LoadSpec, port: int, cpus=None, events=None, host: str = "127
     # Under perf, loadgen is perf's child, not ours: it gets its own death signal.
     command = launcher.death_signal_prefix() + load.argv(port, host)
     wall_limit = load.wall_limit() + CLIENT_WALL_MARGIN_S
-    with tempfile.TemporaryDirectory(prefix="labkit-client-") as scratch:
-        perf_output = Path(scratch) / "perf.csv"
+    # perf's counts go to an unlinked file: nothing is left on disk even if we are killed.
+    with tempfile.TemporaryFile(prefix="labkit-client-perf-") as perf_output:
         wrapped = perf.wrap_command(command, perf_output, events)
         under_perf = wrapped != command
         started = time.monotonic()
-        child = launcher.spawn(wrapped, "client", cpus, prefix=prefix,
+        child = launcher.spawn(wrapped, "client", cpus, prefix=prefix, pass_fds=(perf_output.fileno(),),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             used_cpus = sorted(os.sched_getaffinity(child.pid))  # read back: what it really got

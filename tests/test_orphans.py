@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 import time
 
 import psutil
@@ -28,12 +29,13 @@ PERF_USABLE = subprocess.run(
 ).stdout.strip() == "True"
 
 
-def _kernel(body: str) -> subprocess.Popen:
-    """Start a Python program that uses labkit; it reports pids as one JSON line."""
+def _kernel(body: str, tmpdir: Path | None = None) -> subprocess.Popen:
+    """Start a Python program that uses labkit; it reports pids as one JSON line.
+    With `tmpdir`, its temporary files go there (TMPDIR), so a test can see what it left."""
     program = "import json, os, sys, time\nfrom labkit import procs, perf\n" + textwrap.dedent(body)
+    env = {**os.environ, "PYTHONPATH": str(paths.ROOT), **({"TMPDIR": str(tmpdir)} if tmpdir else {})}
     return subprocess.Popen([sys.executable, "-c", program], cwd=paths.ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**os.environ, "PYTHONPATH": str(paths.ROOT)})
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
 
 def _report(kernel: subprocess.Popen, timeout: float = 20) -> dict:
@@ -84,8 +86,8 @@ SERVER_WITH_PERF = """
 """
 
 
-def test_kill_9_of_the_kernel_kills_the_server_and_perf():
-    kernel = _kernel(SERVER_WITH_PERF)
+def test_kill_9_of_the_kernel_kills_the_server_and_perf(tmp_path):
+    kernel = _kernel(SERVER_WITH_PERF, tmp_path)
     report = _report(kernel)
     if PERF_USABLE:
         assert report["perf"], "perf should be attached on this machine"
@@ -100,10 +102,11 @@ def test_kill_9_of_the_kernel_kills_the_server_and_perf():
     if report["perf"]:
         record = json.loads((paths.RUN_DIR / f"{report['perf'][0]}.json").read_text())
         assert record["role"] == "perf" and record["owner_pid"] == kernel.pid
+    assert list(tmp_path.iterdir()) == []  # perf wrote to an unlinked file: nothing left on disk
     _forget_pid_files(pids)
 
 
-def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator():
+def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator(tmp_path):
     kernel = _kernel("""
         import socket, threading, psutil
         silent = socket.socket(); silent.bind(("127.0.0.1", 0)); silent.listen(16)
@@ -124,7 +127,7 @@ def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator():
                 time.sleep(0.02)
         threading.Thread(target=report, daemon=True).start()
         procs.run_load(procs.LoadSpec(4, 1, timeout=60), silent.getsockname()[1])
-    """)
+    """, tmp_path)
     report = _report(kernel)
     assert "loadgen" in report["names"]
     if PERF_USABLE:
@@ -134,6 +137,7 @@ def test_kill_9_during_a_client_run_kills_perf_and_the_load_generator():
     os.kill(kernel.pid, signal.SIGKILL)
     kernel.wait()
     assert _all_gone(report["children"]) == []
+    assert list(tmp_path.iterdir()) == []  # perf wrote to an unlinked file: nothing left on disk
     _forget_pid_files(report["children"])
 
 

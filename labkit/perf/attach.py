@@ -24,8 +24,26 @@ from labkit.perf.parse import (DEFAULT_EVENTS, NAN, SOFTWARE_EVENTS, Reading, co
 from labkit.perf.probe import PerfProbe, countable, perf_env, probe
 
 
-def wrap_command(cmd: list[str], output: Path, events=None) -> list[str]:
-    """`perf stat ... -o output -- cmd`, or cmd unchanged when perf is not usable here.
+def _log_to(output) -> list[str]:
+    """perf stat's flags that send its counts to `output`: a path (-o), or an open file
+    (--log-fd; the process started must be given the descriptor with pass_fds)."""
+    return ["--log-fd", str(output.fileno())] if hasattr(output, "fileno") else ["-o", str(output)]
+
+
+def _read_log(output) -> str:
+    if hasattr(output, "fileno"):
+        fd = output.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
+    try:
+        return Path(output).read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def wrap_command(cmd: list[str], output, events=None) -> list[str]:
+    """`perf stat ... -- cmd` writing its counts to `output`, or cmd unchanged when perf
+    is not usable here.  `output` is a path, or an open file: an unlinked one
+    (tempfile.TemporaryFile) leaves nothing on disk even when its owner is killed.
 
     The command runs with LC_ALL=C (perf's CSV must have decimal points).
     """
@@ -33,19 +51,15 @@ def wrap_command(cmd: list[str], output: Path, events=None) -> list[str]:
     can, _ = countable(events, found)
     if not found.usable or not can:
         return list(cmd)
-    return ["env", "LC_ALL=C", found.path, "stat", "-x,", "--no-big-num", "-o", str(output),
+    return ["env", "LC_ALL=C", found.path, "stat", "-x,", "--no-big-num", *_log_to(output),
             "-e", ",".join(can), "--", *cmd]
 
 
-def read_output(output: Path, events=None) -> dict[str, float]:
+def read_output(output, events=None) -> dict[str, float]:
     """The counters perf wrote to `output` (see wrap_command); NaN for every event not
-    measured, and all NaN when there is no file (perf was not usable)."""
+    measured, and all NaN when there is nothing (perf was not usable)."""
     requested = list(events) if events is not None else list(DEFAULT_EVENTS)
-    try:
-        text = Path(output).read_text()
-    except FileNotFoundError:
-        return complete({}, requested)
-    return complete(parse_stat_csv(text), requested)
+    return complete(parse_stat_csv(_read_log(output)), requested)
 
 
 def _perf_event_fds(pid: int) -> int:
@@ -160,7 +174,7 @@ class Attached:
         self.note = ""
         self.attach_seconds: float | None = None
         self._perf: launcher.Child | None = None
-        self._output: Path | None = None
+        self._output = None  # the unlinked file perf writes its counts to
         self._before: dict | None = None
         self._notes: list[str] = []
 
@@ -180,14 +194,13 @@ class Attached:
         return self
 
     def _start_perf(self, found: PerfProbe, events: list[str]) -> None:
-        fd, name = tempfile.mkstemp(prefix="labkit-perf-", suffix=".csv")
-        os.close(fd)
-        self._output = Path(name)
-        cmd = [found.path, "stat", "-x,", "--no-big-num", "-o", name,
+        # An unlinked file: nothing is left on disk even when our process is killed.
+        self._output = tempfile.TemporaryFile(prefix="labkit-perf-")
+        cmd = [found.path, "stat", "-x,", "--no-big-num", *_log_to(self._output),
                "-e", ",".join(events), "-p", str(self.pid)]
         started = time.monotonic()
-        self._perf = launcher.spawn(cmd, "perf", None, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.PIPE, text=True, env=perf_env())
+        self._perf = launcher.spawn(cmd, "perf", None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True, env=perf_env(), pass_fds=(self._output.fileno(),))
         # perf opens one descriptor per event and per thread that exists now;
         # threads created later inherit the counters without new descriptors.
         threads_before = _thread_count(self.pid)
@@ -224,7 +237,7 @@ class Attached:
 
     def _forget_output(self) -> None:
         if self._output is not None:
-            self._output.unlink(missing_ok=True)
+            self._output.close()
             self._output = None
 
     def stop(self) -> dict[str, float]:
@@ -232,7 +245,7 @@ class Attached:
         proc_values = _difference(self._before, after)
         if self.source == "perf":
             self._stop_perf()
-            text = self._output.read_text() if self._output and self._output.exists() else ""
+            text = _read_log(self._output) if self._output else ""
             self._forget_output()
             self.readings = parse_stat_csv_detail(text)
             values = {e: r.value for e, r in self.readings.items()}
