@@ -125,21 +125,28 @@ def _check_port_free(port: int) -> None:
         probe.close()
 
 
-def ensure_nofile(clients: int, idle: int = 0) -> None:
-    """Refuse a client count (active + idle connections) the open-file limit cannot
-    hold, after trying to raise it; the message says how many would fit."""
+def open_files_problem(clients: int, idle: int, limit: int) -> LabError | None:
+    """The LabError for `clients` + `idle` connections under an open-file `limit`
+    (saying how many would fit), or None when they fit."""
     want = clients + idle + FD_MARGIN
-    limit = system.raise_nofile(want)  # never lowers it; children inherit the new limit
-    if limit != resource.RLIM_INFINITY and limit < want:
-        fits = max(limit - FD_MARGIN, 0)
-        if idle:
-            what = f"{clients} clients + {idle} idle connections need about {want} open files, but the limit is {limit}"
-            fix = f"use at most {fits} connections in all (at most {max(fits - clients, 0)} idle beside {clients} clients)"
-        else:
-            what = f"{clients} clients need about {want} open files, but the limit is {limit}"
-            fix = f"use at most {fits} clients"
-        raise LabError(what, fix + ", or raise the limit "
-                       "(`ulimit -n` before starting Jupyter, or /etc/security/limits.conf)")
+    if limit == resource.RLIM_INFINITY or want <= limit:
+        return None
+    fits = max(limit - FD_MARGIN, 0)
+    raise_it = ", or raise the limit (`ulimit -n` before starting Jupyter, or /etc/security/limits.conf)"
+    if idle:
+        return LabError(f"{clients} clients + {idle} idle connections need about {want} open files, "
+                        f"but the limit is {limit}",
+                        f"use at most {max(fits - clients, 0)} idle connections beside {clients} clients" + raise_it)
+    return LabError(f"{clients} clients need about {want} open files, but the limit is {limit}",
+                    f"use at most {fits} clients" + raise_it)
+
+
+def ensure_nofile(clients: int, idle: int = 0) -> None:
+    """Raise the soft open-file limit for `clients` + `idle` connections (children
+    inherit it), or refuse them, saying how many would fit."""
+    problem = open_files_problem(clients, idle, system.raise_nofile(clients + idle + FD_MARGIN))
+    if problem:
+        raise problem
 
 
 # ---------------------------------------------------------------------------

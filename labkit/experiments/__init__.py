@@ -25,7 +25,6 @@ import importlib.util
 import itertools
 import os
 import pkgutil
-import resource
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,28 +169,17 @@ class Experiment:
         return Pinning(point.get("server_cpus"), point.get("client_cpus"), note)
 
     def _check_open_files(self, params: dict) -> None:
-        """Refuse up front a point the hard open-file limit cannot hold, saying what fits."""
+        """Refuse up front a point the hard open-file limit cannot hold, saying what fits
+        (the soft limit is raised before the run: procs.ensure_nofile)."""
         from labkit import system
-        from labkit.procs import FD_MARGIN
+        from labkit.procs import open_files_problem
 
-        # The soft limit is raised before the run (procs.ensure_nofile); only the hard one refuses.
         hard = system.nofile_limit()[1]
-        hard = hard if hard != resource.RLIM_INFINITY else 1 << 20
         for point in self.grid(params):
             load = self.load_spec(point)
-            want = load.clients + load.idle + FD_MARGIN
-            if want <= hard:
-                continue
-            if load.idle:
-                raise LabError(
-                    f"{load.clients} clients + {load.idle} idle connections need about {want} open files; "
-                    f"this machine allows {hard}",
-                    f"use at most {max(hard - FD_MARGIN - load.clients, 0)} idle connections beside "
-                    f"{load.clients} clients, or raise the limit (`ulimit -n`, /etc/security/limits.conf)")
-            raise LabError(
-                f"{load.clients} clients need about {want} open files; this machine allows {hard}",
-                f"use at most {hard - FD_MARGIN} clients, or raise the limit "
-                "(`ulimit -n`, /etc/security/limits.conf)")
+            problem = open_files_problem(load.clients, load.idle, hard)
+            if problem:
+                raise problem
 
     # -- its figures ----------------------------------------------------------
     def figure_of(self, metric: str) -> Figure:
