@@ -7,6 +7,8 @@ was not measured is NaN (JSON null on disk), never 0.
 
 from __future__ import annotations
 
+import copy
+
 NAN = float("nan")
 
 # What the load generator reports, and what is derived from it.
@@ -34,8 +36,7 @@ def new(server, load, events: list[str]) -> dict:
     row = {"model": server.model, "service": server.service, "workers": server.workers,
            **{f"server_{flag}": value for flag, value in server.flags.items()},
            "clients": load.clients, "requests": load.requests, **load.options}
-    row.update({name: (dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list)
-                       else value) for name, value in MEASURED.items()})
+    row.update(copy.deepcopy(MEASURED))  # its own errors dict and CPU lists
     for side in SIDES:
         row.update({f"{side}_{name}": NAN for name in [*events, *DERIVED]})
     return row

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from labkit.errors import LabError
-from labkit.params import BOTH, FROM_MACHINE, LOAD, PINNING, SERVER, SWEEP, Models, Param
+from labkit.params import BOTH, FROM_MACHINE, LOAD, SERVER, SWEEP, Param
 
 EXTRA_DIRS_ENV = "LABKIT_EXPERIMENTS"
 
@@ -258,6 +258,3 @@ def grid(params: dict) -> list[dict]:
     """The grid points of resolved `params` (they name their experiment)."""
     return get(params["experiment"]).grid(params)
 
-
-__all__ = ["BOTH", "COMMON_FIGURES", "EXTRA_DIRS_ENV", "FROM_MACHINE", "LOAD", "PINNING", "SERVER", "SWEEP",
-           "Experiment", "Figure", "Models", "Param", "catalogue", "get", "grid", "resolve"]

@@ -89,9 +89,9 @@ def parse_lines(code: str, lines: list[str], timeout: float = 10.0) -> list[dict
     except subprocess.TimeoutExpired:
         raise AssertionError(f"your procstat_parse did not return within {timeout:g} s "
                              "(an endless loop? check how it walks the line)") from None
-    code_ = child.popen.returncode
-    if code_ != 0:
-        how = f"was killed by signal {-code_}" if code_ < 0 else f"exited with status {code_}"
+    status = child.popen.returncode
+    if status != 0:
+        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
         raise AssertionError(f"your procstat_parse crashed: the process running it {how} "
                              "(reading past the end of the line? a NULL pointer?)\n"
                              + err.decode(errors="replace")[-800:])

@@ -48,8 +48,6 @@ EXERCISES_C = Path("csrc") / "exercises"
 MAX_OUTPUT_CHARS = 20_000       # one output of a kept executed notebook
 MAX_KEPT_NOTEBOOK = 5 * 1024 * 1024
 
-__all__ = ["CheckSpec", "check_catalog", "grade", "graded_copy", "rows_for"]
-
 
 # ---------------------------------------------------------------------------
 # one student's notebook

@@ -52,7 +52,8 @@ class Cgroup:
                 folder.mkdir()
                 group = cls({"memory": folder, "pids": folder}, 2)
                 (folder / "memory.max").write_text(str(memory_bytes))
-                (folder / "memory.swap.max").write_text("0") if (folder / "memory.swap.max").exists() else None
+                if (folder / "memory.swap.max").exists():  # no swapping past the limit either
+                    (folder / "memory.swap.max").write_text("0")
                 (folder / "pids.max").write_text(str(processes))
                 return group
             if (CGROUP_ROOT / "memory" / "cgroup.procs").is_file() and (CGROUP_ROOT / "pids" / "cgroup.procs").is_file():
