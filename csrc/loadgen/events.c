@@ -173,7 +173,7 @@ static void conn_send(struct driver *d, struct conn *c)
 static void exchange_begin(struct driver *d, struct conn *c, uint64_t due)
 {
     uint64_t now = now_ns();
-    exchange_start(&c->x, d->w);
+    exchange_start(&c->x, d->w, (long)(c - d->conns));
     c->phase = BUSY;
     c->due_ns = due ? due : now;
     c->sent_ns = now;
@@ -189,6 +189,8 @@ static void exchange_end(struct driver *d, struct conn *c)
     struct outcome *out = d->out;
     out->requests_ok++;
     out->server_reads += c->x.server_reads;
+    out->body_bytes_ok += (long long)c->x.body_len;
+    out->last_reply_ns = now;
     d->completed++;
     bool warming_up = (o->warmup_s > 0 && c->due_ns < d->start_ns + (uint64_t)(o->warmup_s * 1e9))
                    || (o->warmup_requests > 0 && d->completed <= o->warmup_requests);
@@ -400,7 +402,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
     }
 
     /* The gate opens. */
-    d.start_ns = now_ns();
+    d.start_ns = out->first_send_ns = now_ns();
     for (long i = 0; i < o->clients; i++) {
         struct conn *c = &d.conns[i];
         if (c->phase != HELD)

@@ -5,16 +5,24 @@
 #include "common/util.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *const service_names[] = { "top", "echo", "sink" };
+const char *const vary_names[] = { "none", "uniform", "log" };
 
-void exchange_start(struct exchange *x, const struct workload *w)
+void exchange_start(struct exchange *x, const struct workload *w, long c)
 {
     x->w = w;
+    x->body_len = workload_body_size(w, c);
+    x->head_len = 0;
+    if (w->service == SERVICE_TOP)
+        x->head_len = (size_t)snprintf(x->head, sizeof x->head, "TOP %ld\n", w->k);
+    else if (w->service == SERVICE_SINK)
+        x->head_len = (size_t)snprintf(x->head, sizeof x->head, "PUT %zu\n", x->body_len);
     x->sent = 0;
     x->echoed = 0;
     x->line_len = 0;
@@ -28,13 +36,12 @@ void exchange_start(struct exchange *x, const struct workload *w)
 /* The request bytes not yet sent, as up to two pieces; returns how many. */
 int exchange_unsent(const struct exchange *x, struct iovec iov[2])
 {
-    const struct workload *w = x->w;
     int n = 0;
-    if (x->sent < w->head_len)
-        iov[n++] = (struct iovec){ (char *)w->head + x->sent, w->head_len - x->sent };
-    size_t body_sent = x->sent > w->head_len ? x->sent - w->head_len : 0;
-    if (body_sent < w->body_len)
-        iov[n++] = (struct iovec){ w->payload + body_sent, w->body_len - body_sent };
+    if (x->sent < x->head_len)
+        iov[n++] = (struct iovec){ (char *)x->head + x->sent, x->head_len - x->sent };
+    size_t body_sent = x->sent > x->head_len ? x->sent - x->head_len : 0;
+    if (body_sent < x->body_len)
+        iov[n++] = (struct iovec){ x->w->payload + body_sent, x->body_len - body_sent };
     return n;
 }
 
@@ -106,9 +113,9 @@ static enum reply_status sink_line(struct exchange *x, const char *line)
     if (strncmp(line, "OK ", 3) != 0 || !take_number(&p, ' ', &n) ||
         !take_number(&p, '\0', &reads))
         return bad(x, "the reply is not 'OK <n> <reads>'");
-    if (n != x->w->size)
+    if (n != x->body_len)
         return bad(x, "OK names a size other than the one sent");
-    if (reads < 1 || reads > n)
+    if (reads > n || (reads < 1 && n > 0))
         return bad(x, "OK reports a read count outside 1..n");
     x->server_reads = (long)reads;
     return REPLY_DONE;
@@ -120,12 +127,12 @@ enum reply_status exchange_received(struct exchange *x, const char *data, size_t
 {
     const struct workload *w = x->w;
     if (w->service == SERVICE_ECHO) {
-        if (x->echoed + n > w->size)
+        if (x->echoed + n > x->body_len)
             return bad(x, "more bytes echoed than were sent");
         if (memcmp(data, w->payload + x->echoed, n) != 0)
             return bad(x, "the echoed bytes differ from the bytes sent");
         x->echoed += n;
-        return x->echoed == w->size ? REPLY_DONE : REPLY_MORE;
+        return x->echoed == x->body_len ? REPLY_DONE : REPLY_MORE;
     }
     for (size_t i = 0; i < n; i++) {
         if (data[i] != '\n') {
@@ -148,19 +155,13 @@ enum reply_status exchange_received(struct exchange *x, const char *data, size_t
     return REPLY_MORE;
 }
 
-void workload_make(struct workload *w, enum service service, long k, long size)
+void workload_make(struct workload *w, enum service service, long k, long size,
+                   enum size_vary vary, unsigned long seed)
 {
-    w->service = service;
-    w->k = k;
-    w->size = (size_t)size;
-    w->payload = NULL;
-    w->body_len = 0;
-    if (service == SERVICE_TOP) {
-        w->head_len = (size_t)snprintf(w->head, sizeof w->head, "TOP %ld\n", k);
+    *w = (struct workload){ .service = service, .k = k, .vary = vary, .seed = seed };
+    if (service == SERVICE_TOP)
         return;
-    }
-    w->head_len = service == SERVICE_SINK
-        ? (size_t)snprintf(w->head, sizeof w->head, "PUT %ld\n", size) : 0;
+    w->size = (size_t)size;
     w->payload = malloc(w->size);
     if (!w->payload)
         die("cannot allocate a %zu-byte payload: ask for a smaller --size", w->size);
@@ -172,11 +173,37 @@ void workload_make(struct workload *w, enum service service, long k, long size)
         state ^= state << 5;
         w->payload[i] = (unsigned char)state;
     }
-    w->body_len = w->size;
 }
 
 void workload_free(struct workload *w)
 {
     free(w->payload);
     w->payload = NULL;
+}
+
+/* splitmix64: a well-mixed 64-bit value from (seed, connection), so each
+ * connection's size depends on nothing else: not on the engine, not on the
+ * order connections finish in. */
+static uint64_t mix(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+size_t workload_body_size(const struct workload *w, long c)
+{
+    if (w->service == SERVICE_TOP)
+        return 0;
+    if (w->vary == VARY_NONE || w->size <= VARY_MIN_SIZE)
+        return w->size;
+    double u = (double)(mix(w->seed * 0x100000001b3ull ^ (uint64_t)c) >> 11) / 9007199254740992.0;
+    double lo = VARY_MIN_SIZE, hi = (double)w->size, size;
+    if (w->vary == VARY_UNIFORM)
+        size = lo + u * (hi - lo);
+    else
+        size = exp(log(lo) + u * (log(hi) - log(lo)));
+    size_t n = (size_t)(size + 0.5);
+    return n < VARY_MIN_SIZE ? VARY_MIN_SIZE : n > w->size ? w->size : n;
 }

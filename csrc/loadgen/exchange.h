@@ -15,21 +15,31 @@
 enum service { SERVICE_TOP, SERVICE_ECHO, SERVICE_SINK };
 extern const char *const service_names[];
 
-/* What every exchange of this run sends; read-only, shared by all clients. */
+/* How the echo/sink body size varies between connections: not at all, or
+ * drawn per connection from VARY_MIN_SIZE..size, uniformly or log-uniformly
+ * (as many 1-10 KB bodies as 1-10 MB ones), reproducibly from a seed. */
+enum size_vary { VARY_NONE, VARY_UNIFORM, VARY_LOG };
+extern const char *const vary_names[];
+#define VARY_MIN_SIZE 1024
+
+/* What the exchanges of this run send; read-only, shared by all clients. */
 struct workload {
     enum service service;
     long k;
-    size_t size;
-    char head[32];                 /* "TOP k\n" or "PUT size\n"; empty for echo */
-    size_t head_len;
-    unsigned char *payload;        /* echo/sink body, `size` bytes */
-    size_t body_len;               /* 0 for top */
+    size_t size;                   /* echo/sink: the body size, or the largest one */
+    enum size_vary vary;
+    unsigned long seed;
+    unsigned char *payload;        /* echo/sink body bytes, `size` of them */
 };
 
 /* Fill in the request for a service (the payload is malloc'd; dies if it
  * cannot be); workload_free() releases it. */
-void workload_make(struct workload *w, enum service service, long k, long size);
+void workload_make(struct workload *w, enum service service, long k, long size,
+                   enum size_vary vary, unsigned long seed);
 void workload_free(struct workload *w);
+/* The body size of connection c's exchanges: the same for every run with
+ * the same seed (0 for top). */
+size_t workload_body_size(const struct workload *w, long c);
 
 enum reply_status { REPLY_MORE, REPLY_DONE, REPLY_BAD };
 
@@ -37,6 +47,9 @@ enum reply_status { REPLY_MORE, REPLY_DONE, REPLY_BAD };
  * the reply parsed so far. */
 struct exchange {
     const struct workload *w;
+    char head[32];                 /* "TOP k\n" or "PUT size\n"; empty for echo */
+    size_t head_len;
+    size_t body_len;               /* echo/sink body bytes; 0 for top */
     size_t sent;                   /* request bytes sent (head, then body) */
     size_t echoed;                 /* echo: reply bytes checked */
     char line[MAX_REPLY_LINE + 1]; /* top/sink: the reply line being read */
@@ -48,7 +61,8 @@ struct exchange {
     const char *bad_line;          /* and the reply line it was in, if any */
 };
 
-void exchange_start(struct exchange *x, const struct workload *w);
+/* Start an exchange of connection c (its body size: workload_body_size). */
+void exchange_start(struct exchange *x, const struct workload *w, long c);
 /* The request bytes not yet sent, as up to two pieces; returns how many. */
 int exchange_unsent(const struct exchange *x, struct iovec iov[2]);
 void exchange_did_send(struct exchange *x, size_t n);

@@ -4,7 +4,7 @@
  *           [--service top|echo|sink] [--k K] [--size BYTES]
  *           [--timeout S] [--connect-timeout S]
  *           [--engine threads|events] [--rate R] [--duration S]
- *           [--warmup S|N] [--idle N]
+ *           [--warmup S|N] [--idle N] [--vary uniform|log] [--seed N]
  *
  * Two drivers run the same exchanges (exchange.c):
  *   threads  one thread per connection, like the seed reports' client
@@ -31,6 +31,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -58,6 +59,9 @@ static void usage(FILE *to)
         "  --service top|echo|sink  workload (default top)\n"
         "  --k K                  top: processes per reply, 1..1000 (default 2)\n"
         "  --size BYTES           echo/sink: payload per request (default 64)\n"
+        "  --vary uniform|log     echo/sink: each connection's payload size drawn from\n"
+        "                         1024..--size, uniformly or log-uniformly (uploads)\n"
+        "  --seed N               the draw's seed: the same seed, the same sizes (default 1)\n"
         "  --timeout S            bound on each exchange, seconds (default 10);\n"
         "                         behind an iterative server a client waits for\n"
         "                         all earlier clients, so raise it for big sweeps\n"
@@ -149,13 +153,15 @@ static struct options parse_options(int argc, char **argv)
         { "duration", required_argument, NULL, 'd' },
         { "warmup", required_argument, NULL, 'w' },
         { "idle", required_argument, NULL, 'i' },
+        { "vary", required_argument, NULL, 'v' },
+        { "seed", required_argument, NULL, 'S' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
     struct options o = {
         .host = "127.0.0.1", .port = -1, .clients = -1, .requests = -1,
         .service = SERVICE_TOP, .k = 2, .size = 64,
-        .timeout_s = 10, .connect_timeout_s = 5, .engine = ENGINE_THREADS,
+        .timeout_s = 10, .connect_timeout_s = 5, .engine = ENGINE_THREADS, .seed = 1,
     };
     const char *events_only = NULL; /* the first flag that needs --engine events */
     int opt;
@@ -201,6 +207,12 @@ static struct options parse_options(int argc, char **argv)
             o.idle = parse_count("--idle", optarg, 0, MAX_CLIENTS);
             events_only = events_only ? events_only : "--idle";
             break;
+        case 'v':
+            if (strcmp(optarg, "uniform") == 0) o.vary = VARY_UNIFORM;
+            else if (strcmp(optarg, "log") == 0) o.vary = VARY_LOG;
+            else bad_args("--vary '%s': expected uniform or log", optarg);
+            break;
+        case 'S': o.seed = (unsigned long)parse_count("--seed", optarg, 0, LONG_MAX); break;
         case 'h': usage(stdout); exit(0);
         case ':': bad_args("%s needs a value", argv[optind - 1]);
         default: bad_args("unknown option '%s'", argv[optind - 1]);
@@ -219,6 +231,8 @@ static struct options parse_options(int argc, char **argv)
     if (o.requests < 0 && o.duration_s == 0)
         bad_args("--requests is required (requests per client, 0 to %ld)%s", MAX_REQUESTS,
                  o.rate_rps > 0 ? ", or --duration with --rate" : "");
+    if (o.vary != VARY_NONE && o.service == SERVICE_TOP)
+        bad_args("--vary draws echo/sink payload sizes; top requests have none");
     if (events_only && o.engine != ENGINE_EVENTS)
         bad_args("%s needs --engine events (the threads engine is the seeds' closed-loop "
                  "client)", events_only);
@@ -296,7 +310,7 @@ int main(int argc, char **argv)
         bad_args("--host '%s': not an address this machine can resolve", o.host);
     ensure_descriptors(o.clients, o.idle);
     struct workload work;
-    workload_make(&work, o.service, o.k, o.size);
+    workload_make(&work, o.service, o.k, o.size, o.vary, o.seed);
 
     static struct outcome out; /* two histograms: too big for the stack */
     outcome_init(&out);

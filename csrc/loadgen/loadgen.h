@@ -38,6 +38,8 @@ struct options {
     double warmup_s;               /* leave out exchanges meant to start this early ... */
     long warmup_requests;          /* ... or the first this many to complete */
     long idle;                     /* extra connections held open and silent */
+    enum size_vary vary;           /* echo/sink: body sizes differ per connection */
+    unsigned long seed;            /* ... drawn reproducibly from this seed */
 };
 
 /* A failure is an errno value (> 0) or one of the protocol failures below,
@@ -61,9 +63,12 @@ struct outcome {
     long requests_planned;         /* exchanges the run was to make */
     long requests_ok;
     long server_reads;             /* sink: summed over the exchanges */
+    long long body_bytes_ok;       /* echo/sink body bytes of the completed exchanges */
     long idle_ok, idle_failed;     /* idle connections held to the end, or not */
     long warmup_excluded;          /* exchanges left out of the latency figures */
     uint64_t began_ns, ended_ns;   /* first connect attempt .. last close */
+    uint64_t first_send_ns;        /* the gate opened: the first request byte .. */
+    uint64_t last_reply_ns;        /* .. the last complete reply (0: none) */
     struct failure_tally failures;
     atomic_bool bad_reply_reported;
     /* Latency from the intended start (open loop; = the send in closed

@@ -220,6 +220,15 @@ int report(const struct options *o, struct outcome *out)
         printf("\"throughput_rps\":%.3f,", (double)out->requests_ok / elapsed);
     else
         printf("\"throughput_rps\":null,");
+    if (o->service != SERVICE_TOP) {
+        /* Uploads: the bodies delivered, from the first request byte to the last reply. */
+        printf("\"vary\":\"%s\",\"seed\":%lu,\"body_bytes_ok\":%lld,", vary_names[o->vary],
+               o->seed, out->body_bytes_ok);
+        bool moved = out->last_reply_ns > out->first_send_ns && out->first_send_ns > 0;
+        double transfer = moved ? (double)(out->last_reply_ns - out->first_send_ns) / 1e9 : 0;
+        print_optional("transfer_s", moved, transfer);
+        print_optional("goodput_gbit_s", moved, moved ? (double)out->body_bytes_ok * 8 / transfer / 1e9 : 0);
+    }
     if (o->service == SERVICE_SINK && out->requests_ok > 0)
         printf("\"sink_server_reads_mean\":%.3f,",
                (double)out->server_reads / (double)out->requests_ok);

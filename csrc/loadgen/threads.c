@@ -153,7 +153,9 @@ struct client {
     bool started, connected, lost;
     long requests_ok;
     long server_reads;             /* sink: summed over its exchanges */
+    long long body_bytes_ok;       /* echo/sink body bytes of its completed exchanges */
     uint64_t began_ns, ended_ns;   /* first connect attempt .. closed */
+    uint64_t first_send_ns, last_reply_ns; /* 0 until it sent, or got a reply */
 };
 
 static void *client_main(void *arg)
@@ -170,12 +172,16 @@ static void *client_main(void *arg)
     c->connected = failure == 0;
 
     for (long i = 0; failure == 0 && i < run->opt->requests; i++) {
-        exchange_start(&x, run->work);
+        exchange_start(&x, run->work, c->index);
         uint64_t t0 = now_ns();
+        if (c->first_send_ns == 0)
+            c->first_send_ns = t0;
         failure = conn_exchange(fd, &x, (uint64_t)(run->opt->timeout_s * 1e9));
         if (failure == 0) {
-            latency[c->requests_ok++] = now_ns() - t0;
+            c->last_reply_ns = now_ns();
+            latency[c->requests_ok++] = c->last_reply_ns - t0;
             c->server_reads += x.server_reads;
+            c->body_bytes_ok += (long long)x.body_len;
         } else if (failure == FAIL_BADREPLY) {
             note_bad_reply(run->out, c->index, &x);
         }
@@ -233,6 +239,11 @@ static void collect(struct run *run, const struct client *clients)
         out->lost += c->lost;
         out->requests_ok += c->requests_ok;
         out->server_reads += c->server_reads;
+        out->body_bytes_ok += c->body_bytes_ok;
+        if (c->first_send_ns && (!out->first_send_ns || c->first_send_ns < out->first_send_ns))
+            out->first_send_ns = c->first_send_ns;
+        if (c->last_reply_ns > out->last_reply_ns)
+            out->last_reply_ns = c->last_reply_ns;
         if (c->began_ns < out->began_ns) out->began_ns = c->began_ns;
         if (c->ended_ns > out->ended_ns) out->ended_ns = c->ended_ns;
         const uint64_t *mine = run->latency_ns + i * run->opt->requests;
