@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/expect.h"
 #include "common/net.h"
 #include "common/util.h"
 
@@ -71,9 +72,15 @@ static void usage(FILE *to, const struct server_model *m)
             "  --host ADDR   address to listen on (default 127.0.0.1)\n"
             "  --service S   what to serve (default top)\n"
             "%s"
+            "%s"
             "Prints \"listening <port>\" when ready; SIGTERM stops it.\n",
             m->name, service_names(), m->has_workers ? " [--workers N]" : "", m->summary,
-            m->has_workers ? "  --workers N   number of workers (default: one per usable CPU)\n" : "");
+            m->has_workers ? "  --workers N   number of workers (default: one per usable CPU)\n" : "",
+            m->serves_in_children ? ""
+            : "  --expect N    report each batch of N connections on stdout: its bytes and the\n"
+              "                time from the first connect to the last close\n"
+              "  --expect-timeout S  report a batch that is still short after S seconds\n"
+              "                (default 60) instead of waiting for ever\n");
 }
 
 /* Bad command line: say why and how to get help, exit 2. */
@@ -90,18 +97,22 @@ int server_main(int argc, char **argv, const struct server_model *model)
         { "host", required_argument, NULL, 'H' },
         { "service", required_argument, NULL, 's' },
         { "workers", required_argument, NULL, 'w' },
+        { "expect", required_argument, NULL, 'e' },
+        { "expect-timeout", required_argument, NULL, 'E' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *host = "127.0.0.1";
-    long port = 0, workers = 0;
+    long port = 0, workers = 0, expect = 0;
+    double expect_timeout = 60;
+    bool expect_timeout_given = false;
     struct server_config cfg = { .service = service_find("top") };
     char why[256];
     int opt;
 
     set_program_name(model->name);
     opterr = 0; /* we word the errors ourselves */
-    while ((opt = getopt_long(argc, argv, ":p:H:s:w:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":p:H:s:w:e:E:h", options, NULL)) != -1) {
         switch (opt) {
         case 'p':
             if (parse_long(optarg, 0, 65535, &port) < 0)
@@ -128,6 +139,24 @@ int server_main(int argc, char **argv, const struct server_model *model)
             if (parse_long(optarg, 1, 4096, &workers) < 0)
                 bad_usage(model, "--workers needs a number from 1 to 4096");
             break;
+        case 'e':
+            if (model->serves_in_children) {
+                snprintf(why, sizeof why, "--expect is not supported: the %s model serves in child "
+                         "processes, each with its own counts; use a one-process model", model->name);
+                bad_usage(model, why);
+            }
+            if (parse_long(optarg, 1, 1000000, &expect) < 0)
+                bad_usage(model, "--expect needs a connection count from 1 to 1000000");
+            break;
+        case 'E': {
+            char *end;
+            errno = 0;
+            expect_timeout = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || errno != 0 || !(expect_timeout > 0 && expect_timeout <= 86400))
+                bad_usage(model, "--expect-timeout needs seconds, more than 0 and at most 86400");
+            expect_timeout_given = true;
+            break;
+        }
         case 'h':
             usage(stdout, model);
             return 0;
@@ -143,6 +172,8 @@ int server_main(int argc, char **argv, const struct server_model *model)
         snprintf(why, sizeof why, "unexpected argument '%s'", argv[optind]);
         bad_usage(model, why);
     }
+    if (expect_timeout_given && expect == 0)
+        bad_usage(model, "--expect-timeout needs --expect N");
     if (model->has_workers && workers == 0)
         workers = usable_cpus();
     cfg.workers = (int)workers;
@@ -163,6 +194,8 @@ int server_main(int argc, char **argv, const struct server_model *model)
     printf("listening %d\n", net_local_port(cfg.listen_fd));
     if (fflush(stdout) != 0)
         die_errno("write to stdout");
+    if (expect > 0)
+        expect_start(expect, expect_timeout);
     return model->serve(&cfg);
 }
 

@@ -6,7 +6,8 @@
  *
  * server_main parses --port N (0 = any free port), --host H (default
  * 127.0.0.1), --service top|echo|sink, --workers N (only if the model has
- * workers) and --help; ignores SIGPIPE; raises the open-file limit to its
+ * workers), --expect N [--expect-timeout S] (see expect.h; not for models
+ * that serve in child processes) and --help; ignores SIGPIPE; raises the open-file limit to its
  * hard limit; listens; prints exactly "listening <port>\n" on stdout; then
  * calls serve().  SIGTERM or SIGINT ends the process with status 0 at once,
  * unless the model asked for server_stop_fd() to shut down by itself.
@@ -28,6 +29,7 @@ struct server_model {
     const char *name;          /* "iterative", "threaded", ... */
     const char *summary;       /* one line for --help */
     bool has_workers;
+    bool serves_in_children;   /* forks: --expect's counters would be per child */
     /* Serve until stopped; the return value is the exit status. */
     int (*serve)(const struct server_config *cfg);
 };

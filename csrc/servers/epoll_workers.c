@@ -30,6 +30,7 @@ int main(int argc, char **argv)
         .summary = "N processes, each serving connections with epoll on one shared listener "
                    "(EPOLLEXCLUSIVE).",
         .has_workers = true,
+        .serves_in_children = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

@@ -88,6 +88,7 @@ int main(int argc, char **argv)
     static const struct server_model model = {
         .name = "fork",
         .summary = "Serves each connection in its own forked process.",
+        .serves_in_children = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

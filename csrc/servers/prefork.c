@@ -27,6 +27,7 @@ int main(int argc, char **argv)
         .name = "prefork",
         .summary = "N pre-forked processes, each accepting and serving one connection at a time.",
         .has_workers = true,
+        .serves_in_children = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

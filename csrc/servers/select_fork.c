@@ -19,6 +19,7 @@ int main(int argc, char **argv)
         .name = "select_fork",
         .summary = "N processes, each serving connections with select() on one shared listener.",
         .has_workers = true,
+        .serves_in_children = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

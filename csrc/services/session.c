@@ -1,6 +1,8 @@
 /* session.c -- the per-connection buffers and the rules every service shares. */
 #include "session.h"
 
+#include "common/expect.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,7 @@ struct session {
     size_t in_start, in_end;
     char *out;             /* grows on demand up to SESSION_OUT_CAP */
     size_t out_cap, out_start, out_end;
+    long long bytes_in;    /* for --expect's report */
 };
 
 const service_t *service_find(const char *name)
@@ -41,9 +44,12 @@ session_t *session_new(const service_t *svc)
     s->in = malloc(SESSION_IN_CAP);
     s->state = calloc(1, svc->state_size ? svc->state_size : 1);
     if (s->in == NULL || s->state == NULL) {
-        session_free(s);
+        free(s->in);
+        free(s->state);
+        free(s);
         return NULL;
     }
+    expect_session_opened();
     return s;
 }
 
@@ -51,6 +57,7 @@ void session_free(session_t *s)
 {
     if (s == NULL)
         return;
+    expect_session_closed(s->bytes_in);
     free(s->in);
     free(s->out);
     free(s->state);
@@ -87,6 +94,7 @@ char *session_read_buf(session_t *s, size_t *len)
 void session_did_read(session_t *s, size_t n)
 {
     s->in_end += n;
+    s->bytes_in += (long long)n;
     feed(s);
 }
 
