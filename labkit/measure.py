@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 from . import procs, row as rows
 from .errors import LabError, ServerFailed
@@ -27,6 +28,11 @@ _STDERR_TAIL = 800
 def _latency(summary: dict, key: str) -> float:
     latency = summary.get("latency_us") or {}
     value = latency.get(key)
+    return NAN if value is None else float(value)
+
+
+def _number(summary: dict, key: str) -> float:
+    value = summary.get(key)
     return NAN if value is None else float(value)
 
 
@@ -76,6 +82,8 @@ def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), even
             raise
         server_died = True  # perf could not attach: the server was already gone
     finally:
+        if "expect" in server.flags:
+            row["server_batch_s"] = _batch_seconds(running)
         said = _tail(running.stderr_text())  # before stop: what it reported during the run
         exit_code = running.stop()
 
@@ -123,6 +131,25 @@ def _wait_for_workers(pid: int, expected: int, within: float = 2.0) -> None:
         return  # the server is gone: the point reports that
 
 
+# The server's --expect report: "expect: batch 1: 100 of 100 connections done, <bytes> bytes in <ms> ms".
+_BATCH_DONE = re.compile(r"^expect: batch \d+: (\d+) of \d+ connections done, \d+ bytes in ([0-9.]+) ms$", re.M)
+
+
+def _batch_seconds(server: procs.Server, within: float = 2.0) -> float:
+    """The server's own time for its first batch (first connect to last close, as seed
+    002's servers timed it), waiting briefly for the last close; NaN if none came."""
+    import time
+
+    deadline = time.monotonic() + within
+    while True:
+        found = _BATCH_DONE.search(server.stdout_text())
+        if found:
+            return float(found.group(2)) / 1000.0
+        if time.monotonic() > deadline or not server.alive():
+            return NAN
+        time.sleep(0.01)
+
+
 def _distinct_lines(text: str) -> str:
     """A server's warnings, each distinct line once (a refusal repeated 85 times is one line)."""
     seen = dict.fromkeys(line.strip() for line in text.splitlines() if line.strip())
@@ -138,6 +165,8 @@ def _per_request(row: dict) -> None:
     switches = row.get("server_context-switches", NAN)
     row["server_cpu_us_per_request"] = task_clock_ms * 1000.0 / done
     row["server_cs_per_request"] = switches / done
+    if row["body_bytes_ok"]:
+        row["server_cpu_ms_per_mb"] = task_clock_ms / (row["body_bytes_ok"] / 1e6)
 
 
 def _run_client(row: dict, server: procs.Server, load: LoadSpec, pinning: Pinning, events) -> ClientRun | None:
@@ -182,6 +211,10 @@ def _fill_client(row: dict, client: ClientRun) -> float:
         "idle_failed": int(summary.get("idle_connections_failed", 0)),
         "errors": dict(summary.get("errors") or {}),
         "throughput_rps": float(summary.get("throughput_rps") or NAN),
+        "body_bytes_ok": int(summary.get("body_bytes_ok") or 0),
+        "transfer_s": _number(summary, "transfer_s"),
+        "goodput_gbit_s": _number(summary, "goodput_gbit_s"),
+        "server_reads_per_request": _number(summary, "sink_server_reads_mean"),
         "client_cpus": list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0)),
     })
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]

@@ -67,6 +67,10 @@ class Kind:
     def show(self, widget, value) -> None:
         widget.value = "" if value is None else str(value)
 
+    def text(self, value) -> str:
+        """One value as a plot's tick or legend shows it."""
+        return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
 
 class Models(Kind):
     """Server models to compare: a checkbox for each model this checkout builds."""
@@ -140,6 +144,96 @@ class IntList(Kind):
 
     def show(self, widget, value):
         widget.value = [whole_number("value", v) for v in _words(value)]
+
+
+# Byte units: binary, as the seed's clients counted (1 KB = 1024 bytes).
+SIZE_UNITS = {"B": 1, "KB": 1024, "KIB": 1024, "MB": 1024 ** 2, "MIB": 1024 ** 2, "GB": 1024 ** 3, "GIB": 1024 ** 3}
+
+
+def parse_size(name: str, value) -> int:
+    """'10MB' -> 10485760.  A bare number is refused: is 10 ten bytes or ten megabytes?"""
+    text = str(value).strip().upper().replace(" ", "")
+    number = text.rstrip("KMGIB")
+    unit = text[len(number):]
+    example = f"give {name} with a unit, e.g. 100KB or 10MB (1 KB = 1024 bytes)"
+    if isinstance(value, bool) or not number or unit not in SIZE_UNITS:
+        why = ("has no number" if not number else "has no unit" if not unit
+               else f"has the unit {unit!r}, none of B, KB, MB, GB")
+        raise LabError(f"the size {value!r} in {name} {why}", example)
+    try:
+        size = float(number) * SIZE_UNITS[unit]
+    except ValueError:
+        raise LabError(f"the size {value!r} in {name} is not a number with a unit", example) from None
+    if size != int(size) or size < 0:
+        raise LabError(f"the size {value!r} in {name} is not a whole number of bytes", example)
+    return int(size)
+
+
+def size_text(size: int) -> str:
+    """10485760 -> '10MB', 1536 -> '1.5KB': the shortest exact form."""
+    for unit in ("GB", "MB", "KB"):
+        scaled = size / SIZE_UNITS[unit]
+        if scaled >= 1 and scaled * 10 == int(scaled * 10):
+            return f"{scaled:g}{unit}"
+    return f"{size}B"
+
+
+class Sizes(Kind):
+    """Byte sizes with units ('1KB, 10MB'), one grid point each; held as bytes."""
+
+    is_list = True
+
+    def __init__(self, least: int = 1, most: int = 256 * 1024 ** 2):
+        self.least = least
+        self.most = most  # the load generator's largest body
+
+    def check(self, name, value):
+        sizes = [v if isinstance(v, int) and not isinstance(v, bool) else parse_size(name, v)
+                 for v in _words(value)]
+        if not sizes:
+            raise LabError(f"no {name} chosen", f"give one or more sizes for {name}, e.g. 1KB, 10MB")
+        for size in sizes:
+            if not self.least <= size <= self.most:
+                raise LabError(f"the size {size_text(size)} in {name} is outside {size_text(self.least)} "
+                               f"to {size_text(self.most)}",
+                               f"use sizes from {size_text(self.least)} to {size_text(self.most)}")
+        return sizes
+
+    def describe(self):
+        return "sizes with a unit, e.g. 1KB,10MB (1 KB = 1024 bytes)"
+
+    def text(self, value):
+        return size_text(int(value))
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value=", ".join(size_text(v) if isinstance(v, int) else str(v) for v in value),
+                      placeholder="e.g. 1KB, 100KB, 10MB")
+
+    def show(self, widget, value):
+        widget.value = ", ".join(size_text(v) if isinstance(v, int) else str(v) for v in _words(value))
+
+
+class Size(Kind):
+    """One byte size with a unit ('4GB'); held as bytes."""
+
+    def check(self, name, value):
+        size = value if isinstance(value, int) and not isinstance(value, bool) else parse_size(name, value)
+        if size < 1:
+            raise LabError(f"{name} must be at least 1 byte", f"give {name} like 4GB")
+        return size
+
+    def describe(self):
+        return "a size with a unit, e.g. 4GB"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value=size_text(value) if isinstance(value, int) else str(value), placeholder="e.g. 4GB")
+
+    def show(self, widget, value):
+        widget.value = size_text(value) if isinstance(value, int) else str(value)
 
 
 class Int(Kind):
@@ -291,6 +385,7 @@ class Param:
     flag: str | None = None
     fixed: bool = False
     label: str = ""  # a short axis title ("concurrent clients"); default: its name
+    server_flag: str | None = None  # a LOAD parameter the server is told too (clients -> --expect)
 
     def __post_init__(self):
         if self.to not in (SERVER, LOAD, BOTH, PINNING, SWEEP):

@@ -133,6 +133,16 @@ def axis_title(df: pd.DataFrame, column: str) -> str:
     return "concurrent clients" if column == "clients" else label(column)
 
 
+def value_text(df: pd.DataFrame, column: str, value) -> str:
+    """One value of `column` as its parameter's kind writes it (10485760 -> '10MB'),
+    else 1,000 with separators."""
+    experiment = _experiment_of(df)
+    for param in experiment.parameters if experiment else ():
+        if param.column == column:
+            return param.kind.text(value)
+    return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
 def _series_of(df: pd.DataFrame, x: str, series) -> list[str]:
     """The grid axes besides model and x: each of their values gets a line of its own."""
     if series is None:
@@ -168,10 +178,10 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
                                        "measured", "failed", "saturated", "errors"])
 
 
-def _line_name(model: str, series: list[str], values: tuple, varying: set[str]) -> str:
+def _line_name(df: pd.DataFrame, model: str, series: list[str], values: tuple, varying: set[str]) -> str:
     """'epoll', or 'epoll, clients 100' when another axis than x varies."""
-    shown = [f"{column} {value:,}" if isinstance(value, (int, float)) else f"{column} {value}"
-             for column, value in zip(series, values) if column in varying]
+    shown = [f"{column} {value_text(df, column, value)}" for column, value in zip(series, values)
+             if column in varying]
     return ", ".join([model, *shown])
 
 
@@ -204,13 +214,15 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     x_title = x_title or axis_title(df, x)
     summary = summarize(df, metric, x, series)
     varying = {c for c in series if summary[c].nunique() > 1}
-    constant = [f"{c} {summary[c].iloc[0]:,}" if _is_numeric(summary[c]) else f"{c} {summary[c].iloc[0]}"
+    constant = [f"{c} {value_text(df, c, summary[c].iloc[0])}"
                 for c in series if c not in varying and not summary.empty]
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, xaxis_title=x_title, yaxis_title=label(metric),
                       title=title or f"{label(metric)} vs {x_title}"
                       + (f" ({', '.join(constant)})" if constant else ""))
-    fig.update_xaxes(type="log" if log_x else "linear", tickvals=sorted(summary[x].unique()))
+    ticks = sorted(summary[x].unique())
+    fig.update_xaxes(type="log" if log_x else "linear", tickvals=ticks,
+                     ticktext=[value_text(df, x, tick) for tick in ticks])
     if log_y:
         fig.update_yaxes(type="log")
 
@@ -218,7 +230,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     for values, line in measured.groupby(["model", *series], sort=False):
         model = values[0]
         fig.add_trace(go.Scatter(
-            x=line[x], y=line["median"], name=_line_name(model, series, values[1:], varying),
+            x=line[x], y=line["median"], name=_line_name(df, model, series, values[1:], varying),
             mode="lines+markers", legendgroup=model,
             line=dict(color=color(model), width=2),
             marker=dict(size=8, symbol=["diamond-open" if s else "circle" for s in line["saturated"]]),

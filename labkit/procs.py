@@ -31,6 +31,8 @@ from .errors import LabError, ServerFailed
 FD_MARGIN = 32
 # How long past its own --timeout the client may run before it is killed.
 CLIENT_WALL_MARGIN_S = 10.0
+# Bodies move at least this fast, even through a busy-polling server on one shared CPU.
+PESSIMISTIC_BYTES_PER_S = 50e6
 
 
 def _flag_words(flag: str, value) -> list[str]:
@@ -206,6 +208,10 @@ class Server:
     def alive(self) -> bool:
         return self._child.alive()
 
+    def stdout_text(self) -> str:
+        """What the server printed on stdout after `listening` (its last 64 KiB)."""
+        return bytes(self._stdout_tail).decode("utf-8", "replace")
+
     def stderr_text(self) -> str:
         """Everything the server wrote to stderr so far."""
         fd = self._stderr.fileno()
@@ -345,13 +351,15 @@ class LoadSpec:
 
     def wall_limit(self) -> float:
         """How long the whole run may take: the open loop's duration, or for a closed
-        loop the exchanges at a pessimistic 1,000 per second, plus connecting and
-        one exchange timeout."""
+        loop the exchanges at a pessimistic 1,000 per second and their bodies at
+        50 MB/s, plus connecting and one exchange timeout."""
         connecting = (self.clients + self.idle) / 1000.0
         duration = self.options.get("duration")
         if duration:
             return float(duration) + connecting + self.timeout
-        return self.clients * self.requests / 1000.0 + connecting + self.timeout
+        exchanges = self.clients * self.requests
+        body_bytes = exchanges * int(self.options.get("size") or 0) if self.service != "top" else 0
+        return exchanges / 1000.0 + body_bytes / PESSIMISTIC_BYTES_PER_S + connecting + self.timeout
 
     @staticmethod
     def summary(stdout: bytes, stderr: str, returncode: int) -> dict:

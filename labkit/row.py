@@ -19,7 +19,11 @@ MEASURED = {
     "lat_p50_us": NAN, "lat_p90_us": NAN, "lat_p99_us": NAN, "lat_p999_us": NAN, "lat_max_us": NAN,
     "lat_uncorrected_p99_us": NAN,
     "throughput_rps": NAN,
-    "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN,
+    # uploads (echo/sink bodies): the bytes delivered, first request byte to last reply, the
+    # server's reads per body (from its OK replies), and its own --expect report, if asked
+    "body_bytes_ok": 0, "transfer_s": NAN, "goodput_gbit_s": NAN, "server_reads_per_request": NAN,
+    "server_batch_s": NAN,
+    "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN, "server_cpu_ms_per_mb": NAN,
     "counters_source": "", "counters_note": "",
     "server_cpus": [], "client_cpus": [],
     "client_cpu_util": NAN, "client_saturated": False,

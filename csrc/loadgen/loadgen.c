@@ -59,8 +59,9 @@ static void usage(FILE *to)
         "  --service top|echo|sink  workload (default top)\n"
         "  --k K                  top: processes per reply, 1..1000 (default 2)\n"
         "  --size BYTES           echo/sink: payload per request (default 64)\n"
-        "  --vary uniform|log     echo/sink: each connection's payload size drawn from\n"
-        "                         1024..--size, uniformly or log-uniformly (uploads)\n"
+        "  --vary none|uniform|log  echo/sink: each connection's payload size drawn from\n"
+        "                         1024..--size, uniformly or log-uniformly (uploads);\n"
+        "                         none (the default): every payload is --size bytes\n"
         "  --seed N               the draw's seed: the same seed, the same sizes (default 1)\n"
         "  --timeout S            bound on each exchange, seconds (default 10);\n"
         "                         behind an iterative server a client waits for\n"
@@ -208,9 +209,10 @@ static struct options parse_options(int argc, char **argv)
             events_only = events_only ? events_only : "--idle";
             break;
         case 'v':
-            if (strcmp(optarg, "uniform") == 0) o.vary = VARY_UNIFORM;
+            if (strcmp(optarg, "none") == 0) o.vary = VARY_NONE;
+            else if (strcmp(optarg, "uniform") == 0) o.vary = VARY_UNIFORM;
             else if (strcmp(optarg, "log") == 0) o.vary = VARY_LOG;
-            else bad_args("--vary '%s': expected uniform or log", optarg);
+            else bad_args("--vary '%s': expected none, uniform or log", optarg);
             break;
         case 'S': o.seed = (unsigned long)parse_count("--seed", optarg, 0, LONG_MAX); break;
         case 'h': usage(stdout); exit(0);

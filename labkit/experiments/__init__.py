@@ -27,6 +27,7 @@ import os
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from labkit.errors import LabError
 from labkit.params import BOTH, FROM_MACHINE, LOAD, SERVER, SWEEP, Param
@@ -59,9 +60,13 @@ class Experiment:
     parameters: tuple[Param, ...]
     x: str  # the parameter on the x axis ("clients"); with chart="bars", bars stand at each grid point instead
     chart: str = "lines"  # "lines": metric vs x, a line per model; "bars": a bar per model at each grid point
+    log_x: bool = False  # lines: x spans decades (1 to 10,000 connections)
     profiles: dict = field(default_factory=dict)  # profile -> {parameter: value}; "full" is the defaults
     figures: tuple[Figure, ...] = COMMON_FIGURES
     timeout: float = 60.0  # seconds the load generator waits for one exchange
+    # A grid point this experiment does not run: leave_out(point, params) says why, or "" to run it
+    # (uploads: a point moving more bytes than the cap).  grid() drops them; left_out() lists them.
+    leave_out: Callable[[dict, dict], str] | None = None
 
     def __post_init__(self):
         names = [p.name for p in self.parameters]
@@ -124,6 +129,10 @@ class Experiment:
         params["experiment"] = self.name
         params["profile"] = profile
         self._check_open_files(params)
+        if not self.grid(params):
+            reasons = sorted({why for _, why in self.left_out(params)})
+            raise LabError(f"{self.name}: every grid point is left out ({'; '.join(reasons)})",
+                           "choose smaller values, or raise the limit that leaves them out")
         return params
 
     def _resolve_pinning(self, params: dict) -> None:
@@ -138,6 +147,17 @@ class Experiment:
     def grid(self, params: dict) -> list[dict]:
         """One point per combination of the axes, in the order they are declared: each
         axis's column with one value, every other parameter (but repeats) as it is."""
+        return [point for point in self._every_point(params)
+                if not (self.leave_out and self.leave_out(point, params))]
+
+    def left_out(self, params: dict) -> list[tuple[dict, str]]:
+        """The grid points leave_out drops, each with the reason."""
+        if self.leave_out is None:
+            return []
+        reasons = [(point, self.leave_out(point, params)) for point in self._every_point(params)]
+        return [(point, why) for point, why in reasons if why]
+
+    def _every_point(self, params: dict) -> list[dict]:
         fixed = {p.column: _copy(params[p.name]) for p in self.parameters
                  if not p.kind.is_list and p.to != SWEEP}
         return [{**dict(zip(self.axis_columns, values)), **fixed}
@@ -145,8 +165,11 @@ class Experiment:
 
     # -- what a point runs ------------------------------------------------------
     def _flags(self, point: dict, side: str) -> dict:
-        return {p.flag_name: point[p.column] for p in self.parameters
-                if p.to in (side, BOTH) and p.column != "model"}
+        flags = {p.flag_name: point[p.column] for p in self.parameters
+                 if p.to in (side, BOTH) and p.column != "model"}
+        if side == SERVER:
+            flags.update({p.server_flag: point[p.column] for p in self.parameters if p.server_flag})
+        return flags
 
     def server_spec(self, point: dict, sanitize: bool = False):
         from labkit.procs import ServerSpec
@@ -199,7 +222,8 @@ class Experiment:
         if self.chart == "bars":
             return plots.metric_by_point(df, metric, axes=[c for c in self.axis_columns if c != "model"],
                                          include_failed=figure.include_failed, **options)
-        return plots.metric_vs(df, metric, x=self.param(self.x).column, series=others, **options)
+        return plots.metric_vs(df, metric, x=self.param(self.x).column, series=others,
+                               **{"log_x": self.log_x, **options})
 
 
 def _copy(value):
