@@ -12,6 +12,10 @@
               data/results/bench/.
   events      csrc/bench/ev_bench.c (libevent's test/bench.c idea) for the
               select, poll and epoll backends as the watched descriptors grow.
+  upload      one connection uploading 10 MB bodies to each server model
+              (sink), beside iperf3's single TCP stream: same pinning,
+              interleaved rounds.  Target: the best model's goodput at
+              UPLOAD_TARGET x iperf3's or better.
 
 Each function returns its figures (a dict or a pandas DataFrame) and the
 format_* functions turn them into the text the CLI prints, environment
@@ -35,10 +39,13 @@ from .errors import LabError
 from .procs import LoadSpec, Pinning, ServerSpec
 
 RTT_TARGET = 1.15  # the issue's target: lab round trip / sockperf round trip
+UPLOAD_TARGET = 0.9  # the issue's target: best model's upload goodput / iperf3's single stream
+UPLOAD_MODELS = ("threaded", "busypoll", "aio", "select", "epoll", "uring")
 RTT_SIZE = 64      # bytes per message, both tools
 BACKENDS = ("select", "poll", "epoll")
 RESULTS_DIR = paths.ROOT / "data" / "results" / "bench"
 SOCKPERF_INSTALL = "sudo apt-get install sockperf  (Debian/Ubuntu; or build it from github.com/Mellanox/sockperf)"
+IPERF3_INSTALL = "sudo apt-get install iperf3  (Debian/Ubuntu)"
 NAN = float("nan")
 
 
@@ -134,19 +141,21 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_listening(port: int, child, timeout: float = 5.0) -> None:
+def _wait_listening(port: int, child, timeout: float = 5.0, tool: str = "sockperf server --tcp -i 127.0.0.1") -> None:
+    """Wait until an anchor tool's server accepts a connection (iperf3's counts it as a test
+    that never began, and goes on listening)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.popen.poll() is not None:
-            raise LabError(f"sockperf's server exited with status {child.popen.returncode} before listening",
-                           f"run `sockperf server --tcp -i 127.0.0.1 -p {port}` by hand to see why")
+            raise LabError(f"`{tool}` exited with status {child.popen.returncode} before listening",
+                           f"run `{tool} -p {port}` by hand to see why")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
             time.sleep(0.02)
-    raise LabError(f"sockperf's server did not listen on port {port} within {timeout:g} s",
-                   f"run `sockperf server --tcp -i 127.0.0.1 -p {port}` by hand to see why")
+    raise LabError(f"`{tool}` did not listen on port {port} within {timeout:g} s",
+                   f"run `{tool} -p {port}` by hand to see why")
 
 
 def _sockperf_round(sockperf: str, port: int, cpus: list[int], seconds: int) -> dict:
@@ -290,6 +299,123 @@ def format_throughput(frame) -> str:
 
 
 # ---------------------------------------------------------------------------
+# upload: one connection's upload goodput against iperf3's single stream
+
+
+def iperf3_path() -> str:
+    """iperf3's path, or a LabError saying how to install it."""
+    found = shutil.which("iperf3")
+    if not found:
+        raise LabError("iperf3 is not installed, so uploads have no ceiling to compare with",
+                       f"install it: {IPERF3_INSTALL}")
+    return found
+
+
+def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: float) -> float:
+    """One iperf3 client run, one stream: the receiver's rate in Gbit/s."""
+    argv = [iperf3, "-c", "127.0.0.1", "-p", str(port), "-t", f"{seconds:g}", "-J"]
+    done = _run_pinned(argv, cpus, seconds + 20)
+    try:
+        return json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+    except (ValueError, KeyError, TypeError):
+        raise LabError(f"iperf3 exited with status {done.returncode} without its rate:\n"
+                       f"{(done.stdout + done.stderr).strip()[-1500:]}",
+                       "run `iperf3 -s` and `iperf3 -c 127.0.0.1` by hand to see what went wrong") from None
+
+
+class Iperf3Server:
+    """`iperf3 -s` pinned to `cpus` on a free port, for as many client rounds as wanted."""
+
+    def __init__(self, cpus):
+        self.port = _free_port()
+        self.child = launcher.spawn([iperf3_path(), "-s", "-p", str(self.port)], "server", cpus,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait_listening(self.port, self.child, tool="iperf3 -s")
+
+    def rate(self, cpus, seconds: float = 1.0) -> float:
+        return _iperf3_round(iperf3_path(), self.port, cpus, seconds)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        launcher.stop_child(self.child, timeout=1.0)
+
+
+def iperf3_ceiling(seconds: float = 1.0, server_cpus=None, client_cpus=None) -> float:
+    """iperf3's single-stream rate on loopback (Gbit/s): the ceiling one TCP connection
+    reaches on this machine with this pinning, for an upload plot's ceiling line."""
+    server_cpus, client_cpus, _ = pinning(server_cpus, client_cpus)
+    with Iperf3Server(server_cpus) as anchor:
+        return anchor.rate(client_cpus, seconds)
+
+
+def _upload_goodput(port: int, cpus: list[int], size: int, uploads: int) -> float:
+    """`uploads` bodies of `size` bytes, back to back on one connection: Gbit/s."""
+    load = LoadSpec(1, uploads, "sink", {"size": size, "engine": "events"}, timeout=30)
+    done = _run_pinned(load.argv(port), cpus, load.wall_limit() + 10)
+    summary = LoadSpec.summary(done.stdout.encode(), done.stderr, done.returncode)
+    if done.returncode != 0 or summary.get("goodput_gbit_s") is None:
+        raise LabError(f"the upload failed: {done.stderr.strip()[-500:]}", "check that the server serves sink")
+    return float(summary["goodput_gbit_s"])
+
+
+def upload(models=UPLOAD_MODELS, size: int = 10 * 1024 ** 2, uploads: int = 20, rounds: int = 3,
+           seconds: float = 1.0, server_cpus=None, client_cpus=None) -> dict:
+    """One connection's upload goodput (Gbit/s) to each model beside iperf3's single stream.
+
+    Each round runs iperf3 for `seconds`, then `uploads` bodies of `size` bytes on one
+    connection to each model (started once, pinned like iperf3's server); the figures
+    are the medians over rounds.  No perf: tool against tool, as in rtt."""
+    if rounds < 1 or uploads < 1 or size < 1 or seconds <= 0:
+        raise LabError(f"rounds, uploads, size and seconds must be positive (got {rounds}, {uploads}, "
+                       f"{size}, {seconds})", "use e.g. rounds=3 uploads=20 size=10485760 seconds=1")
+    unknown = [m for m in models if m not in build.models()]
+    if unknown:
+        raise LabError(f"unknown model(s): {', '.join(unknown)}", f"choose among: {', '.join(build.models())}")
+    server_cpus, client_cpus, note = pinning(server_cpus, client_cpus)
+    result = {"kind": "upload", "size_bytes": size, "uploads": uploads, "rounds": rounds, "seconds": seconds,
+              "server_cpus": server_cpus, "client_cpus": client_cpus, "pinning_note": note,
+              "iperf3": [], "models": {m: [] for m in models}, "target": UPLOAD_TARGET}
+    servers = {}
+    try:
+        for model in models:
+            servers[model] = procs.start_server(model, "sink", cpus=server_cpus)
+        with Iperf3Server(server_cpus) as anchor:
+            for _ in range(rounds):
+                result["iperf3"].append(anchor.rate(client_cpus, seconds))
+                for model, server in servers.items():
+                    result["models"][model].append(_upload_goodput(server.port, client_cpus, size, uploads))
+    finally:
+        for server in servers.values():
+            server.stop()
+    result["iperf3_gbit_s"] = statistics.median(result["iperf3"])
+    result["gbit_s"] = {m: statistics.median(rates) for m, rates in result["models"].items()}
+    best = max(result["gbit_s"], key=result["gbit_s"].get)
+    result["best"] = best
+    result["ratio"] = result["gbit_s"][best] / result["iperf3_gbit_s"]
+    result["verdict"] = "PASS" if result["ratio"] >= UPLOAD_TARGET else "MISS"
+    return result
+
+
+def format_upload(result: dict) -> str:
+    from .params import size_text
+
+    lines = [_environment_line(result), "",
+             f"one connection, {result['uploads']} uploads of {size_text(result['size_bytes'])} back to back "
+             f"(sink service), beside iperf3's single stream ({result['seconds']:g} s), "
+             f"{result['rounds']} interleaved round(s); Gbit/s, median (per round):"]
+    lines.append(f"  {'iperf3':10} {result['iperf3_gbit_s']:7.2f}   "
+                 + ", ".join(f"{r:.2f}" for r in result["iperf3"]))
+    for model, rate in result["gbit_s"].items():
+        lines.append(f"  {model:10} {rate:7.2f}   " + ", ".join(f"{r:.2f}" for r in result["models"][model])
+                     + f"   {rate / result['iperf3_gbit_s']:.2f}x iperf3")
+    lines.append(f"best: {result['best']} at {result['ratio']:.2f}x iperf3; target >= {result['target']:.2f}x: "
+                 f"{result['verdict']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
 # events: ev_bench per backend
 
 
@@ -400,6 +526,9 @@ def run_command(args) -> str:
         return format_rtt(rtt(rounds=args.rounds, seconds=args.seconds, exchanges=args.exchanges,
                               engine=args.engine, server_cpus=server_cpus, client_cpus=client_cpus,
                               use_sockperf=use_sockperf))
+    if args.bench == "upload":
+        return format_upload(upload(rounds=args.rounds, seconds=args.seconds, server_cpus=server_cpus,
+                                    client_cpus=client_cpus))
     if args.bench == "throughput":
         return format_throughput(throughput(models=args.models, clients=args.clients, requests=args.requests,
                                             server_cpus=server_cpus, client_cpus=client_cpus))
