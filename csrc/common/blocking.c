@@ -2,6 +2,8 @@
 #include "blocking.h"
 
 #include <errno.h>
+#include <sys/socket.h> /* shutdown(), setsockopt(): what a lingering close needs */
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/util.h"

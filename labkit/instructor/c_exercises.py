@@ -188,47 +188,53 @@ POLL_MODEL = "poll"
 POLL_BACKEND = Path("loop") / "ev_poll.c"
 
 
-def build_poll_server(code: str) -> Path:
-    """The poll server built with the student's ev_poll(); its path.
+def build_with(model: str, source: Path, function: str, code: str) -> Path:
+    """Server `model` built with the student's `function` in place of the one in
+    csrc/`source`; the binary's path.
 
     csrc/ is copied to a scratch directory named after the code (so the same
     code is built once, and parallel graders share it under a lock) and only
-    the copy's loop/ev_poll.c is changed.  A compile error raises BuildError
+    the copy's `source` is changed.  A compile error raises BuildError
     carrying gcc's own message, naming the student's cell."""
-    key = _digest(code, *(p.read_text() for p in sorted(paths.CSRC.rglob("*.[ch]"))))
-    scratch = SCRATCH / f"ev_poll-{key}"
-    binary = scratch / "build" / "bin" / POLL_MODEL
+    key = _digest(model, function, code, *(p.read_text() for p in sorted(paths.CSRC.rglob("*.[ch]"))))
+    scratch = SCRATCH / f"{function}-{key}"
+    binary = scratch / "build" / "bin" / model
+    cell = f"your {function} cell"
     with _locked(scratch):
         if binary.is_file():
             return binary
         csrc = scratch / "csrc"
         shutil.rmtree(csrc, ignore_errors=True)
         shutil.copytree(paths.CSRC, csrc)
-        backend = csrc / POLL_BACKEND
-        backend.write_text(replace_function((paths.CSRC / POLL_BACKEND).read_text(), "ev_poll", code,
-                                            "your ev_poll cell", paths.CSRC / POLL_BACKEND))
+        (csrc / source).write_text(replace_function((paths.CSRC / source).read_text(), function, code, cell,
+                                                    paths.CSRC / source))
         result = build.make(["-s", "--no-print-directory", str(binary)], csrc, scratch / "build")
         if result.returncode != 0:
-            raise BuildError("your ev_poll() does not compile (gcc's message below)", result.stdout,
-                                   "read the first error (your ev_poll cell:LINE: error: ...), fix that "
-                                   "line in the cell, and run the cell and its checks again")
+            raise BuildError(f"your {function}() does not compile (gcc's message below)", result.stdout,
+                             f"read the first error ({cell}:LINE: error: ...), fix that "
+                             "line in the cell, and run the cell and its checks again")
     return binary
 
 
-class _PollServer:
-    """The scratch poll server, run the way procs runs the lab's servers
-    (own process group, death signal, registered for clean-up)."""
+def build_poll_server(code: str) -> Path:
+    """The poll server built with the student's ev_poll(); its path."""
+    return build_with(POLL_MODEL, POLL_BACKEND, "ev_poll", code)
 
-    def __init__(self, binary: Path, ready_timeout: float = 5.0):
-        argv = [str(binary), "--port", "0", "--service", "echo"]
-        self._stderr = tempfile.TemporaryFile(prefix="labkit-ex-poll-")
+
+class _ScratchServer:
+    """A server built with a student's function, run the way procs runs the lab's
+    servers (own process group, death signal, registered for clean-up)."""
+
+    def __init__(self, binary: Path, label: str, service: str, ready_timeout: float = 5.0):
+        argv = [str(binary), "--port", "0", "--service", service]
+        self._stderr = tempfile.TemporaryFile(prefix="labkit-ex-server-")
         child = launcher.spawn(argv, "server", None, stdout=subprocess.PIPE, stderr=self._stderr)
-        self.server = procs.Server(child, procs.ServerSpec("poll (your ev_poll)", "echo"), 0, argv, self._stderr)
+        self.server = procs.Server(child, procs.ServerSpec(label, service), 0, argv, self._stderr)
         line = procs.read_ready_line(child.popen, ready_timeout).decode("utf-8", "replace").split()
         if len(line) != 2 or line[0] != "listening" or not line[1].isdigit():
             self.stop()
-            raise AssertionError(f"your poll server did not print `listening <port>` within {ready_timeout:g} s"
-                                 f"{self._died()}")
+            raise AssertionError(f"your {label} server did not print `listening <port>` within "
+                                 f"{ready_timeout:g} s{self._died()}")
         self.port = int(line[1])
         self.server.port = self.port
 
@@ -241,8 +247,9 @@ class _PollServer:
         return f"; the server {how}" + (f":\n{stderr[-1500:]}" if stderr else "")
 
     def stop(self) -> None:
-        # A broken dispatch never reports the stop pipe: SIGTERM cannot end the
-        # loop, so the group is killed after a short wait; that is expected here.
+        # A broken function may keep the server from stopping on SIGTERM (a dispatch
+        # that never reports the stop pipe), so the group is killed after a short
+        # wait; that is expected here.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             self.server.stop(timeout=0.5)
@@ -254,7 +261,7 @@ _NO_REPLY_HINT = (
     "return how many entries it filled")
 
 
-def _exchange(sock: socket.socket, payload: bytes, what: str, server: _PollServer, timeout: float) -> None:
+def _exchange(sock: socket.socket, payload: bytes, what: str, server: _ScratchServer, timeout: float) -> None:
     """Send `payload` (from a thread, so a large one cannot deadlock) and read it back."""
     def send():
         try:
@@ -286,7 +293,7 @@ def check_poll_server(code: str, clients: int = 3, big: int = 1 << 20, timeout: 
     `clients` connections (the first stays silent until the end) each echoed, one
     of them `big` bytes (more than the server buffers: it must wait for writable)."""
     binary = build_poll_server(code)
-    server = _PollServer(binary)
+    server = _ScratchServer(binary, "poll (your ev_poll)", "echo")
     connections = []
     try:
         for _ in range(clients):
@@ -303,3 +310,76 @@ def check_poll_server(code: str, clients: int = 3, big: int = 1 << 20, timeout: 
         for conn in connections:
             conn.close()
         server.stop()
+
+
+# ---------------------------------------------------------------------------
+# exercise: close_connection, a lingering close in csrc/common/blocking.c
+
+
+LINGER_MODEL = "threaded"
+LINGER_SOURCE = Path("common") / "blocking.c"
+
+
+def build_lingering_server(code: str) -> Path:
+    """The threaded server built with the student's close_connection(); its path."""
+    return build_with(LINGER_MODEL, LINGER_SOURCE, "close_connection", code)
+
+
+def check_lingering_close(code: str, tries: int = 5, extra: int = 256 * 1024, silent_after: bool = False,
+                          timeout: float = 5.0) -> None:
+    """Build the threaded server with the student's close_connection and check that a
+    client sending more than it announced gets the ERR line and a clean end of file
+    (no ECONNRESET), `tries` times; that an ordinary upload still gets its OK; and, with
+    `silent_after`, that a client which neither sends nor closes after the ERR cannot
+    hold the connection for ever (the linger is bounded)."""
+    from labkit import failures
+
+    binary = build_lingering_server(code)
+    server = _ScratchServer(binary, "threaded (your close_connection)", "sink")
+    try:
+        for attempt in range(1, tries + 1):
+            saw = failures.send_more_than_announced(server.port, extra=extra, timeout=timeout)
+            assert not saw["error"], (
+                f"try {attempt}: the client got {saw['error']} in {saw['where']}() after receiving "
+                f"{saw['received']!r}{server._died()}\nhint: before close(), shutdown(fd, SHUT_WR) so the reply "
+                "leaves with a FIN, then read and discard what the client still sends until read() returns 0")
+            assert b"ERR " in saw["received"], (
+                f"try {attempt}: the client read {saw['received']!r} and then end of file, but no ERR line")
+        reply = failures.upload_once(server.port, timeout=timeout)
+        assert reply.startswith(f"OK {failures.PROBE_BYTES} "), (
+            f"an ordinary upload after the lingering closes got {reply!r}, not OK{server._died()}")
+        if silent_after:
+            _check_linger_is_bounded(server, timeout)
+    finally:
+        server.stop()
+
+
+def _server_holds(pid: int, client: tuple) -> bool:
+    """Whether process `pid` still has a socket connected to the `client` address."""
+    import psutil
+
+    try:
+        return any(c.raddr and (c.raddr.ip, c.raddr.port) == client[:2]
+                   for c in psutil.Process(pid).net_connections(kind="tcp"))
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _check_linger_is_bounded(server: _ScratchServer, timeout: float) -> None:
+    """A client that gets ERR and then neither sends nor closes: the server must close
+    the connection by itself within `timeout` (a linger with no bound holds a thread,
+    and its descriptor, for as long as the client likes).  Watched from the server's
+    side: whether it still holds a socket connected to this client."""
+    pid = server.server.pid
+    with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as sock:
+        sock.sendall(b"GET / HTTP/1.0\n")  # an unknown verb: ERR, and the linger begins
+        got = sock.recv(4096)
+        assert got.startswith(b"ERR "), f"the client got {got!r} instead of an ERR line"
+        deadline = time.monotonic() + timeout
+        while _server_holds(pid, sock.getsockname()):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"after ERR the server kept a silent client's connection open for more than {timeout:g} s: "
+                    "bound the linger with a receive timeout (SO_RCVTIMEO of a second, say) and a cap on the "
+                    "bytes read, then close")
+            time.sleep(0.05)
