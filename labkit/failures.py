@@ -274,8 +274,9 @@ def reset_on_close(model: str = "threaded", announced: int = 10, extra: int = 25
         why=("After the body, the extra bytes look like a request line longer than 1 KiB, so the server "
              "answers ERR and closes. But unread bytes were still in its receive buffer, and closing a "
              "socket with unread data makes the kernel send RST instead of FIN (RFC 1122, 4.2.2.13). "
-             "The RST throws away whatever the client had not read yet, the ERR line too, and its next "
-             "recv() or send() fails with ECONNRESET. The seed saw this after 'complete data was read': "
+             "Bytes in flight are lost, the client's next recv() or send() fails with ECONNRESET instead "
+             "of reading an end of file, and if the RST overtakes the reply the client never sees the "
+             "ERR at all. The seed saw this after 'complete data was read': "
              "its client had sent more than the server read. The fix on the server is the lingering "
              "close: shutdown(fd, SHUT_WR) so the reply goes out with a FIN, then read and discard "
              "until the client closes (bounded in time and bytes), then close()."),
@@ -337,6 +338,46 @@ def connect_timeout(model: str = "threaded", connect_timeout: float = 1.0, beyon
         still_serves=after, details={"backlog": backlog, "clients": clients})
 
 
+def silent_clients(model: str = "aio", silent: int = 25, timeout: float = 2.0) -> FailureCase:
+    """`silent` connections that send nothing, then one upload: a server whose reads
+    each hold a thread (glibc's POSIX AIO pool) has none left for it."""
+    pinning = Pinning.resolve()
+    with procs.start_server(ServerSpec(model, "sink"), cpus=pinning.server_cpus) as server:
+        threads_before = server.thread_count()
+        held = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(silent)]
+        try:
+            time.sleep(0.3)  # the server accepts them and asks to read each
+            threads_during = server.thread_count()
+            try:
+                reply = upload_once(server.port, size=1024, timeout=timeout)
+                stalled, saw = False, f"the upload got {reply!r} at once"
+            except OSError as failure:
+                stalled, saw = True, f"the upload got no reply within {timeout:g} s ({_errno_name(failure)})"
+        finally:
+            for conn in held:
+                conn.close()
+        time.sleep(0.2)
+        after = _still_serves(server)
+        said = _server_words(server)
+    return FailureCase(
+        title=f"7. {silent} silent clients and the {model} server",
+        provoked=(f"{silent} connections to {model} that send nothing, then one 1 KiB upload with a "
+                  f"{timeout:g} s timeout; then the silent ones close."),
+        client_errors={"ETIMEDOUT": 1} if stalled else {},
+        client_said=f"{saw}; the server had {threads_before} thread(s) before, {threads_during} with them",
+        server_said=said,
+        why=("glibc implements aio_read() with a pool of threads, each doing a plain blocking read() "
+             "for one request (20 at most by default, aio_init()). A client that sends nothing holds "
+             "one of them in read() until it speaks, so 20 silent clients take the whole pool and every "
+             "other request waits in glibc's queue: the server looks asynchronous and is not. A "
+             "readiness model (select, epoll) or io_uring waits for all of them in one call instead."
+             if model == "aio" else
+             "A readiness or thread-per-connection model does not spend anything on a silent client "
+             "but a descriptor (and, for threads, a stack): the upload is served at once."),
+        still_serves=after,
+        details={"stalled": stalled, "threads_before": threads_before, "threads_during": threads_during})
+
+
 def _somaxconn() -> int:
     try:
         with open("/proc/sys/net/core/somaxconn") as f:
@@ -345,4 +386,5 @@ def _somaxconn() -> int:
         return 4096
 
 
-CASES = (no_server, fewer_clients, second_batch, too_many_open_files, reset_on_close, connect_timeout)
+CASES = (no_server, fewer_clients, second_batch, too_many_open_files, reset_on_close, connect_timeout,
+         silent_clients)

@@ -436,6 +436,30 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     return table
 
 
+def seed_times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "server_batch_s",
+                     placement: str = "same_host", index=("clients", "size"), scale: float = 1000.0,
+                     unit: str = "ms") -> pd.DataFrame:
+    """A seed's times beside your medians of `column`, both x `scale` (ms): rows = the
+    `index` axes (sizes written like 10MB), columns = (seed | yours, model).  Only the
+    seed's rows for `placement`; the seed's points you did not measure stay blank, and
+    "as printed" notes like "<1 ms" are blank too (NaN, never 0)."""
+    index = list(index)
+    seed_rows = seed_table[seed_table["placement"] == placement]
+    seed_name = seed_table["seed"].iloc[0]
+    seed = seed_rows.pivot_table(index=index, columns="model", values="value", aggfunc="first", dropna=False) * scale
+    seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name} ({unit})"], seed.columns])
+    ok = df[df["status"] == "ok"]
+    yours = ok.pivot_table(index=index, columns="model", values=column, aggfunc="median") * scale
+    yours.columns = pd.MultiIndex.from_product([[f"yours ({unit})"], yours.columns])
+    table = pd.concat([seed, yours], axis=1).sort_index()
+    table.index = pd.MultiIndex.from_tuples(
+        [tuple(value_text(df, name, value) for name, value in zip(index, key)) for key in table.index],
+        names=index)
+    table.attrs["caption"] = (f"{label(column)} x {scale:g} ({unit}): seed {seed_name} ({placement.replace('_', ' ')}) "
+                              "beside your medians")
+    return table
+
+
 def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:
     """Median perf counters per grid point (model x the grid's axes), like the seed
     reports' tables.

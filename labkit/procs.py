@@ -208,6 +208,13 @@ class Server:
     def alive(self) -> bool:
         return self._child.alive()
 
+    def thread_count(self) -> int:
+        """Threads of the server process now (/proc/PID/task), 0 once it is gone."""
+        try:
+            return len(os.listdir(f"/proc/{self.pid}/task"))
+        except OSError:
+            return 0
+
     def stdout_text(self) -> str:
         """What the server printed on stdout after `listening` (its last 64 KiB)."""
         return bytes(self._stdout_tail).decode("utf-8", "replace")

@@ -21,12 +21,16 @@ TABLES = {
     "001": ("001_server_perf.csv",
             "seed 001: perf stat of the SERVER process, threaded and select servers, "
             "3, 6 and 10 clients: cycles, instructions, context switches"),
+    "002": ("002_uploads.csv",
+            "seed 002: time for the SERVER to receive every upload (its own clock), threads / "
+            "busy polling / POSIX AIO / select, 1 to 10k connections x 1 KB to 10 MB, same host and "
+            "different hosts"),
     "003": ("003_echo_response.csv",
             "seed 003: echo response time seen by the CLIENT, threaded / select / epoll "
             "servers, 5000 and 10000 clients x 200 and 300 exchanges (its Observations table)"),
 }
-# Tables with a column more than the common ones (003 sweeps exchanges too).
-_EXTRA_COLUMNS = {"003": ["exchanges"]}
+# Tables with columns more than the common ones (002 sweeps sizes and placements, 003 exchanges).
+_EXTRA_COLUMNS = {"002": ["size", "placement"], "003": ["exchanges"]}
 
 _COLUMNS = ["seed", "side", "model", "seed_label", "clients", "metric", "value",
             "unit", "printed", "source"]
@@ -52,9 +56,11 @@ def table(name: str) -> pd.DataFrame:
         raise LabError(f"{path} has columns {list(df.columns)}, expected {expected}",
                        "restore it from git: git checkout -- data/seeds/")
     df["clients"] = df["clients"].astype(int)
-    if "exchanges" in df:
-        df["exchanges"] = df["exchanges"].astype(int)
-    df["value"] = df["value"].astype(float)
+    for column in ("exchanges", "size"):
+        if column in df:
+            df[column] = df[column].astype(int)
+    # empty where the report printed no number ("<1 ms"): NaN, never 0
+    df["value"] = pd.to_numeric(df["value"].replace("", None), errors="coerce")
     return df
 
 
