@@ -311,9 +311,12 @@ def iperf3_path() -> str:
     return found
 
 
-def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: float) -> float:
-    """One iperf3 client run, one stream: the receiver's rate in Gbit/s."""
-    argv = [iperf3, "-c", "127.0.0.1", "-p", str(port), "-t", f"{seconds:g}", "-J"]
+def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: int) -> float:
+    """One iperf3 client run, one stream, `seconds` whole seconds (iperf3 reads -t 0.5 as 0,
+    which means for ever): the receiver's rate in Gbit/s."""
+    if seconds != int(seconds) or seconds < 1:
+        raise LabError(f"iperf3 runs whole seconds, at least 1 (got {seconds})", "use seconds=1 or more")
+    argv = [iperf3, "-c", "127.0.0.1", "-p", str(port), "-t", str(int(seconds)), "-J"]
     done = _run_pinned(argv, cpus, seconds + 20)
     try:
         return json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
@@ -332,7 +335,7 @@ class Iperf3Server:
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_listening(self.port, self.child, tool="iperf3 -s")
 
-    def rate(self, cpus, seconds: float = 1.0) -> float:
+    def rate(self, cpus, seconds: int = 1) -> float:
         return _iperf3_round(iperf3_path(), self.port, cpus, seconds)
 
     def __enter__(self):
@@ -342,7 +345,7 @@ class Iperf3Server:
         launcher.stop_child(self.child, timeout=1.0)
 
 
-def iperf3_ceiling(seconds: float = 1.0, server_cpus=None, client_cpus=None) -> float:
+def iperf3_ceiling(seconds: int = 1, server_cpus=None, client_cpus=None) -> float:
     """iperf3's single-stream rate on loopback (Gbit/s): the ceiling one TCP connection
     reaches on this machine with this pinning, for an upload plot's ceiling line."""
     server_cpus, client_cpus, _ = pinning(server_cpus, client_cpus)
@@ -361,15 +364,16 @@ def _upload_goodput(port: int, cpus: list[int], size: int, uploads: int) -> floa
 
 
 def upload(models=UPLOAD_MODELS, size: int = 10 * 1024 ** 2, uploads: int = 20, rounds: int = 3,
-           seconds: float = 1.0, server_cpus=None, client_cpus=None) -> dict:
+           seconds: int = 1, server_cpus=None, client_cpus=None) -> dict:
     """One connection's upload goodput (Gbit/s) to each model beside iperf3's single stream.
 
     Each round runs iperf3 for `seconds`, then `uploads` bodies of `size` bytes on one
     connection to each model (started once, pinned like iperf3's server); the figures
     are the medians over rounds.  No perf: tool against tool, as in rtt."""
-    if rounds < 1 or uploads < 1 or size < 1 or seconds <= 0:
-        raise LabError(f"rounds, uploads, size and seconds must be positive (got {rounds}, {uploads}, "
-                       f"{size}, {seconds})", "use e.g. rounds=3 uploads=20 size=10485760 seconds=1")
+    if rounds < 1 or uploads < 1 or size < 1 or seconds < 1 or seconds != int(seconds):
+        raise LabError(f"rounds, uploads, size and seconds must be positive, seconds whole (iperf3's -t) "
+                       f"(got {rounds}, {uploads}, {size}, {seconds})",
+                       "use e.g. rounds=3 uploads=20 size=10485760 seconds=1")
     unknown = [m for m in models if m not in build.models()]
     if unknown:
         raise LabError(f"unknown model(s): {', '.join(unknown)}", f"choose among: {', '.join(build.models())}")

@@ -87,6 +87,23 @@ def show_diff(old_path: str, new_path: str, context: int = 2) -> None:
     display(Markdown("```diff\n" + "\n".join(lines) + "\n```"))
 
 
+def show_function_diff(old: str, new: str, context: int = 3) -> None:
+    """Display the diff of two functions, each named "path:function"
+    ("loop/loop.c:serve_client", "servers/busypoll.c:poll_conn"): two models, only the lesson."""
+    from IPython.display import Markdown, display
+
+    texts, names = [], []
+    for spec in (old, new):
+        relative, _, name = spec.partition(":")
+        if not name:
+            raise LabError(f"{spec!r} names no function", 'name it as "path:function", e.g. "loop/loop.c:serve_client"')
+        first, _, text = c_function(relative, name)
+        texts.append(text.splitlines())
+        names.append(f"csrc/{relative}:{first} {name}()")
+    lines = difflib.unified_diff(*texts, *names, n=context, lineterm="")
+    display(Markdown("```diff\n" + "\n".join(lines) + "\n```"))
+
+
 def show_file(relative_path: str) -> None:
     """Display a whole (short) file of csrc/ as highlighted C."""
     from IPython.display import Markdown, display

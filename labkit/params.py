@@ -196,7 +196,8 @@ class Sizes(Kind):
             if not self.least <= size <= self.most:
                 raise LabError(f"the size {size_text(size)} in {name} is outside {size_text(self.least)} "
                                f"to {size_text(self.most)}",
-                               f"use sizes from {size_text(self.least)} to {size_text(self.most)}")
+                               f"use sizes from {size_text(self.least)} to {size_text(self.most)}, "
+                               "e.g. 1KB, 100KB, 10MB")
         return sizes
 
     def describe(self):

@@ -553,12 +553,12 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
     return fig
 
 
-def _where(row, axes: list[str]) -> str:
-    """'select @ 10 clients', or 'poll @ idle 1,000, clients 100' for other axes."""
+def _where(df: pd.DataFrame, row, axes: list[str]) -> str:
+    """'select @ 10 clients', or 'poll @ idle 1,000, clients 100' for other axes (each value
+    as its parameter writes it: 'size 10MB')."""
     if axes == ["clients"]:
         return f"{row['model']} @ {int(row['clients'])} clients"
-    return f"{row['model']} @ " + ", ".join(f"{axis} {row[axis]:,}" if isinstance(row[axis], (int, float))
-                                            else f"{axis} {row[axis]}" for axis in axes)
+    return f"{row['model']} @ " + ", ".join(f"{axis} {value_text(df, axis, row[axis])}" for axis in axes)
 
 
 def saturation_warning(df: pd.DataFrame) -> str | None:
@@ -569,7 +569,7 @@ def saturation_warning(df: pd.DataFrame) -> str | None:
     if saturated.empty:
         return None
     axes = _point_axes(df, None)
-    points = ", ".join(dict.fromkeys(_where(row, axes) for _, row in saturated.sort_values(["model", *axes]).iterrows()))
+    points = ", ".join(dict.fromkeys(_where(df, row, axes) for _, row in saturated.sort_values(["model", *axes]).iterrows()))
     return ("WARNING: the client saturated its CPU at " + points + ". There it measured itself, "
             "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
 

@@ -23,7 +23,7 @@ import struct
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -40,7 +40,7 @@ def _models_make_builds() -> set[str]:
 
 
 MODELS = [model for model in ("iterative", "threaded", "select", "poll", "epoll", "epoll_et",
-                              "select_fork", "epoll_workers", "pool", "fork", "prefork", "uring")
+                              "select_fork", "epoll_workers", "pool", "fork", "prefork", "uring", "busypoll", "aio")
           if model in _models_make_builds()]
 # Models that take --workers N; the tests give them a fixed count, so that
 # they behave the same on a 1-CPU machine as on this one.
@@ -79,10 +79,22 @@ class Server:
     port: int
     proc: subprocess.Popen
     stderr_path: Path
+    printed: bytearray = field(default_factory=bytearray)
 
     def stderr(self) -> str:
         """What the server has written to stderr so far."""
         return self.stderr_path.read_text(errors="replace")
+
+    def stdout_lines(self) -> list[str]:
+        """The lines the server printed on stdout after `listening`, so far (--expect's reports)."""
+        fd = self.proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        try:
+            while chunk := os.read(fd, 65536):
+                self.printed += chunk
+        except BlockingIOError:
+            pass
+        return self.printed.decode(errors="replace").splitlines()
 
 
 def _read_listening_line(proc: subprocess.Popen, timeout: float) -> int:

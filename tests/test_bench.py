@@ -7,7 +7,7 @@ import shutil
 
 import pytest
 
-from labkit import bench, build
+from labkit import bench, build, launcher
 from labkit.errors import LabError
 
 # Real output of `sockperf ping-pong --tcp --full-rtt -m 64` (sockperf 3.7, Debian 12).
@@ -135,3 +135,25 @@ def test_ev_bench_refuses_bad_arguments(built_bin):
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert "--active 9 is more than --descriptors 5" in done.stderr
+
+
+def test_upload_bench_measures_each_model_beside_iperf3(built_bin):
+    result = bench.upload(models=("epoll", "busypoll"), size=1 << 20, uploads=5, rounds=2, seconds=1)
+    assert len(result["iperf3"]) == 2 and all(rate > 0 for rate in result["iperf3"])
+    assert set(result["gbit_s"]) == {"epoll", "busypoll"} and all(r > 0 for r in result["gbit_s"].values())
+    assert result["ratio"] == pytest.approx(result["gbit_s"][result["best"]] / result["iperf3_gbit_s"])
+    text = bench.format_upload(result)
+    assert "iperf3" in text and "x iperf3" in text and "target >= 0.90x" in text and result["verdict"] in text
+    assert launcher.live_children() == []
+
+
+def test_upload_bench_without_iperf3_says_how_to_install(monkeypatch, built_bin):
+    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
+    with pytest.raises(LabError) as raised:
+        bench.iperf3_ceiling()
+    assert "iperf3 is not installed" in raised.value.what and "apt-get install iperf3" in raised.value.fix
+
+
+def test_upload_bench_refuses_an_unknown_model(built_bin):
+    with pytest.raises(LabError, match="unknown model"):
+        bench.upload(models=("nope",))

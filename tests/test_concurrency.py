@@ -56,7 +56,7 @@ def outcome(client: Client) -> str:
 
 
 @pytest.mark.parametrize("san", BUILDS, ids=BUILD_IDS)
-@pytest.mark.parametrize("model", [m for m in ["threaded", "select", "poll", "epoll", "epoll_et", "uring"]
+@pytest.mark.parametrize("model", [m for m in ["threaded", "select", "poll", "epoll", "epoll_et", "uring", "busypoll", "aio"]
                                    if m in serverproc.MODELS])
 def test_out_of_descriptors_sheds_the_excess_and_keeps_serving(model, san):
     with serverproc.running(model, service="echo", san=san, fd_limit=32) as server:

@@ -8,17 +8,14 @@ import re
 
 import pytest
 
-from labkit import paths
+from labkit import csource, paths
 from labkit.instructor import c_exercises, checks
 from labkit.errors import BuildError, LabError
 
 
 def lab_function(path: str, name: str) -> str:
     """The lab's own definition of `name` in csrc/`path` (what a perfect student writes)."""
-    lines = (paths.CSRC / path).read_text().splitlines()
-    start = next(i for i, line in enumerate(lines) if re.match(rf"^int {name}\(", line))
-    end = next(i for i in range(start, len(lines)) if lines[i] == "}")
-    return "\n".join(lines[start:end + 1]) + "\n"
+    return csource.c_function(path, name)[2] + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -162,3 +159,47 @@ def test_an_ev_poll_compile_error_shows_gccs_message_naming_the_cell():
 def test_code_without_the_function_is_refused():
     with pytest.raises(LabError, match="does not define ev_poll"):
         c_exercises.build_poll_server("int main(void) { return 0; }")
+
+
+# ---------------------------------------------------------------------------
+# close_connection: the lingering close, in a scratch threaded server
+
+LINGERING = r"""
+static void close_connection(int fd)
+{
+    shutdown(fd, SHUT_WR);
+    struct timeval wait = { .tv_sec = 1 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    char discard[4096];
+    size_t drained = 0;
+    ssize_t got;
+    while (drained < (1u << 20) && (got = read_some(fd, discard, sizeof discard)) > 0)
+        drained += (size_t)got;
+    close(fd);
+}
+"""
+
+
+def test_the_labs_plain_close_resets_the_client_and_the_check_says_what_to_do():
+    before = {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))}
+    with pytest.raises(AssertionError, match=r"(?s)got ECONNRESET in recv\(\).*hint: before close\(\), shutdown"):
+        c_exercises.check_lingering_close(lab_function("common/blocking.c", "close_connection"), tries=3)
+    assert {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))} == before
+
+
+def test_a_bounded_lingering_close_passes_both_checks():
+    c_exercises.check_lingering_close(LINGERING, silent_after=True)
+
+
+def test_a_linger_without_a_bound_fails_the_hidden_check():
+    unbounded = ("static void close_connection(int fd)\n{\n    shutdown(fd, SHUT_WR);\n    char b[4096];\n"
+                 "    while (read(fd, b, sizeof b) > 0)\n        ;\n    close(fd);\n}\n")
+    c_exercises.check_lingering_close(unbounded, tries=2)  # the visible check cannot tell
+    with pytest.raises(AssertionError, match="bound the linger"):
+        c_exercises.check_lingering_close(unbounded, tries=1, silent_after=True, timeout=3)
+
+
+def test_a_close_connection_compile_error_names_the_cell():
+    with pytest.raises(BuildError) as failed:
+        c_exercises.build_lingering_server(LINGERING.replace("close(fd);\n}", "close(fd)\n}"))
+    assert re.search(r"your close_connection cell:\d+:\d+: error:", failed.value.output)

@@ -174,3 +174,62 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     # Seed 003's observations beside the student's.
     table = outputs(nb, 'plots.observations_table(df, seeds.table("003"))')[0]["data"]["text/html"]
     assert "seed 003" in table and "0.007262" in table and "yours" in table
+
+
+def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path):
+    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    nb, elapsed = run_quick("03_uploads.ipynb", tmp_path)
+    print(f"03_uploads.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert injected and 'profile = "quick"' in injected[0].source
+
+    # busy polling diffed against the event loop: it reads without asking what is ready.
+    diff = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "csource.show_function_diff(")
+                   if "data" in o)
+    assert "-    if (ready & EV_READABLE) {" in diff and "+static bool poll_conn(struct conn *c)" in diff
+
+    # glibc's AIO pool counted from /proc, and the stall it makes; epoll beside it.
+    aio = outputs(nb, 'failures.silent_clients("aio"')[0]["data"]["text/html"]
+    assert "1 thread(s) before, 21 with them" in aio and "ETIMEDOUT" in aio
+    epoll = outputs(nb, 'failures.silent_clients("epoll"')[0]["data"]["text/html"]
+    assert "OK 1024 1" in epoll
+
+    # The quick sweep, into the temporary file only: every point measured, bytes exact.
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["model"], r["clients"], r["size"]) for r in rows) == sorted(
+        (m, c, s) for m in ("threaded", "busypoll", "aio", "select", "epoll") for c in (1, 100)
+        for s in (100 * 1024, 10 << 20))
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    for r in rows:
+        assert r["body_bytes_ok"] == r["clients"] * r["size"]
+        assert r["server_reads_per_request"] >= r["size"] / (16 * 1024)
+        assert 0 < r["transfer_s"] and 0 < r["server_batch_s"] and r["goodput_gbit_s"] > 0
+        assert r["server_cpu_ms_per_mb"] > 0
+    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    assert after == results_before, "the notebook wrote into data/results/"
+
+    # iperf3's ceiling measured in the same run, drawn as a line on the throughput plot.
+    assert "iperf3, one stream:" in "".join(o.get("text", "") for o in outputs(nb, "try:\n    ceiling ="))
+    figure = [o for o in outputs(nb, "largest = ") if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert figure and figure[0]["data"]["application/vnd.plotly.v1+json"]["layout"].get("shapes")
+    for start in ('uploads.plot(df, "transfer_s")', 'figure = plots.metric_vs(df[df["clients"]',
+                  'uploads.plot(df, "server_cpu_ms_per_mb")', 'uploads.plot(df, "server_reads_per_request")'):
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+
+    # Seed 002's same-host table beside the student's numbers.
+    table = outputs(nb, 'plots.seed_times_table(df, seeds.table("002"))')[0]["data"]["text/html"]
+    assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
+
+    # Every failure case, with the errno each side saw.
+    shown = {start: outputs(nb, start)[0]["data"]["text/html"] for start in (
+        "failures.no_server()", "failures.fewer_clients(", "failures.second_batch(",
+        "failures.too_many_open_files(", "failures.reset_on_close(", "failures.connect_timeout(")}
+    assert "ECONNREFUSED" in shown["failures.no_server()"]
+    assert "timed out after 2 s" in shown["failures.fewer_clients("]
+    assert "batch 2: timed out" in shown["failures.second_batch("]
+    assert "shed a connection" in shown["failures.too_many_open_files("]
+    assert "ECONNRESET" in shown["failures.reset_on_close("]
+    assert "ETIMEDOUT" in shown["failures.connect_timeout("]
+    assert all("the server still serves" in card for name, card in shown.items() if name != "failures.no_server()")

@@ -28,8 +28,8 @@ static void batch_report(bool timed_out)
     double ms = (double)(now_ns() - started_ns) / 1e6;
     if (timed_out)
         snprintf(line, sizeof line,
-                 "expect: batch %ld: timed out after %.3f s: %ld of %ld connections arrived, "
-                 "%ld done, %lld bytes", batch, ms / 1e3, arrived, expected, done, bytes);
+                 "expect: batch %ld: timed out after %g s: %ld of %ld connections arrived, "
+                 "%ld done, %lld bytes", batch, timeout_s, arrived, expected, done, bytes);
     else
         snprintf(line, sizeof line, "expect: batch %ld: %ld of %ld connections done, %lld bytes in %.3f ms",
                  batch, done, expected, bytes, ms);

@@ -12,7 +12,7 @@
  * ends belong to the next one:
  *
  *   expect: batch 1: 100 of 100 connections done, 104857600 bytes in 912.345 ms
- *   expect: batch 2: timed out after 5.000 s: 60 of 100 connections arrived, 58 done, 60817408 bytes
+ *   expect: batch 2: timed out after 5 s: 60 of 100 connections arrived, 58 done, 60817408 bytes
  *
  * (the time-out also warns on stderr: a client that never came is a failure).
  * The counters live in one process, so models that serve in child
