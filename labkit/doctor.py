@@ -160,6 +160,17 @@ def check_liburing() -> Check:
                  "sudo apt-get install liburing-dev")
 
 
+def check_anchors() -> Check:
+    """The reference tools the lab measures itself against, on this machine, in the same run."""
+    anchors = {"sockperf": "round trips (bench rtt)",
+               "iperf3": "the one-stream ceiling of uploads (notebook 03, bench upload)"}
+    missing = [tool for tool in anchors if shutil.which(tool) is None]
+    if not missing:
+        return Check("anchors", OK, "sockperf and iperf3 found: round trips and uploads have a reference")
+    return Check("anchors", WARN, "; ".join(f"{tool} not found: no reference for {anchors[tool]}" for tool in missing)
+                 + " (the lab's own figures still work)", f"sudo apt-get install {' '.join(missing)}")
+
+
 def check_orphans() -> Check:
     orphans = find_orphans()
     if not orphans:
@@ -184,6 +195,7 @@ def checks() -> list[Check]:
         check_kernel(),
         check_chromium(),
         check_liburing(),
+        check_anchors(),
         check_orphans(),
     ]
 

@@ -129,3 +129,12 @@ def test_clean_removes_stale_pid_files_only(fake_lab, tmp_path):
     done = doctor.clean()
     assert not (run_dir / f"{gone.pid}.json").exists() and (run_dir / "mine.json").exists()
     assert any("stale pid file" in line for line in done)
+
+
+def test_missing_anchor_tools_are_a_warning_with_the_install_command(monkeypatch):
+    real_which = doctor.shutil.which
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None if name == "iperf3" else real_which(name))
+    check = doctor.check_anchors()
+    assert check.status == doctor.WARN
+    assert "iperf3 not found: no reference for the one-stream ceiling of uploads" in check.detail
+    assert check.fix == "sudo apt-get install iperf3"
