@@ -36,7 +36,7 @@ EXPERIMENT = Experiment(
         Param("vary", Choice("none", "uniform", "log"), "none",
               "none: every body is `size`; uniform or log: each connection's size drawn from 1 KB to `size`"),
         Param("seed", Int(least=0), 1, "the draw's seed (vary): the same seed gives the same sizes"),
-        Param("max_bytes", Size(), 4 * 1024 ** 3,
+        Param("max_bytes", Size(), 16 * 1024 ** 3,
               "points moving more than this in all are left out (10k x 10MB would be 100GB)", to=SWEEP),
         repeats_param(3),
         Param("service", Choice("top", "echo", "sink"), "sink", "the service the server runs", to=BOTH,
