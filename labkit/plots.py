@@ -36,8 +36,12 @@ MODEL_COLORS = {
     "pool": "#56B4E9",
     "fork": "#332288",
     "uring": "#44AA99",
+    "busypoll": "#000000",
+    "aio": "#BCBD22",
 }
-_SPARE_COLORS = ["#000000", "#8C564B", "#17BECF", "#BCBD22", "#9467BD"]
+_SPARE_COLORS = ["#8C564B", "#17BECF", "#9467BD", "#7F7F00"]
+# A model's lines differ by dash when another axis (a size, say) varies.
+_DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
 FAILED_COLOR = "#C00000"
 
 TEMPLATE = go.layout.Template(layout=go.Layout(
@@ -78,6 +82,12 @@ _COLUMN_LABELS = {
     "server_cpu_us_per_request": "server CPU time per request (µs)",
     "server_cs_per_request": "server context switches per request",
     "lat_uncorrected_p99_us": "latency p99, uncorrected (µs)",
+    "transfer_s": "upload time, first byte to last OK (s)",
+    "goodput_gbit_s": "goodput (Gbit/s)",
+    "server_batch_s": "server's time for the batch (s)",
+    "server_cpu_ms_per_mb": "server CPU time per MB (ms)",
+    "server_reads_per_request": "server reads per upload",
+    "body_bytes_ok": "bytes uploaded",
 }
 
 # counters_table's columns, in the order of the seed reports' tables.
@@ -227,12 +237,14 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
         fig.update_yaxes(type="log")
 
     measured = summary.dropna(subset=["median"])
+    combos = sorted({tuple(v) for v in measured[series].itertuples(index=False)}) if series else []
     for values, line in measured.groupby(["model", *series], sort=False):
         model = values[0]
+        dash = _DASHES[combos.index(tuple(values[1:])) % len(_DASHES)] if series else "solid"
         fig.add_trace(go.Scatter(
             x=line[x], y=line["median"], name=_line_name(df, model, series, values[1:], varying),
             mode="lines+markers", legendgroup=model,
-            line=dict(color=color(model), width=2),
+            line=dict(color=color(model), width=2, dash=dash),
             marker=dict(size=8, symbol=["diamond-open" if s else "circle" for s in line["saturated"]]),
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
@@ -451,7 +463,7 @@ def seed_times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "
     ok = df[df["status"] == "ok"]
     yours = ok.pivot_table(index=index, columns="model", values=column, aggfunc="median") * scale
     yours.columns = pd.MultiIndex.from_product([[f"yours ({unit})"], yours.columns])
-    table = pd.concat([seed, yours], axis=1).sort_index()
+    table = pd.concat([seed, yours], axis=1).sort_index().dropna(how="all")  # no number on either side: no row
     table.index = pd.MultiIndex.from_tuples(
         [tuple(value_text(df, name, value) for name, value in zip(index, key)) for key in table.index],
         names=index)

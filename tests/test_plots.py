@@ -197,3 +197,37 @@ def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
     assert list(by_name["select"].x) == [100]  # the refused size is not drawn at all
     assert list(by_name["poll"].y) == [0.9, 9.0]  # ns -> µs
     assert "select at 2,000" in fig.layout.title.subtitle.text
+
+
+def _uploads_rows():
+    """uploads-shaped rows: two models x 1 and 100 connections x two sizes."""
+    rows = []
+    for model in ("epoll", "aio"):
+        for clients in (1, 100):
+            for size in (102400, 10 << 20):
+                rows.append(dict(experiment="uploads", model=model, clients=clients, size=size, repeat=0,
+                                 status="ok", error="", goodput_gbit_s=clients * size / 1e9,
+                                 server_batch_s=clients * size / 1e9, client_saturated=False,
+                                 counters_note=""))
+    return pd.DataFrame(rows)
+
+
+def test_a_size_axis_is_written_with_units_and_each_size_has_its_own_dash():
+    df = _uploads_rows()
+    fig = plots.metric_vs(df, "goodput_gbit_s", x="size", log_x=True)
+    assert list(fig.layout.xaxis.ticktext) == ["100KB", "10MB"] and fig.layout.xaxis.type == "log"
+    assert fig.layout.yaxis.title.text == "goodput (Gbit/s)"
+    by_clients = plots.metric_vs(df, "goodput_gbit_s", x="clients")
+    dashes = {trace.name: trace.line.dash for trace in by_clients.data}
+    assert dashes == {"aio, size 100KB": "solid", "aio, size 10MB": "dot",
+                      "epoll, size 100KB": "solid", "epoll, size 10MB": "dot"}
+
+
+def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
+    table = plots.seed_times_table(_uploads_rows(), seeds.table("002"))
+    row = table.loc[("100", "10MB")]
+    assert row[("seed 002 (ms)", "aio")] == pytest.approx(571.0)
+    assert row[("yours (ms)", "aio")] == pytest.approx(100 * (10 << 20) / 1e9 * 1000)
+    # rows with no number on either side are dropped; a "<1 ms" in the seed stays blank, not 0
+    assert not table.isna().all(axis=1).any()
+    assert math.isnan(table.loc[("1", "1KB"), ("seed 002 (ms)", "busypoll")])
