@@ -379,3 +379,22 @@ def test_an_endless_loop_times_out_and_keeps_the_checks_before_it(tmp_path, rele
     assert all(rows[c][0] == "timeout" and "45 s time limit" in rows[c][2] for c in after), rows
     assert book["points"].sum() == points_of(instructor, PROCSTAT)
     assert processes_of_grading_uids() == []
+
+
+@pytest.mark.parametrize("name", ["02_multiplexing", "03_uploads"])
+def test_every_notebooks_graded_copy_exports_the_values_of_each_of_its_checks(name, tmp_path):
+    """Grading other notebooks than 01: each check's values are exported for the checks
+    process, and no hidden check or solution is in the student's run."""
+    teacher = nbformat.read(paths.NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    student, _ = release.release_notebook(copy.deepcopy(teacher), name)
+    prepared = grade.graded_copy(student, teacher)
+    catalog = grade.check_catalog(teacher)
+    assert catalog and any(spec.hidden for spec in catalog)
+    exports_cells = [c for c in prepared.notebook.cells if "labkit-export" in c.metadata.get("tags", [])]
+    exported = {spec.name for spec in catalog for c in exports_cells if f"'{spec.name}'" in c.source}
+    assert exported == {spec.name for spec in catalog}
+    sources = "".join(c.source for c in prepared.notebook.cells)
+    assert "BEGIN SOLUTION" not in sources
+    for cell in teacher.cells:
+        if release.HIDDEN_TAG in cell.metadata.get("tags", []):
+            assert cell.source not in sources

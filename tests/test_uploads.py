@@ -237,3 +237,13 @@ def test_seed_002_numbers_are_transcribed_and_less_than_one_is_missing_not_zero(
     tiny = table[(table["model"] == "busypoll") & (table["clients"] == 1) & (table["size"] == 1024)]
     assert tiny["value"].isna().all() and set(tiny["printed"]) == {"<1 ms"}
     assert set(table["model"]) == {"threaded", "busypoll", "aio", "select"}
+
+
+def test_more_connections_than_the_open_file_limit_holds_is_refused_before_the_run():
+    from labkit import system
+
+    hard = system.nofile_limit()[1]
+    with pytest.raises(LabError) as refused:
+        experiments.resolve("uploads", "quick", clients=[1, hard + 10])
+    assert "open" in refused.value.what and str(hard + 10) in refused.value.what.replace(",", "")
+    assert refused.value.fix
