@@ -137,7 +137,7 @@ static void start_connect(struct driver *d, struct conn *c, const struct net_add
 
 static void connect_done(struct driver *d, struct conn *c)
 {
-    if (net_connect_result(c->fd) < 0 || net_set_nodelay(c->fd, true) < 0) {
+    if (net_connect_result(c->fd) < 0 || net_set_nodelay(c->fd, d->o->nodelay) < 0) {
         conn_close(d, c, errno);
         return;
     }

@@ -5,6 +5,8 @@
  *           [--timeout S] [--connect-timeout S]
  *           [--engine threads|events] [--rate R] [--duration S]
  *           [--warmup S|N] [--idle N] [--vary uniform|log] [--seed N]
+ *           [--nodelay on|off] [--strategy many|writev|single|msg_more|cork
+ *            --nbufs N --bufsize B --repetitions R]
  *
  * Two drivers run the same exchanges (exchange.c):
  *   threads  one thread per connection, like the seed reports' client
@@ -63,6 +65,14 @@ static void usage(FILE *to)
         "                         1024..--size, uniformly or log-uniformly (uploads);\n"
         "                         none (the default): every payload is --size bytes\n"
         "  --seed N               the draw's seed: the same seed, the same sizes (default 1)\n"
+        "  --nodelay on|off       TCP_NODELAY on each connection (default on; off: Nagle)\n"
+        "write strategies (sink; one blocking connection per client, seed 004):\n"
+        "  --strategy S           how each repetition is written: many (a write per buffer),\n"
+        "                         writev (one writev), single (copied, one write), msg_more\n"
+        "                         (MSG_MORE on all but the last), cork (TCP_CORK around them)\n"
+        "  --nbufs N --bufsize B  a repetition is N buffers of B bytes (N <= 1024, B <= 65536,\n"
+        "                         N x B <= 1 MiB)\n"
+        "  --repetitions R        repetitions per request (default 1); the body is R x N x B\n"
         "  --timeout S            bound on each exchange, seconds (default 10);\n"
         "                         behind an iterative server a client waits for\n"
         "                         all earlier clients, so raise it for big sweeps\n"
@@ -156,6 +166,11 @@ static struct options parse_options(int argc, char **argv)
         { "idle", required_argument, NULL, 'i' },
         { "vary", required_argument, NULL, 'v' },
         { "seed", required_argument, NULL, 'S' },
+        { "nodelay", required_argument, NULL, 'N' },
+        { "strategy", required_argument, NULL, 'W' },
+        { "nbufs", required_argument, NULL, 'n' },
+        { "bufsize", required_argument, NULL, 'B' },
+        { "repetitions", required_argument, NULL, 'P' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
@@ -163,6 +178,7 @@ static struct options parse_options(int argc, char **argv)
         .host = "127.0.0.1", .port = -1, .clients = -1, .requests = -1,
         .service = SERVICE_TOP, .k = 2, .size = 64,
         .timeout_s = 10, .connect_timeout_s = 5, .engine = ENGINE_THREADS, .seed = 1,
+        .nodelay = true, .nbufs = -1, .bufsize = -1, .repetitions = 1,
     };
     const char *events_only = NULL; /* the first flag that needs --engine events */
     int opt;
@@ -215,6 +231,23 @@ static struct options parse_options(int argc, char **argv)
             else bad_args("--vary '%s': expected none, uniform or log", optarg);
             break;
         case 'S': o.seed = (unsigned long)parse_count("--seed", optarg, 0, LONG_MAX); break;
+        case 'N':
+            if (strcmp(optarg, "on") == 0) o.nodelay = true;
+            else if (strcmp(optarg, "off") == 0) o.nodelay = false;
+            else bad_args("--nodelay '%s': expected on or off", optarg);
+            break;
+        case 'W': {
+            o.strategy = STRATEGY_NONE;
+            for (int s = STRATEGY_MANY; s <= STRATEGY_CORK; s++)
+                if (strcmp(optarg, strategy_names[s]) == 0)
+                    o.strategy = (enum strategy)s;
+            if (o.strategy == STRATEGY_NONE)
+                bad_args("--strategy '%s': expected many, writev, single, msg_more or cork", optarg);
+            break;
+        }
+        case 'n': o.nbufs = parse_count("--nbufs", optarg, 1, MAX_NBUFS); break;
+        case 'B': o.bufsize = parse_count("--bufsize", optarg, 1, MAX_BUFSIZE); break;
+        case 'P': o.repetitions = parse_count("--repetitions", optarg, 1, MAX_REQUESTS); break;
         case 'h': usage(stdout); exit(0);
         case ':': bad_args("%s needs a value", argv[optind - 1]);
         default: bad_args("unknown option '%s'", argv[optind - 1]);
@@ -235,6 +268,25 @@ static struct options parse_options(int argc, char **argv)
                  o.rate_rps > 0 ? ", or --duration with --rate" : "");
     if (o.vary != VARY_NONE && o.service == SERVICE_TOP)
         bad_args("--vary draws echo/sink payload sizes; top requests have none");
+    if (o.strategy != STRATEGY_NONE) {
+        if (o.service != SERVICE_SINK)
+            bad_args("--strategy writes sink uploads: add --service sink");
+        if (o.nbufs < 0 || o.bufsize < 0)
+            bad_args("--strategy needs --nbufs N and --bufsize B (seed 004: 15 x 100 ... 100 x 15)");
+        if (o.nbufs * o.bufsize > MAX_REPETITION_BYTES)
+            bad_args("--nbufs %ld x --bufsize %ld = %ld bytes per repetition, over the %ld-byte cap: "
+                     "use fewer or smaller buffers", o.nbufs, o.bufsize, o.nbufs * o.bufsize,
+                     MAX_REPETITION_BYTES);
+        if ((double)o.repetitions * (double)(o.nbufs * o.bufsize) > (double)MAX_SIZE)
+            bad_args("--repetitions %ld x %ld bytes is over the %ld-byte body cap: use fewer repetitions",
+                     o.repetitions, o.nbufs * o.bufsize, MAX_SIZE);
+        if (events_only || o.vary != VARY_NONE || o.engine == ENGINE_EVENTS)
+            bad_args("--strategy runs blocking connections of its own: drop --engine events, --rate, "
+                     "--warmup, --idle and --vary");
+        o.size = o.repetitions * o.nbufs * o.bufsize;
+    } else if (o.nbufs > 0 || o.bufsize > 0 || o.repetitions != 1) {
+        bad_args("--nbufs, --bufsize and --repetitions shape the writes of --strategy: add --strategy");
+    }
     if (events_only && o.engine != ENGINE_EVENTS)
         bad_args("%s needs --engine events (the threads engine is the seeds' closed-loop "
                  "client)", events_only);
@@ -316,7 +368,9 @@ int main(int argc, char **argv)
 
     static struct outcome out; /* two histograms: too big for the stack */
     outcome_init(&out);
-    if (o.engine == ENGINE_EVENTS)
+    if (o.strategy != STRATEGY_NONE)
+        drive_strategy(&o, &addr, &work, &out);
+    else if (o.engine == ENGINE_EVENTS)
         drive_events(&o, &addr, &work, &out);
     else
         drive_threads(&o, &addr, &work, &out);

@@ -2,6 +2,7 @@
  *
  *   loadgen.c   options and setup           exchange.c  one exchange, bytes only
  *   threads.c   thread-per-connection driver events.c    event-driven driver (epoll)
+ *   strategies.c  how the request is written (many writes, writev, one write ...)
  *   report.c    failures, the JSON summary   histogram.c latencies in bounded memory
  *
  * A driver runs the connections described by the options and fills in a
@@ -21,6 +22,13 @@
 #include <stdint.h>
 
 enum engine { ENGINE_THREADS, ENGINE_EVENTS };
+/* --strategy: how each repetition of the body is handed to the kernel (strategies.c). */
+enum strategy { STRATEGY_NONE, STRATEGY_MANY, STRATEGY_WRITEV, STRATEGY_SINGLE, STRATEGY_MSG_MORE,
+                STRATEGY_CORK };
+extern const char *const strategy_names[];
+#define MAX_NBUFS 1024                 /* writev's IOV_MAX */
+#define MAX_BUFSIZE 65536L
+#define MAX_REPETITION_BYTES (1L << 20) /* nbufs x bufsize */
 
 struct options {
     const char *host;
@@ -40,6 +48,9 @@ struct options {
     long idle;                     /* extra connections held open and silent */
     enum size_vary vary;           /* echo/sink: body sizes differ per connection */
     unsigned long seed;            /* ... drawn reproducibly from this seed */
+    bool nodelay;                  /* TCP_NODELAY on every connection (the default) */
+    enum strategy strategy;        /* sink: write each body this way (strategies.c) */
+    long nbufs, bufsize, repetitions; /* ... as repetitions x nbufs buffers of bufsize bytes */
 };
 
 /* A failure is an errno value (> 0) or one of the protocol failures below,
@@ -69,6 +80,10 @@ struct outcome {
     uint64_t began_ns, ended_ns;   /* first connect attempt .. last close */
     uint64_t first_send_ns;        /* the gate opened: the first request byte .. */
     uint64_t last_reply_ns;        /* .. the last complete reply (0: none) */
+    long write_calls;              /* strategies: write-family system calls for the bodies */
+    long head_write_calls;         /* ... and for request lines written on their own */
+    uint64_t send_ns;              /* strategies: time spent writing, summed over exchanges */
+    long segments_out, data_segments_out; /* strategies: TCP_INFO deltas; -1 unknown */
     struct failure_tally failures;
     atomic_bool bad_reply_reported;
     /* Latency from the intended start (open loop; = the send in closed
@@ -90,6 +105,8 @@ void drive_threads(const struct options *o, const struct net_addr *addr,
                    const struct workload *w, struct outcome *out);
 void drive_events(const struct options *o, const struct net_addr *addr,
                   const struct workload *w, struct outcome *out);
+void drive_strategy(const struct options *o, const struct net_addr *addr,
+                    const struct workload *w, struct outcome *out);
 
 /* Print the JSON summary on stdout and a line on stderr; returns the exit
  * code (0: everything succeeded, 1: something failed). */

@@ -229,6 +229,23 @@ int report(const struct options *o, struct outcome *out)
         print_optional("transfer_s", moved, transfer);
         print_optional("goodput_gbit_s", moved, moved ? (double)out->body_bytes_ok * 8 / transfer / 1e9 : 0);
     }
+    if (o->strategy != STRATEGY_NONE) {
+        /* Seed 004's figures, and the counts that explain them. */
+        long reps = out->requests_ok * o->repetitions;
+        printf("\"strategy\":\"%s\",\"nbufs\":%ld,\"bufsize\":%ld,\"repetitions\":%ld,\"nodelay\":%s,",
+               strategy_names[o->strategy], o->nbufs, o->bufsize, o->repetitions, o->nodelay ? "true" : "false");
+        double send_s = (double)out->send_ns / 1e9;
+        print_optional("send_s", out->requests_ok > 0, send_s);
+        print_optional("send_gbit_s", send_s > 0, send_s > 0 ? (double)out->body_bytes_ok * 8 / send_s / 1e9 : 0);
+        printf("\"write_calls\":%ld,\"head_write_calls\":%ld,", out->write_calls, out->head_write_calls);
+        print_optional("write_calls_per_repetition", reps > 0, reps ? (double)out->write_calls / (double)reps : 0);
+        print_optional_count("segments_out", out->segments_out >= 0, out->segments_out);
+        print_optional_count("data_segments_out", out->data_segments_out >= 0, out->data_segments_out);
+        print_optional("data_segments_per_repetition", reps > 0 && out->data_segments_out >= 0,
+                       reps ? (double)out->data_segments_out / (double)reps : 0);
+        print_optional("server_reads_per_repetition", reps > 0, reps ? (double)out->server_reads / (double)reps : 0);
+    }
+    printf("\"nodelay_on\":%s,", o->nodelay ? "true" : "false");
     if (o->service == SERVICE_SINK && out->requests_ok > 0)
         printf("\"sink_server_reads_mean\":%.3f,",
                (double)out->server_reads / (double)out->requests_ok);

@@ -49,7 +49,7 @@ static int wait_for(int fd, short events, uint64_t deadline_ns)
 }
 
 /* Connect within the timeout.  Returns 0 and *fd, or a failure. */
-static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, int *fd)
+static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, bool nodelay, int *fd)
 {
     uint64_t deadline = now_ns() + timeout_ns;
     int s = net_connect_addr(addr, true);
@@ -59,7 +59,7 @@ static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, int *fd)
     int ready = wait_for(s, POLLOUT, deadline);
     if (ready == 0)
         failure = ETIMEDOUT;
-    else if (ready < 0 || net_connect_result(s) < 0 || net_set_nodelay(s, true) < 0)
+    else if (ready < 0 || net_connect_result(s) < 0 || net_set_nodelay(s, nodelay) < 0)
         failure = errno;
     if (failure) {
         close(s);
@@ -167,7 +167,7 @@ static void *client_main(void *arg)
     int fd = -1;
 
     c->began_ns = now_ns();
-    int failure = conn_open(run->addr, (uint64_t)(run->opt->connect_timeout_s * 1e9), &fd);
+    int failure = conn_open(run->addr, (uint64_t)(run->opt->connect_timeout_s * 1e9), run->opt->nodelay, &fd);
     gate_arrive(&run->gate, failure == 0);
     c->connected = failure == 0;
 
