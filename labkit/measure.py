@@ -108,6 +108,7 @@ def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), even
         row.update(_prefixed("client", perf.derive(dict(client.counters), elapsed), events))
         notes.append(client.note)
     _per_request(row)
+    _syscalls_per_repetition(row, load)
     row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
     row["counters_note"] = "; ".join(note for note in notes if note)
     return row
@@ -180,6 +181,20 @@ def _run_client(row: dict, server: procs.Server, load: LoadSpec, pinning: Pinnin
         return None
 
 
+def _syscalls_per_repetition(row: dict, load: LoadSpec) -> None:
+    """perf's count of the client's write-family and the server's read-family system
+    calls per repetition (write strategies), where perf counted them (NaN elsewhere)."""
+    from . import perf
+
+    repetitions = row["requests_ok"] * int(load.options.get("repetitions") or 1)
+    if not repetitions or "strategy" not in load.options:
+        return
+    for column, side, calls in (("client_write_syscalls_per_repetition", "client", perf.WRITE_SYSCALLS),
+                                ("server_read_syscalls_per_repetition", "server", perf.READ_SYSCALLS)):
+        counts = [row.get(f"{side}_{call}", NAN) for call in calls]
+        row[column] = sum(counts) / repetitions if not any(math.isnan(c) for c in counts) else NAN
+
+
 def _machine_side(failure: LabError) -> bool:
     """A client failure that belongs to this point, not to the user's parameters."""
     what = failure.what
@@ -215,6 +230,12 @@ def _fill_client(row: dict, client: ClientRun) -> float:
         "transfer_s": _number(summary, "transfer_s"),
         "goodput_gbit_s": _number(summary, "goodput_gbit_s"),
         "server_reads_per_request": _number(summary, "sink_server_reads_mean"),
+        "send_s": _number(summary, "send_s"),
+        "send_gbit_s": _number(summary, "send_gbit_s"),
+        "write_calls_per_repetition": _number(summary, "write_calls_per_repetition"),
+        "data_segments_per_repetition": _number(summary, "data_segments_per_repetition"),
+        "server_reads_per_repetition": _number(summary, "server_reads_per_repetition"),
+        "lat_histogram": [list(bucket) for bucket in summary.get("histogram") or []],
         "client_cpus": list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0)),
     })
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]

@@ -15,6 +15,7 @@ the sweep itself (repeats).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .errors import LabError
@@ -72,34 +73,38 @@ class Kind:
         return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
-class Models(Kind):
-    """Server models to compare: a checkbox for each model this checkout builds."""
+class ChoiceList(Kind):
+    """Some of a few words, one grid point each (write strategies: many, writev, single):
+    a checkbox for each."""
 
     is_list = True
-    column = "model"  # a grid point holds one of them, as "model"
+    noun = "value"
+
+    def __init__(self, *options: str):
+        self._options = options
+
+    @property
+    def options(self) -> list[str]:
+        return list(self._options)
 
     def check(self, name, value):
-        from . import build
-
-        known = build.models()
-        models = [str(m) for m in _words(value)]
-        if not models:
-            raise LabError("no server model chosen", f"choose one or more of: {', '.join(known)}")
-        for model in models:
-            if model not in known:
-                raise LabError(f"unknown server model {model!r}", f"choose from: {', '.join(known)}")
-        return models
+        known = self.options
+        chosen = [str(v) for v in _words(value)]
+        if not chosen:
+            raise LabError(f"no {self.noun} chosen for {name}", f"choose one or more of: {', '.join(known)}")
+        for word in chosen:
+            if word not in known:
+                raise LabError(f"unknown {self.noun} {word!r} for {name}", f"choose from: {', '.join(known)}")
+        return chosen
 
     def describe(self):
-        return "server models, e.g. select,epoll"
+        return f"one or more of {', '.join(self.options)}"
 
     def widget(self, value):
         import ipywidgets as w
 
-        from . import build
-
-        boxes = [w.Checkbox(value=m in value, description=m, indent=False, layout=w.Layout(width="auto"))
-                 for m in build.models()]
+        boxes = [w.Checkbox(value=o in value, description=o, indent=False, layout=w.Layout(width="auto"))
+                 for o in self.options]
         # a dozen models: let the checkboxes wrap instead of running off the panel
         return w.HBox(boxes, layout=w.Layout(flex_flow="row wrap", max_width="560px", grid_gap="0 12px"))
 
@@ -109,6 +114,25 @@ class Models(Kind):
     def show(self, widget, value):
         for box in widget.children:
             box.value = box.description in value
+
+
+class Models(ChoiceList):
+    """Server models to compare: a checkbox for each model this checkout builds."""
+
+    column = "model"  # a grid point holds one of them, as "model"
+    noun = "server model"
+
+    def __init__(self):
+        super().__init__()
+
+    @property
+    def options(self) -> list[str]:
+        from . import build
+
+        return build.models()
+
+    def describe(self):
+        return "server models, e.g. select,epoll"
 
 
 class IntList(Kind):
@@ -235,6 +259,41 @@ class Size(Kind):
 
     def show(self, widget, value):
         widget.value = size_text(value) if isinstance(value, int) else str(value)
+
+
+# seed 004's buffers: a repetition is N buffers of B bytes, written "NxB"
+MAX_NBUFS, MAX_BUFSIZE, MAX_REPETITION_BYTES = 1024, 65536, 1 << 20  # the load generator's caps
+
+
+class Shapes(Kind):
+    """Buffer shapes 'NxB' (N buffers of B bytes: '15x100, 100x15'), one grid point each."""
+
+    is_list = True
+
+    def check(self, name, value):
+        if isinstance(value, str):  # "100 x 15" is one shape
+            value = re.sub(r"\s*[xX]\s*", "x", value)
+        shapes = [str(v).replace(" ", "").lower() for v in _words(value)]
+        if not shapes:
+            raise LabError(f"no {name} chosen", f"give one or more shapes for {name}, e.g. 15x100, 100x15")
+        for shape in shapes:
+            nbufs, _, bufsize = shape.partition("x")
+            if not (nbufs.isdigit() and bufsize.isdigit()):
+                raise LabError(f"{shape!r} in {name} is not N buffers x B bytes",
+                               f"write each shape as NxB, e.g. {name} = \"15x100, 30x50\"")
+            n, b = int(nbufs), int(bufsize)
+            if not (1 <= n <= MAX_NBUFS and 1 <= b <= MAX_BUFSIZE and n * b <= MAX_REPETITION_BYTES):
+                raise LabError(f"{shape} in {name} is outside the load generator's caps",
+                               f"use 1 to {MAX_NBUFS} buffers of 1 to {MAX_BUFSIZE} bytes, at most "
+                               f"{MAX_REPETITION_BYTES} bytes in all, e.g. 15x100")
+        return shapes
+
+    def describe(self):
+        return "buffer shapes NxB, e.g. 15x100,100x15"
+
+    def text(self, value):
+        nbufs, _, bufsize = str(value).partition("x")
+        return f"{nbufs} x {bufsize} B"
 
 
 class Int(Kind):

@@ -448,28 +448,40 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     return table
 
 
-def seed_times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "server_batch_s",
-                     placement: str = "same_host", index=("clients", "size"), scale: float = 1000.0,
-                     unit: str = "ms") -> pd.DataFrame:
-    """A seed's times beside your medians of `column`, both x `scale` (ms): rows = the
-    `index` axes (sizes written like 10MB), columns = (seed | yours, model).  Only the
-    seed's rows for `placement`; the seed's points you did not measure stay blank, and
-    "as printed" notes like "<1 ms" are blank too (NaN, never 0)."""
+def seed_beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clients",),
+                columns: str = "model", metric: str | None = None, seed_where: dict | None = None,
+                scale: float = 1.0, unit: str = "") -> pd.DataFrame:
+    """A seed's numbers beside your medians of `column`, both x `scale`: rows = the `index`
+    axes (each value as its parameter writes it: 10MB, 15 x 100 B), columns = (seed |
+    yours, one of `columns`).  The seed's rows are those of `metric` (if given) matching
+    `seed_where` ({"placement": "same_host"}); a point measured on one side only stays
+    blank on the other, as does a number the report did not print ("<1 ms": NaN, never 0)."""
     index = list(index)
-    seed_rows = seed_table[seed_table["placement"] == placement]
+    seed_rows = seed_table
+    if metric is not None:
+        seed_rows = seed_rows[seed_rows["metric"] == metric]
+    for key, value in (seed_where or {}).items():
+        seed_rows = seed_rows[seed_rows[key] == value]
     seed_name = seed_table["seed"].iloc[0]
-    seed = seed_rows.pivot_table(index=index, columns="model", values="value", aggfunc="first", dropna=False) * scale
-    seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name} ({unit})"], seed.columns])
+    seed = seed_rows.pivot_table(index=index, columns=columns, values="value", aggfunc="first", dropna=False) * scale
+    seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name}" + (f" ({unit})" if unit else "")], seed.columns])
     ok = df[df["status"] == "ok"]
-    yours = ok.pivot_table(index=index, columns="model", values=column, aggfunc="median") * scale
-    yours.columns = pd.MultiIndex.from_product([[f"yours ({unit})"], yours.columns])
+    yours = ok.pivot_table(index=index, columns=columns, values=column, aggfunc="median") * scale
+    yours.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], yours.columns])
     table = pd.concat([seed, yours], axis=1).sort_index().dropna(how="all")  # no number on either side: no row
     table.index = pd.MultiIndex.from_tuples(
-        [tuple(value_text(df, name, value) for name, value in zip(index, key)) for key in table.index],
-        names=index)
-    table.attrs["caption"] = (f"{label(column)} x {scale:g} ({unit}): seed {seed_name} ({placement.replace('_', ' ')}) "
-                              "beside your medians")
+        [tuple(value_text(df, name, value) for name, value in zip(index, key if isinstance(key, tuple) else (key,)))
+         for key in table.index], names=index)
+    table.attrs["caption"] = f"{label(column)}: seed {seed_name} beside your medians"
     return table
+
+
+def seed_times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "server_batch_s",
+                     placement: str = "same_host") -> pd.DataFrame:
+    """Seed 002's upload times (ms, the server's clock) beside your medians of `column`,
+    rows = connections x size, for the seed's `placement` column."""
+    return seed_beside(df, seed_table, column, index=("clients", "size"), seed_where={"placement": placement},
+                       scale=1000.0, unit="ms")
 
 
 def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:

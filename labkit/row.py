@@ -23,6 +23,13 @@ MEASURED = {
     # server's reads per body (from its OK replies), and its own --expect report, if asked
     "body_bytes_ok": 0, "transfer_s": NAN, "goodput_gbit_s": NAN, "server_reads_per_request": NAN,
     "server_batch_s": NAN,
+    # write strategies (seed 004): per repetition of nbufs buffers, the client's write-family
+    # calls (its own count, and perf's syscall tracepoints where permitted), the TCP segments
+    # the kernel sent (TCP_INFO), the server's reads (its OK replies, and perf's count)
+    "send_s": NAN, "send_gbit_s": NAN, "write_calls_per_repetition": NAN,
+    "data_segments_per_repetition": NAN, "server_reads_per_repetition": NAN,
+    "client_write_syscalls_per_repetition": NAN, "server_read_syscalls_per_repetition": NAN,
+    "lat_histogram": [],
     "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN, "server_cpu_ms_per_mb": NAN,
     "counters_source": "", "counters_note": "",
     "server_cpus": [], "client_cpus": [],

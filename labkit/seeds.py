@@ -25,12 +25,17 @@ TABLES = {
             "seed 002: time for the SERVER to receive every upload (its own clock), threads / "
             "busy polling / POSIX AIO / select, 1 to 10k connections x 1 KB to 10 MB, same host and "
             "different hosts"),
+    "004": ("004_write_strategies.csv",
+            "seed 004: one CLIENT connection writing 20,000 repetitions of 1,500 bytes as many writes, "
+            "one writev or one copied write, 15x100 to 100x15 buffers: send time, round trip, Gbit/s, "
+            "the server's reads"),
     "003": ("003_echo_response.csv",
             "seed 003: echo response time seen by the CLIENT, threaded / select / epoll "
             "servers, 5000 and 10000 clients x 200 and 300 exchanges (its Observations table)"),
 }
-# Tables with columns more than the common ones (002 sweeps sizes and placements, 003 exchanges).
-_EXTRA_COLUMNS = {"002": ["size", "placement"], "003": ["exchanges"]}
+# Tables with columns more than the common ones (002 sweeps sizes and placements, 003 exchanges,
+# 004 write strategies and buffer shapes).
+_EXTRA_COLUMNS = {"002": ["size", "placement"], "003": ["exchanges"], "004": ["strategy", "shape"]}
 
 _COLUMNS = ["seed", "side", "model", "seed_label", "clients", "metric", "value",
             "unit", "printed", "source"]

@@ -14,7 +14,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import experiments, launcher, store
+from . import experiments, launcher, perf, store
 from . import measure as measure_module
 
 def point_key(experiment: str, point: dict, repeat: int) -> str:
@@ -78,8 +78,9 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
             if key in measured_ok:
                 advance({**point, "repeat": repeat, "status": "skipped (already measured)"})
                 continue
+            extra = {"events": [*perf.DEFAULT_EVENTS, *declared.events]} if declared.events else {}
             measured = measure(declared.server_spec(point), declared.load_spec(point),
-                               declared.pinning(point, params.get("pinning_note", "")))
+                               declared.pinning(point, params.get("pinning_note", "")), **extra)
             row = {**point, **measured}  # what was measured wins (server_cpus: the CPUs it really had)
             row.update({
                 "experiment": experiment,

@@ -91,7 +91,7 @@ def test_001_is_server_side_threaded_and_select_at_3_6_10():
 
 def test_tables_and_describe():
     all_tables = seeds.tables()
-    assert set(all_tables) == {"000", "001", "002", "003"}  # 002: uploads (notebook 03), 003: echo (notebook 02)
+    assert set(all_tables) == {"000", "001", "002", "003", "004"}  # 002: uploads (03), 003: echo (02), 004: writes (04)
     for name, df in all_tables.items():
         assert isinstance(df, pd.DataFrame) and not df.empty
         assert (df["seed"] == name).all()

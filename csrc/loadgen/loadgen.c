@@ -71,7 +71,7 @@ static void usage(FILE *to)
         "                         writev (one writev), single (copied, one write), msg_more\n"
         "                         (MSG_MORE on all but the last), cork (TCP_CORK around them)\n"
         "  --nbufs N --bufsize B  a repetition is N buffers of B bytes (N <= 1024, B <= 65536,\n"
-        "                         N x B <= 1 MiB)\n"
+        "                         N x B <= 1 MiB); --shape NxB says both at once\n"
         "  --repetitions R        repetitions per request (default 1); the body is R x N x B\n"
         "  --timeout S            bound on each exchange, seconds (default 10);\n"
         "                         behind an iterative server a client waits for\n"
@@ -171,6 +171,7 @@ static struct options parse_options(int argc, char **argv)
         { "nbufs", required_argument, NULL, 'n' },
         { "bufsize", required_argument, NULL, 'B' },
         { "repetitions", required_argument, NULL, 'P' },
+        { "shape", required_argument, NULL, 'X' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
@@ -248,6 +249,16 @@ static struct options parse_options(int argc, char **argv)
         case 'n': o.nbufs = parse_count("--nbufs", optarg, 1, MAX_NBUFS); break;
         case 'B': o.bufsize = parse_count("--bufsize", optarg, 1, MAX_BUFSIZE); break;
         case 'P': o.repetitions = parse_count("--repetitions", optarg, 1, MAX_REQUESTS); break;
+        case 'X': {
+            char nbufs[32], *x = strchr(optarg, 'x');
+            if (x == NULL || x == optarg || (size_t)(x - optarg) >= sizeof nbufs)
+                bad_args("--shape '%s': expected N buffers x B bytes, e.g. 15x100", optarg);
+            memcpy(nbufs, optarg, (size_t)(x - optarg));
+            nbufs[x - optarg] = '\0';
+            o.nbufs = parse_count("--shape's buffer count", nbufs, 1, MAX_NBUFS);
+            o.bufsize = parse_count("--shape's buffer size", x + 1, 1, MAX_BUFSIZE);
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         case ':': bad_args("%s needs a value", argv[optind - 1]);
         default: bad_args("unknown option '%s'", argv[optind - 1]);

@@ -67,6 +67,9 @@ class Experiment:
     # A grid point this experiment does not run: leave_out(point, params) says why, or "" to run it
     # (uploads: a point moving more bytes than the cap).  grid() drops them; left_out() lists them.
     leave_out: Callable[[dict, dict], str] | None = None
+    # perf events counted beside the default ones, on both sides (syscall tracepoints:
+    # labkit.perf.SYSCALL_EVENTS); NaN where this machine cannot count them
+    events: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = [p.name for p in self.parameters]

@@ -13,6 +13,13 @@ from dataclasses import dataclass
 SOFTWARE_EVENTS = ["task-clock", "context-switches", "cpu-migrations", "page-faults"]
 HARDWARE_EVENTS = ["cycles", "instructions", "branches", "branch-misses", "cache-misses"]
 DEFAULT_EVENTS = SOFTWARE_EVENTS + HARDWARE_EVENTS
+# System calls counted by perf's tracepoints (root, or a tracefs the user may read): exact
+# counts of what a program asked the kernel, independent of the program's own bookkeeping.
+WRITE_SYSCALLS = ["syscalls:sys_enter_write", "syscalls:sys_enter_writev", "syscalls:sys_enter_sendto",
+                  "syscalls:sys_enter_sendmsg"]
+READ_SYSCALLS = ["syscalls:sys_enter_read", "syscalls:sys_enter_readv", "syscalls:sys_enter_recvfrom",
+                 "syscalls:sys_enter_recvmsg"]
+SYSCALL_EVENTS = WRITE_SYSCALLS + READ_SYSCALLS
 
 NAN = float("nan")
 

@@ -181,8 +181,27 @@ def probe(refresh: bool = False) -> PerfProbe:
     return _probes[key]
 
 
+_tracepoints: dict[tuple, tuple[str, ...]] = {}
+
+
+def tracepoints_counted(events, found: PerfProbe) -> tuple[str, ...]:
+    """Which of the tracepoint `events` ("syscalls:sys_enter_write") perf counts here:
+    they need root or a readable tracefs, whatever perf_event_paranoid says.  Probed
+    once per set of events (cached like probe())."""
+    wanted = tuple(e for e in events if ":" in e)
+    if not wanted or not found.usable:
+        return ()
+    key = (found.path, wanted)
+    if key not in _tracepoints:
+        rc, output, _ = _run_probe_stat(found.path, list(wanted))
+        readings = parse_stat_csv_detail(output) if rc == 0 else {}
+        _tracepoints[key] = tuple(e for e in wanted if e in readings and readings[e].measured)
+    return _tracepoints[key]
+
+
 def countable(events, found: PerfProbe) -> tuple[list[str], list[str]]:
     """(events perf can count here, events it cannot) among the requested ones."""
     requested = list(events) if events is not None else list(DEFAULT_EVENTS)
-    can = [e for e in requested if e in found.counted]
+    tracepoints = tracepoints_counted(requested, found)
+    can = [e for e in requested if e in found.counted or e in tracepoints]
     return can, [e for e in requested if e not in can]
