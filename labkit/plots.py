@@ -428,6 +428,44 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
     return fig
 
 
+def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: int = 5,
+                      title: str | None = None) -> go.Figure:
+    """How the exchanges' latencies spread, one line per value of `by`: the load
+    generator's fine histogram, summed over the successful repeats and regrouped into
+    `per_decade` bins per power of ten.  A peak near 40 ms is Nagle's algorithm waiting
+    for a delayed ACK."""
+    by = [c for c in by if c in df.columns]
+    _require(df, ["status", "lat_histogram"])
+    ok = df[df["status"] == "ok"]
+    groups = list(ok.groupby(by, sort=True)) if by else [((), ok)]
+    binned = []
+    for values, rows in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        counts: dict[int, int] = {}
+        for histogram in rows["lat_histogram"]:
+            for high_us, count in histogram or []:
+                slot = math.ceil(math.log10(max(float(high_us), 1e-3)) * per_decade)
+                counts[slot] = counts.get(slot, 0) + int(count)
+        name = ", ".join(f"{column} {value_text(df, column, value)}" for column, value in zip(by, values))
+        binned.append((name or "all", counts))
+    slots = [slot for _, counts in binned for slot in counts]
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, title=title or "How long each exchange took",
+                      xaxis_title="latency (µs)", yaxis_title="exchanges", legend_title_text="")
+    fig.update_xaxes(type="log")
+    if not slots:
+        _annotate(fig, "no successful exchange to show")
+        return fig
+    every = range(min(slots) - 1, max(slots) + 2)  # zeros around, so a peak stands out
+    for index, (name, counts) in enumerate(binned):
+        fig.add_trace(go.Scatter(
+            # a step from each bin's lower edge to the next: bin `slot` holds (10^((slot-1)/k), 10^(slot/k)]
+            x=[10 ** ((slot - 1) / per_decade) for slot in every], y=[counts.get(slot, 0) for slot in every],
+            name=name, mode="lines", line=dict(shape="hv", width=2, dash=_DASHES[index % len(_DASHES)]),
+            hovertemplate="%{y} exchanges from %{x:,.0f} µs<extra>" + name + "</extra>"))
+    return fig
+
+
 def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFrame:
     """Seed 003's Observations table beside yours: rows = clients / exchanges; the
     seed's response time per model (s, as printed), then your median p50 response

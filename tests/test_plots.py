@@ -231,3 +231,20 @@ def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
     # rows with no number on either side are dropped; a "<1 ms" in the seed stays blank, not 0
     assert not table.isna().all(axis=1).any()
     assert math.isnan(table.loc[("1", "1KB"), ("seed 002 (ms)", "busypoll")])
+
+
+def test_latency_histogram_sums_the_repeats_into_bins_per_decade():
+    rows = [dict(model="threaded", strategy="many", nodelay="off", status="ok",
+                 lat_histogram=[[41000.0, 3], [44000.0, 2]]),
+            dict(model="threaded", strategy="many", nodelay="off", status="ok", lat_histogram=[[43000.0, 1]]),
+            dict(model="threaded", strategy="single", nodelay="off", status="ok", lat_histogram=[[60.0, 6]]),
+            dict(model="threaded", strategy="single", nodelay="on", status="failed", lat_histogram=[[60.0, 9]])]
+    fig = plots.latency_histogram(pd.DataFrame(rows), per_decade=5)
+    lines = {trace.name: dict(zip(trace.x, trace.y)) for trace in fig.data}
+    assert set(lines) == {"strategy many, nodelay off", "strategy single, nodelay off"}  # failed rows left out
+    many = lines["strategy many, nodelay off"]
+    # 41 to 44 ms fall in one bin, (10^4.6, 10^4.8] µs = (39.8, 63.1] ms, drawn from its lower edge
+    [(lower, count)] = [(x, y) for x, y in many.items() if y]
+    assert count == 6 and lower == pytest.approx(10 ** 4.6)
+    assert sum(lines["strategy single, nodelay off"].values()) == 6
+    assert fig.layout.xaxis.type == "log"
