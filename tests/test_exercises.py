@@ -203,3 +203,29 @@ def test_a_close_connection_compile_error_names_the_cell():
     with pytest.raises(BuildError) as failed:
         c_exercises.build_lingering_server(LINGERING.replace("close(fd);\n}", "close(fd)\n}"))
     assert re.search(r"your close_connection cell:\d+:\d+: error:", failed.value.output)
+
+
+# ---------------------------------------------------------------------------
+# fill_iovec: the writev array, in a scratch load generator
+
+
+def test_the_labs_own_fill_iovec_passes_and_csrc_is_untouched():
+    before = {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))}
+    code = lab_function("loadgen/strategies.c", "fill_iovec")
+    c_exercises.check_fill_iovec(code)
+    c_exercises.check_fill_iovec(code, shape=(100, 15), repetitions=50)
+    assert {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))} == before
+
+
+@pytest.mark.parametrize("broken, says", [
+    (("b < nbufs", "b + 1 < nbufs"), "the body ended after 40 of 60 bytes"),
+    (("iov_base = bufs[b]", "iov_base = bufs[nbufs - 1 - b]"), "body byte 0 (repetition 0, offset 0 in it)"),
+    (("    if (head_len > 0)\n        iov[n++] = (struct iovec){ .iov_base = (char *)head, .iov_len = head_len };\n",
+      "    (void)head;\n    (void)head_len;\n"), "no request line"),
+    (("    return n;", "    return 0;"), "fill_iovec returned 0 entries"),
+])
+def test_a_wrong_iovec_fails_with_what_arrived_and_a_hint(broken, says):
+    code = lab_function("loadgen/strategies.c", "fill_iovec").replace(*broken)
+    with pytest.raises(AssertionError, match="hint:") as failed:
+        c_exercises.check_fill_iovec(code)
+    assert says in str(failed.value)

@@ -95,6 +95,20 @@ static int writev_all(struct writer *w, struct iovec *iov, int n)
     return 0;
 }
 
+/* The iovec array of one repetition for writev(): the request line first if
+ * there is one (head_len > 0), then the nbufs buffers of `size` bytes each, in
+ * order.  Returns how many entries it filled (at most nbufs + 1). */
+static int fill_iovec(struct iovec *iov, const char *head, size_t head_len, char *const *bufs, long nbufs,
+                      size_t size)
+{
+    int n = 0;
+    if (head_len > 0)
+        iov[n++] = (struct iovec){ .iov_base = (char *)head, .iov_len = head_len };
+    for (long b = 0; b < nbufs; b++)
+        iov[n++] = (struct iovec){ .iov_base = bufs[b], .iov_len = size };
+    return n;
+}
+
 static int set_cork(struct writer *w, int on)
 {
     return setsockopt(w->fd, IPPROTO_TCP, TCP_CORK, &on, sizeof on) < 0 ? errno : 0;
@@ -111,12 +125,7 @@ static int write_repetition(struct writer *w, const char *head, size_t head_len)
     switch (o->strategy) {
     case STRATEGY_WRITEV: {
         struct iovec iov[MAX_NBUFS + 1];
-        int n = 0;
-        if (head_len)
-            iov[n++] = (struct iovec){ (char *)head, head_len };
-        for (long b = 0; b < o->nbufs; b++)
-            iov[n++] = (struct iovec){ w->bufs[b], size };
-        return writev_all(w, iov, n);
+        return writev_all(w, iov, fill_iovec(iov, head, head_len, w->bufs, o->nbufs, size));
     }
     case STRATEGY_SINGLE: {
         char *p = w->joined;
