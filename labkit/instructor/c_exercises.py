@@ -423,7 +423,7 @@ class _CheckingSink:
             try:
                 while True:
                     while b"\n" not in data:
-                        if len(data) > 1024:  # the protocol's longest line
+                        if (len(data) >= 3 and not data.startswith(b"PUT")) or len(data) > 1024:
                             self.problem = (f"no request line: the bytes began {data[:16]!r}; 'PUT <n>' must "
                                             "come first (the head, when head_len > 0)")
                             return
