@@ -291,6 +291,14 @@ class Shapes(Kind):
     def describe(self):
         return "buffer shapes NxB, e.g. 15x100,100x15"
 
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value=", ".join(_words(value)), placeholder="e.g. 15x100, 100x15")
+
+    def show(self, widget, value):
+        widget.value = ", ".join(str(v) for v in _words(value))
+
     def text(self, value):
         nbufs, _, bufsize = str(value).partition("x")
         return f"{nbufs} x {bufsize} B"

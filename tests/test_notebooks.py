@@ -233,3 +233,38 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path
     assert "ECONNRESET" in shown["failures.reset_on_close("]
     assert "ETIMEDOUT" in shown["failures.connect_timeout("]
     assert all("the server still serves" in card for name, card in shown.items() if name != "failures.no_server()")
+
+
+def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle(tmp_path):
+    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    nb, elapsed = run_quick("04_write_strategies.ipynb", tmp_path)
+    print(f"04_write_strategies.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+    shown = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "csource.show_source(") if "data" in o)
+    assert "static int write_repetition" in shown and "static int fill_iovec" in shown
+
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    writes = [r for r in rows if r["experiment"] == "write_strategies"]
+    nagle = [r for r in rows if r["experiment"] == "nagle"]
+    assert sorted((r["strategy"], r["shape"], r["nodelay"]) for r in writes) == sorted(
+        (s, shape, n) for s in ("many", "writev", "single") for shape in ("15x100", "100x15") for n in ("off", "on"))
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    for r in writes:  # counts, exact: a write per buffer for many, one per repetition otherwise
+        nbufs = int(r["shape"].split("x")[0])
+        assert r["write_calls_per_repetition"] == (nbufs if r["strategy"] == "many" else 1)
+        assert r["body_bytes_ok"] == 2000 * nbufs * int(r["shape"].split("x")[1])
+        # perf's tracepoints saw the same calls, plus the report's own few writes
+        assert r["write_calls_per_repetition"] <= r["client_write_syscalls_per_repetition"] \
+            <= r["write_calls_per_repetition"] + 0.01
+    p50 = {(r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in nagle}
+    assert p50[("many", "off")] >= 30_000 and p50[("many", "on")] < 5_000 and p50[("single", "off")] < 5_000
+    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    assert after == results_before, "the notebook wrote into data/results/"
+
+    table = outputs(nb, "with_nagle = ")[0]["data"]["text/html"]
+    assert "seed 004 (Gbit/s)" in table and "10.69" in table and "yours (Gbit/s)" in table
+    assert "iperf3, one stream:" in "".join(o.get("text", "") for o in outputs(nb, "try:\n    ceiling ="))
+    for start in ('writes.plot(df, "send_gbit_s")', 'writes.plot(df, "client_write_syscalls_per_repetition")',
+                  'writes.plot(df, "data_segments_per_repetition")', "plots.latency_histogram(nagle_df)"):
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start

@@ -145,3 +145,17 @@ def test_panel_fields_follow_any_experiments_parameters(experiment, built_bin):
         assert (panel.values()["idle"], panel.values()["warmup"], panel.values()["rate"]) == ([0, 10], "0.1s", 100.0)
     with pytest.raises(LabError):
         panel.set(service="top")
+
+
+@pytest.mark.parametrize("experiment", sorted(experiments.catalogue()))
+def test_every_experiments_panel_reads_back_what_it_was_given(experiment, built_bin):
+    """Each parameter kind's widget shows a value and reads it back so that it resolves
+    to the same parameters (sizes with units, buffer shapes, lists of choices...)."""
+    params = experiments.resolve(experiment, "quick")
+    panel = ControlPanel(experiment, params)
+    again = experiments.resolve(experiment, "quick", **panel.values())
+    for param in experiments.get(experiment).fields:
+        mine, theirs = again[param.name], params[param.name]
+        if param.name == "models":
+            mine, theirs = sorted(mine), sorted(theirs)  # the panel lists models in build order
+        assert mine == theirs, param.name

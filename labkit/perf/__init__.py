@@ -31,14 +31,14 @@ from labkit.perf.derived import derive, fill_missing, rusage_counters
 from labkit.perf.parse import (ALIASES, DEFAULT_EVENTS, HARDWARE_EVENTS, KERNEL_ONLY_EVENTS, NAN, READ_SYSCALLS,
                                SOFTWARE_EVENTS, SYSCALL_EVENTS, WRITE_SYSCALLS, Reading, canonical_event,
                                parse_stat_csv, parse_stat_csv_detail)
-from labkit.perf.probe import (HARDWARE_FIX, HARDWARE_NOTE, PARANOID_FIX, PerfProbe, classify_failure,
+from labkit.perf.probe import (HARDWARE_FIX, HARDWARE_NOTE, PARANOID_FIX, PerfProbe, classify_failure, countable,
                                install_fix, paranoid_meaning, probe, read_paranoid)
 
 __all__ = [
     "ALIASES", "DEFAULT_EVENTS", "HARDWARE_EVENTS", "HARDWARE_FIX", "HARDWARE_NOTE", "KERNEL_ONLY_EVENTS",
     "NAN", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SOFTWARE_EVENTS", "SYSCALL_EVENTS", "WRITE_SYSCALLS",
     "Attached", "PerfProbe", "Reading",
-    "TreeCounters", "attach", "attach_tree", "canonical_event", "classify_failure", "derive",
+    "TreeCounters", "attach", "attach_tree", "canonical_event", "classify_failure", "countable", "derive",
     "fill_missing", "install_fix", "paranoid_meaning", "parse_stat_csv", "parse_stat_csv_detail",
     "probe", "proc_snapshot", "read_output", "read_paranoid", "rusage_counters", "wrap_command",
 ]
