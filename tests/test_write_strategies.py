@@ -133,3 +133,19 @@ def test_nagle_meets_delayed_ack_only_for_two_writes_without_nodelay(strategy, n
 def test_bad_strategy_arguments_are_refused_clearly(args, says):
     done = subprocess.run(loadgen_argv(9, "--requests", "1", *args), capture_output=True, text=True, timeout=5)
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("given, says", [
+    ({"shape": "1024x2048"}, "outside the load generator's caps"),
+    ({"shape": "15-100"}, "is not N buffers x B bytes"),
+    ({"repetitions": 0}, "repetitions must be at least 1"),
+    ({"strategy": "many, often"}, "unknown value 'often' for strategy"),
+    ({"nodelay": "maybe"}, "unknown value 'maybe' for nodelay"),
+])
+def test_the_experiment_refuses_bad_parameters_saying_what_to_give(given, says):
+    from labkit import experiments
+    from labkit.errors import LabError
+
+    with pytest.raises(LabError) as refused:
+        experiments.resolve("write_strategies", "quick", **given)
+    assert says in refused.value.what and refused.value.fix
