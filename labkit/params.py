@@ -68,6 +68,10 @@ class Kind:
     def show(self, widget, value) -> None:
         widget.value = "" if value is None else str(value)
 
+    def sort_key(self, value):
+        """Where a value goes in a table's rows (its own order, unless the kind says)."""
+        return value
+
     def text(self, value) -> str:
         """One value as a plot's tick or legend shows it."""
         return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
@@ -302,6 +306,10 @@ class Shapes(Kind):
     def text(self, value):
         nbufs, _, bufsize = str(value).partition("x")
         return f"{nbufs} x {bufsize} B"
+
+    def sort_key(self, value):
+        nbufs, _, bufsize = str(value).partition("x")
+        return int(nbufs), int(bufsize)  # 15x100 before 100x15
 
 
 class Int(Kind):

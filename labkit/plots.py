@@ -143,6 +143,14 @@ def axis_title(df: pd.DataFrame, column: str) -> str:
     return "concurrent clients" if column == "clients" else label(column)
 
 
+def _kind_of(df: pd.DataFrame, column: str):
+    experiment = _experiment_of(df)
+    for param in experiment.parameters if experiment else ():
+        if param.column == column:
+            return param.kind
+    return None
+
+
 def value_text(df: pd.DataFrame, column: str, value) -> str:
     """One value of `column` as its parameter's kind writes it (10485760 -> '10MB'),
     else 1,000 with separators."""
@@ -506,7 +514,10 @@ def seed_beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=(
     ok = df[df["status"] == "ok"]
     yours = ok.pivot_table(index=index, columns=columns, values=column, aggfunc="median") * scale
     yours.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], yours.columns])
-    table = pd.concat([seed, yours], axis=1).sort_index().dropna(how="all")  # no number on either side: no row
+    table = pd.concat([seed, yours], axis=1).dropna(how="all")  # no number on either side: no row
+    kinds = [_kind_of(df, name) for name in index]
+    table = table.loc[sorted(table.index, key=lambda key: tuple(
+        kind.sort_key(value) if kind else value for kind, value in zip(kinds, key if isinstance(key, tuple) else (key,))))]
     table.index = pd.MultiIndex.from_tuples(
         [tuple(value_text(df, name, value) for name, value in zip(index, key if isinstance(key, tuple) else (key,)))
          for key in table.index], names=index)
