@@ -88,6 +88,13 @@ _COLUMN_LABELS = {
     "server_cpu_ms_per_mb": "server CPU time per MB (ms)",
     "server_reads_per_request": "server reads per upload",
     "body_bytes_ok": "bytes uploaded",
+    "send_s": "sending time (s)",
+    "send_gbit_s": "Gbit/s over the sending time",
+    "write_calls_per_repetition": "write calls per repetition (the client's count)",
+    "client_write_syscalls_per_repetition": "client write-family system calls per repetition (perf)",
+    "data_segments_per_repetition": "TCP segments sent per repetition",
+    "server_reads_per_repetition": "server reads per repetition",
+    "server_read_syscalls_per_repetition": "server read system calls per repetition (perf)",
 }
 
 # counters_table's columns, in the order of the seed reports' tables.
@@ -343,6 +350,12 @@ def _point_axes(df: pd.DataFrame, axes) -> list[str]:
     return [c for c in axes if c in df.columns] or ["clients"]
 
 
+def _varying(df: pd.DataFrame, axes: list[str]) -> list[str]:
+    """The axes with more than one value in `df` (one that has a single value names no
+    point apart from another), or the first axis when none varies."""
+    return [c for c in axes if df[c].nunique() > 1] or axes[:1]
+
+
 def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None = None,
                     include_failed: bool = False, log_y: bool = False) -> go.Figure:
     """One group of bars per grid point (a value of each of `axes`: clients x exchanges),
@@ -350,19 +363,27 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
     A point with a failed repeat is marked with a red cross at its bar (or at 0), the
     reasons in the hover.  include_failed=True takes the values of failed repeats too
     (lost connections are measured *because* the point failed)."""
-    axes = _point_axes(df, axes)
+    axes = _varying(df, _point_axes(df, axes))
     _require(df, ["model", *axes, "status"])
     if metric not in df.columns:
         raise LabError(f"the results have no column {metric!r}",
                        "pick one of: " + ", ".join(c for c in df.columns if _is_numeric(df[c])))
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, barmode="group", title=title or f"{label(metric)} per model",
-                      xaxis_title=" x ".join(axis_title(df, a) for a in axes), yaxis_title=label(metric))
+                      xaxis_title=" · ".join(axis_title(df, a) for a in axes), yaxis_title=label(metric))
     if log_y:
         fig.update_yaxes(type="log")
+    constant = [f"{axis_title(df, c)} {value_text(df, c, df[c].iloc[0])}" for c in axes_of(df)
+                if c != "model" and c not in axes and c in df.columns and df[c].nunique() == 1]
+    if constant and title is None:
+        fig.update_layout(title=f"{label(metric)} per model ({', '.join(constant)})")
+
+    def point_label(values) -> str:
+        return " · ".join(value_text(df, axis, value) for axis, value in zip(axes, values))
+
     rows, failures = [], []
     for values, point in df.groupby(["model", *axes], sort=True):
-        model, where = values[0], _point_label(values[1:])
+        model, where = values[0], point_label(values[1:])
         used = point if include_failed else point[point["status"] == "ok"]
         used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
             if include_failed and "requests_ok" in used else used
@@ -378,7 +399,14 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
                                  y=0.0 if math.isnan(median) or log_y else median,
                                  text=f"{len(failed)} of {len(point)} repeats failed<br>{reasons}"))
     summary = pd.DataFrame(rows)
-    order = [_point_label(values) for values in sorted(set(zip(*(df[a] for a in axes))))]
+    kinds = [_kind_of(df, axis) for axis in axes]
+    # many grid points: slanted labels, with room made below them for the axis title
+    fig.update_xaxes(automargin=True, title_standoff=16)
+    if df.groupby(axes).ngroups > 8:
+        fig.update_xaxes(tickangle=-40)
+    order = [point_label(values) for values in sorted(
+        set(zip(*(df[a] for a in axes))),
+        key=lambda values: tuple(kind.sort_key(v) if kind else v for kind, v in zip(kinds, values)))]
     for model in dict.fromkeys(df["model"]):
         bars = summary[summary["model"] == model].set_index("point").reindex(order)
         fig.add_trace(go.Bar(
