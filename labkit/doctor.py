@@ -20,7 +20,8 @@ from pathlib import Path
 
 import psutil
 
-from labkit import paths, perf, system
+from labkit import netlink, paths, perf, system
+from labkit.errors import LabError
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 
@@ -171,8 +172,30 @@ def check_anchors() -> Check:
                  + " (the lab's own figures still work)", f"sudo apt-get install {' '.join(missing)}")
 
 
+def check_namespaces() -> Check:
+    """Network namespaces joined by veth, shaped by tbf: the "different hosts" links."""
+    if shutil.which("ip") is None or shutil.which("tc") is None:
+        return Check("namespaces", WARN, "ip or tc is missing: no links between namespaces",
+                     "sudo apt-get install iproute2")
+    try:
+        with netlink.Link(rate="1gbit"):
+            pass
+    except LabError as failure:
+        return Check("namespaces", WARN, f"cannot make a link between namespaces: {failure.what}", failure.fix)
+    netem, why = netlink.netem_available()
+    if netem:
+        return Check("namespaces", OK, "network namespaces, veth, tbf and netem: links with rate, delay and loss")
+    return Check("namespaces", WARN, f"network namespaces, veth and tbf work; delay and loss do not: {why}",
+                 "use a kernel with sch_netem for delay and loss (rate shaping works without it)")
+
+
 def check_orphans() -> Check:
     orphans = find_orphans()
+    links = netlink.leftover_records()
+    if links:
+        return Check("leftover processes", WARN, f"{len(links)} network link(s) left by an earlier crash "
+                     f"(namespaces {', '.join(ns for _, names in links for ns in names)})",
+                     "labkit doctor --clean   (or: python -m labkit doctor --clean)")
     if not orphans:
         return Check("leftover processes", OK, "no lab process left behind by an earlier run")
     listed = "; ".join(_describe(p) for p in orphans[:5]) + (" ..." if len(orphans) > 5 else "")
@@ -196,6 +219,7 @@ def checks() -> list[Check]:
         check_chromium(),
         check_liburing(),
         check_anchors(),
+        check_namespaces(),
         check_orphans(),
     ]
 
@@ -330,6 +354,7 @@ def clean() -> list[str]:
             done.append(f"could not kill {description}: not yours (try: sudo kill {proc.pid})")
     psutil.wait_procs(orphans, timeout=3)
     done += _remove_stale_pid_files()
+    done += netlink.clean_leftovers()
     return done
 
 

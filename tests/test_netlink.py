@@ -1,0 +1,140 @@
+"""labkit.netlink: two namespaces joined by a shaped veth link ("different hosts").
+The same bytes as on loopback, a rate that tbf holds, no route but the link, and
+nothing of the lab's left in `ip netns` or `ip link` after a normal end, an
+exception, or a kill -9 of the owner."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from labkit import bench, doctor, launcher, netlink, paths, procs
+from labkit.errors import LabError
+from labkit.procs import LoadSpec, ServerSpec
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the links need CAP_NET_ADMIN (CI runs as root)")
+
+
+def _nothing_left(link_id: str) -> None:
+    assert not [ns for ns in netlink.lab_namespaces() if link_id in ns]
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert f"lk{link_id}" not in links
+    assert not (paths.RUN_DIR / f"netns-{link_id}.json").exists()
+
+
+def _serve(link, model="epoll", service="echo"):
+    return procs.start_server(ServerSpec(model, service, flags={"host": link.server_address}),
+                              prefix=link.server_prefix)
+
+
+def test_echo_and_uploads_across_the_link_give_the_same_bytes_as_on_loopback(built_bin):
+    echo = LoadSpec(20, 30, "echo", {"size": 3000, "engine": "events"})
+    upload = LoadSpec(4, 1, "sink", {"size": 1 << 20, "engine": "events"})
+    with netlink.Link() as link:
+        link_id = link.id
+        with _serve(link, "epoll", "echo") as server:
+            across = procs.run_load(echo, server.port, host=link.server_address, prefix=link.client_prefix)
+        with _serve(link, "threaded", "sink") as server:
+            uploaded = procs.run_load(upload, server.port, host=link.server_address, prefix=link.client_prefix)
+    with procs.start_server("epoll", "echo") as server:
+        loopback = procs.run_load(echo, server.port)
+    assert across.summary["requests_ok"] == loopback.summary["requests_ok"] == 600
+    assert across.summary["errors"] == {} and uploaded.summary["errors"] == {}
+    assert uploaded.summary["body_bytes_ok"] == 4 << 20
+    assert across.summary["host"] == netlink.SERVER_ADDRESS
+    _nothing_left(link_id)
+
+
+def test_the_namespaces_have_no_route_but_the_link():
+    with netlink.Link() as link:
+        for ns in (link.server_ns, link.client_ns):
+            routes = subprocess.run(["ip", "-n", ns, "-4", "route"], capture_output=True, text=True).stdout
+            assert [r.split()[0] for r in routes.splitlines()] == ["198.18.0.0/30"]
+        out = subprocess.run([*link.client_prefix, "ping", "-c", "1", "-W", "1", "127.0.0.53"],
+                             capture_output=True, text=True)
+        reach = subprocess.run([*link.client_prefix, "ip", "route", "get", "8.8.8.8"], capture_output=True, text=True)
+        assert reach.returncode != 0 and "unreachable" in reach.stderr.lower(), reach
+        assert out.returncode != 0
+
+
+def test_a_100_mbit_link_measures_80_to_105_with_iperf3_and_with_the_labs_upload(built_bin):
+    with netlink.Link(rate="100mbit") as link:
+        iperf3 = launcher.spawn([bench.iperf3_path(), "-s", "-B", link.server_address, "-p", "5201"], "server",
+                                prefix=link.server_prefix, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.5)
+            done = subprocess.run([*link.client_prefix, bench.iperf3_path(), "-c", link.server_address, "-p", "5201",
+                                   "-t", "2", "-J"], capture_output=True, text=True, timeout=30)
+            mbit = json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
+        finally:
+            launcher.stop_child(iperf3, timeout=1.0)
+        with _serve(link, "threaded", "sink") as server:
+            run = procs.run_load(LoadSpec(1, 1, "sink", {"size": 10 << 20, "engine": "events"}), server.port,
+                                 host=link.server_address, prefix=link.client_prefix)
+    assert 80 <= mbit <= 105, mbit
+    assert 80 <= run.summary["goodput_gbit_s"] * 1000 <= 105, run.summary["goodput_gbit_s"]
+
+
+def test_an_exception_inside_removes_the_link():
+    with pytest.raises(RuntimeError):
+        with netlink.Link() as link:
+            link_id = link.id
+            assert netlink.lab_namespaces()
+            raise RuntimeError("a cell failed")
+    _nothing_left(link_id)
+
+
+OWNER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from labkit import netlink
+link = netlink.Link().create()
+print(link.id, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_link_whose_owner_was_killed_is_removed_by_doctor_clean():
+    owner = subprocess.Popen([sys.executable, "-c", OWNER.format(root=str(paths.ROOT))], stdout=subprocess.PIPE,
+                             text=True)
+    link_id = owner.stdout.readline().strip()
+    assert f"lk{link_id}s" in netlink.lab_namespaces()
+    owner.send_signal(signal.SIGKILL)
+    owner.wait()
+    assert f"lk{link_id}s" in netlink.lab_namespaces()  # kill -9: nothing ran to remove it
+    assert any(link_id in name for name, _ in netlink.leftover_records())
+    assert doctor.check_orphans().status == doctor.WARN
+    done = doctor.clean()
+    assert f"deleted network namespace lk{link_id}s" in done
+    _nothing_left(link_id)
+
+
+@pytest.mark.parametrize("given, says", [
+    (dict(rate="fast"), "is not a rate like 100mbit"), (dict(rate="5gbps"), "is not a rate"),
+    (dict(rate="10kbit"), "outside 100kbit to 100gbit"), (dict(delay_ms=-1), "delay_ms -1 is outside"),
+    (dict(loss_percent=150), "loss_percent 150 is outside"), (dict(mtu=100), "mtu 100 is outside"),
+])
+def test_bad_link_parameters_are_refused_before_anything_is_made(given, says):
+    before = netlink.lab_namespaces()
+    with pytest.raises(LabError) as refused:
+        netlink.Link(**given)
+    assert says in refused.value.what and refused.value.fix
+    assert netlink.lab_namespaces() == before
+
+
+def test_delay_without_netem_is_refused_saying_why_and_leaves_nothing():
+    available, why = netlink.netem_available()
+    link = netlink.Link(delay_ms=5)
+    if available:
+        with link:
+            assert "netem delay 5ms" in link.shaping
+        _nothing_left(link.id)
+        return
+    with pytest.raises(LabError) as refused:
+        link.create()
+    assert "no sch_netem" in refused.value.what and "netem" in refused.value.fix
+    _nothing_left(link.id)
