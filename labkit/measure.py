@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import replace
 
 from . import procs, row as rows
 from .errors import LabError, ServerFailed
@@ -55,8 +56,20 @@ def _tail(text: str) -> str:
     return text if len(text) <= _STDERR_TAIL else "..." + text[-_STDERR_TAIL:]
 
 
-def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), events=None) -> dict:
-    """Measure `load` against one freshly started `server`, each pinned as `pinning` says."""
+def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), events=None, link=None) -> dict:
+    """Measure `load` against one freshly started `server`, each pinned as `pinning` says;
+    with a `link` (labkit.netlink.Link, not made yet), each in its own network namespace
+    across it, the link made for this point and removed after it."""
+    if link is None:
+        return _point(server, load, pinning, events, None)
+    with link:
+        row = _point(replace(server, flags={**server.flags, "host": link.server_address}), load, pinning,
+                     events, link)
+    row["link"] = link.shaping
+    return row
+
+
+def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link) -> dict:
     from . import perf
 
     events = list(events or perf.DEFAULT_EVENTS)
@@ -64,7 +77,7 @@ def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), even
     procs.ensure_nofile(load.clients, load.idle)  # the server inherits the raised limit too
 
     try:
-        running = procs.start_server(server, cpus=pinning.server_cpus)
+        running = procs.start_server(server, cpus=pinning.server_cpus, prefix=link.server_prefix if link else ())
     except ServerFailed as failure:
         return rows.fail(row, f"the server did not start: {failure.what}")
     row["server_cpus"] = _affinity(running.pid, running.cpus)
@@ -75,7 +88,7 @@ def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), even
     client, attached, server_died = None, None, False
     try:
         with perf.attach_tree(running.pid, events) as attached:
-            client = _run_client(row, running, load, pinning, events)
+            client = _run_client(row, running, load, pinning, events, link)
             server_died = not running.alive()
     except LabError:
         if running.alive():
@@ -170,9 +183,13 @@ def _per_request(row: dict) -> None:
         row["server_cpu_ms_per_mb"] = task_clock_ms / (row["body_bytes_ok"] / 1e6)
 
 
-def _run_client(row: dict, server: procs.Server, load: LoadSpec, pinning: Pinning, events) -> ClientRun | None:
+def _run_client(row: dict, server: procs.Server, load: LoadSpec, pinning: Pinning, events,
+                link=None) -> ClientRun | None:
     """The client's run, or None with the row marked failed when the run broke down."""
     try:
+        if link is not None:
+            return procs.run_load(load, server.port, cpus=pinning.client_cpus, events=events,
+                                  host=link.server_address, prefix=link.client_prefix)
         return procs.run_load(load, server.port, cpus=pinning.client_cpus, events=events)
     except LabError as failure:
         if not (_machine_side(failure) or not server.alive()):

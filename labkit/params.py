@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 from .errors import LabError
 
-# Where a parameter's value goes at each grid point.
-SERVER, LOAD, BOTH, PINNING, SWEEP = "server", "load", "both", "pinning", "sweep"
+# Where a parameter's value goes at each grid point (LINK: the link between server and
+# client, labkit.netlink, when they are placed in namespaces).
+SERVER, LOAD, BOTH, PINNING, SWEEP, LINK = "server", "load", "both", "pinning", "sweep", "link"
 
 # A CPU set's default: computed when resolved, from the machine the lab runs on.
 FROM_MACHINE = "from the machine"
@@ -464,8 +465,9 @@ class Param:
     server_flag: str | None = None  # a LOAD parameter the server is told too (clients -> --expect)
 
     def __post_init__(self):
-        if self.to not in (SERVER, LOAD, BOTH, PINNING, SWEEP):
-            raise ValueError(f"parameter {self.name}: to={self.to!r} is none of server, load, both, pinning, sweep")
+        if self.to not in (SERVER, LOAD, BOTH, PINNING, SWEEP, LINK):
+            raise ValueError(f"parameter {self.name}: to={self.to!r} is none of server, load, both, pinning, sweep, "
+                             "link")
 
     @property
     def column(self) -> str:
@@ -485,6 +487,41 @@ def cpu_params() -> tuple[Param, Param]:
     """server_cpus and client_cpus, as every experiment has them."""
     return (Param("server_cpus", Cpus(), FROM_MACHINE, "CPUs the server is pinned to", to=PINNING),
             Param("client_cpus", Cpus(), FROM_MACHINE, "CPUs the load generator is pinned to", to=PINNING))
+
+
+class LinkRate(Kind):
+    """A link's rate in tc's units ('100mbit', '1gbit'); empty: not shaped."""
+
+    def check(self, name, value):
+        if value is None or not str(value).strip():
+            return None
+        from .netlink import rate_bits
+
+        rate_bits(str(value))
+        return str(value).strip().lower()
+
+    def describe(self):
+        return "a rate like 100mbit or 1gbit (empty: as fast as the link goes)"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Text(value=value or "", placeholder="e.g. 100mbit (empty: not shaped)")
+
+    def read(self, widget):
+        return widget.value.strip() or None
+
+    def show(self, widget, value):
+        widget.value = value or ""
+
+
+def placement_params() -> tuple[Param, Param]:
+    """Where server and client run, as every experiment has it: on this host (loopback), or
+    in two network namespaces joined by a veth link (labkit.netlink), shaped to a rate."""
+    return (Param("placement", ChoiceList("same_host", "namespaces"), ["same_host"],
+                  "same_host: loopback; namespaces: two network stacks joined by a veth link", to=LINK),
+            Param("link_rate", LinkRate(), None, "namespaces: the link's rate, e.g. 1gbit (empty: not shaped)",
+                  to=LINK))
 
 
 def repeats_param(default: int = 3) -> Param:

@@ -32,6 +32,7 @@ MEASURED = {
     "lat_histogram": [],
     "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN, "server_cpu_ms_per_mb": NAN,
     "counters_source": "", "counters_note": "",
+    "link": "loopback",  # what joined server and client: loopback, or the namespaces' link and its shaping
     "server_cpus": [], "client_cpus": [],
     "client_cpu_util": NAN, "client_saturated": False,
 }

@@ -79,6 +79,9 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
                 advance({**point, "repeat": repeat, "status": "skipped (already measured)"})
                 continue
             extra = {"events": [*perf.DEFAULT_EVENTS, *declared.events]} if declared.events else {}
+            link = declared.link(point)
+            if link is not None:
+                extra["link"] = link
             measured = measure(declared.server_spec(point), declared.load_spec(point),
                                declared.pinning(point, params.get("pinning_note", "")), **extra)
             row = {**point, **measured}  # what was measured wins (server_cpus: the CPUs it really had)

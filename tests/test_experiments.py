@@ -87,8 +87,8 @@ def test_a_test_experiment_becomes_points_server_flags_and_loadgen_flags(toy):
 
 def test_every_axis_is_in_the_grid_in_declared_order():
     idle = experiments.get("idle_conns")
-    assert idle.axis_columns == ["model", "idle", "clients"]
-    assert experiments.get("echo_scale").axis_columns == ["model", "clients", "exchanges"]
+    assert idle.axis_columns == ["model", "idle", "clients", "placement"]
+    assert experiments.get("echo_scale").axis_columns == ["model", "clients", "exchanges", "placement"]
     points = idle.grid(idle.resolve("quick"))
     assert [(p["model"], p["idle"]) for p in points][:2] == [("select", 0), ("select", 1000)]
 

@@ -138,3 +138,30 @@ def test_delay_without_netem_is_refused_saying_why_and_leaves_nothing():
         link.create()
     assert "no sch_netem" in refused.value.what and "netem" in refused.value.fix
     _nothing_left(link.id)
+
+
+def test_every_experiment_runs_on_the_same_host_or_across_a_link(built_bin, tmp_path):
+    from labkit import experiments, sweep
+
+    params = experiments.resolve("echo_scale", "quick", models=["epoll"], clients=[50], exchanges=[5],
+                                 placement=["same_host", "namespaces"], link_rate="100mbit")
+    frame = sweep.run("echo_scale", params, results=tmp_path / "r.jsonl", progress=False)
+    by_place = {row["placement"]: row for _, row in frame.iterrows()}
+    assert set(by_place) == {"same_host", "namespaces"}
+    assert all(row["status"] == "ok" and row["requests_ok"] == 250 for row in by_place.values())
+    assert by_place["same_host"]["link"] == "loopback"
+    assert by_place["namespaces"]["link"] == "tbf 100mbit"
+    assert by_place["namespaces"]["server_host"] == netlink.SERVER_ADDRESS
+    # the point's link is gone (other tests may hold links of their own meanwhile)
+    assert netlink._LIVE == {}
+    mine = [r for r in paths.RUN_DIR.glob(netlink.RECORD_GLOB) if json.loads(r.read_text())["owner_pid"] == os.getpid()]
+    assert mine == []
+
+
+def test_an_experiment_refuses_a_bad_link_rate_before_measuring():
+    from labkit import experiments
+
+    with pytest.raises(LabError, match="is not a rate like 100mbit"):
+        experiments.resolve("uploads", "quick", placement="namespaces", link_rate="fast")
+    with pytest.raises(LabError, match="unknown value 'elsewhere' for placement"):
+        experiments.resolve("uploads", "quick", placement="elsewhere")

@@ -12,7 +12,8 @@ from labkit import build, csource, experiments, friendly, paths
 from labkit.panel import ControlPanel
 from labkit.errors import BuildError, LabError
 
-NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus")
+NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus", "placement",
+                       "link_rate")
 
 
 @pytest.fixture
@@ -50,7 +51,10 @@ def test_set_then_values_round_trip(panel):
     panel.set(models=["select"], clients=[3, 6, 10], requests=4, repeats=2, k=3,
               server_cpus=[0], client_cpus="1")
     assert panel.values() == {"models": ["select"], "clients": [3, 6, 10], "requests": 4, "repeats": 2,
-                              "k": 3, "server_cpus": "0", "client_cpus": "1"}
+                              "k": 3, "server_cpus": "0", "client_cpus": "1", "placement": ["same_host"],
+                              "link_rate": None}
+    panel.set(placement=["same_host", "namespaces"], link_rate="1gbit")
+    assert (panel.values()["placement"], panel.values()["link_rate"]) == (["same_host", "namespaces"], "1gbit")
     with pytest.raises(LabError):
         panel.set(threads=4)
 

@@ -189,6 +189,15 @@ class Experiment:
                         service=options.pop("service", "top"), options=options, timeout=self.timeout,
                         sanitize=sanitize)
 
+    def link(self, point: dict):
+        """The link this point runs across (a labkit.netlink.Link, not made yet), or None
+        for the same host."""
+        if point.get("placement", "same_host") == "same_host":
+            return None
+        from labkit.netlink import Link
+
+        return Link(rate=point.get("link_rate"))
+
     def pinning(self, point: dict, note: str = ""):
         from labkit.procs import Pinning
 

@@ -2,7 +2,8 @@
 5,000 and 10,000 connections all open at once, 200 and 300 exchanges each."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import BOTH, SERVER, Choice, Int, IntList, Models, Param, cpu_params, repeats_param
+from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Param, cpu_params, placement_params,
+                           repeats_param)
 
 # Every readiness model and every model with workers (not the iterative one,
 # which would serve 10,000 clients one after the other).
@@ -30,6 +31,7 @@ EXPERIMENT = Experiment(
         Param("engine", Choice("events", "threads"), "events",
               "load generator engine (events: one process for 10,000 connections)", fixed=True),
         *cpu_params(),
+        *placement_params(),
     ),
     x="clients",
     chart="bars",

@@ -4,7 +4,7 @@ descriptors that do nothing."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, cpu_params,
-                           repeats_param)
+                           placement_params, repeats_param)
 
 EXPERIMENT = Experiment(
     name="idle_conns",
@@ -26,6 +26,7 @@ EXPERIMENT = Experiment(
               fixed=True),
         Param("engine", Choice("events", "threads"), "events", "load generator engine", fixed=True),
         *cpu_params(),
+        *placement_params(),
     ),
     x="idle",
     profiles={"quick": {"idle": [0, 1000], "duration": 1, "warmup": "0.2s", "repeats": 1}},

@@ -4,7 +4,8 @@ TCP_NODELAY off the body waits for the ACK of the line, which the server delays 
 on Linux), unless the two writes become one (writev, single)."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params, repeats_param
+from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,
+                           placement_params, repeats_param)
 
 EXPERIMENT = Experiment(
     name="nagle",
@@ -21,6 +22,7 @@ EXPERIMENT = Experiment(
         repeats_param(3),
         Param("service", Choice("sink"), "sink", "the service the server runs", to=BOTH, fixed=True),
         *cpu_params(),
+        *placement_params(),
     ),
     x="nodelay",
     chart="bars",

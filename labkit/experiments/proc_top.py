@@ -2,7 +2,8 @@
 thread per connection vs select, 10 to 100 concurrent clients of one request."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import BOTH, SERVER, Choice, Int, IntList, Models, Param, cpu_params, repeats_param
+from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Param, cpu_params, placement_params,
+                           repeats_param)
 
 EXPERIMENT = Experiment(
     name="proc_top",
@@ -19,6 +20,7 @@ EXPERIMENT = Experiment(
         Param("service", Choice("top", "echo", "sink"), "top", "the service the server runs", to=BOTH,
               fixed=True),
         *cpu_params(),
+        *placement_params(),
     ),
     x="clients",
     profiles={"quick": {"clients": [10, 50], "repeats": 1}},

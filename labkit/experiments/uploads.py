@@ -8,7 +8,7 @@ for the batch is recorded beside the client's."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, SWEEP, Choice, Int, IntList, Models, Number, Param, Size, Sizes,
-                           cpu_params, repeats_param, size_text)
+                           cpu_params, placement_params, repeats_param, size_text)
 
 UPLOAD_MODELS = ["threaded", "busypoll", "aio", "select", "epoll", "uring"]
 
@@ -46,6 +46,7 @@ EXPERIMENT = Experiment(
         Param("expect_timeout", Number(), 600, "seconds the server waits for a batch that falls short",
               to=SERVER, flag="expect-timeout", fixed=True),
         *cpu_params(),
+        *placement_params(),
     ),
     x="clients",
     log_x=True,

@@ -4,7 +4,8 @@ writev() or one copied write() (and the modern MSG_MORE and TCP_CORK), for buffe
 them: system calls, TCP segments, the server's reads."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import BOTH, SERVER, ChoiceList, Choice, Int, IntList, Models, Param, Shapes, cpu_params, repeats_param
+from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,
+                           placement_params, repeats_param)
 from labkit.perf import SYSCALL_EVENTS
 
 STRATEGIES = ("many", "writev", "single", "msg_more", "cork")
@@ -29,6 +30,7 @@ EXPERIMENT = Experiment(
         Param("service", Choice("sink"), "sink", "the service the server runs", to=BOTH, fixed=True),
         Param("requests", Int(least=1), 1, "uploads per connection", fixed=True),
         *cpu_params(),
+        *placement_params(),
     ),
     x="shape",
     chart="bars",
