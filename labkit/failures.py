@@ -131,10 +131,6 @@ def _load(load: LoadSpec, port: int, pinning: Pinning, prefix=()) -> procs.Clien
     return procs.run_load(load, port, cpus=pinning.client_cpus, events=[], prefix=list(prefix))
 
 
-def _free_port() -> int:
-    return bench._free_port()
-
-
 # ---------------------------------------------------------------------------
 # the cases
 
@@ -142,7 +138,7 @@ def _free_port() -> int:
 def no_server(clients: int = 20) -> FailureCase:
     """Clients and no server: every connect is refused at once."""
     pinning = Pinning.resolve()
-    port = _free_port()  # free a moment ago, so nothing listens there
+    port = bench._free_port()  # free a moment ago, so nothing listens there
     run = _load(_uploads(clients, 1024), port, pinning)
     return FailureCase(
         title="1. No server",
@@ -229,7 +225,7 @@ def too_many_open_files(model: str = "threaded", clients: int = 200, limit: int 
     pinning = Pinning.resolve()
     lowered = ["prlimit", f"--nofile={limit}:{limit}", "--"]
     try:
-        _load(_uploads(clients, 1024), _free_port(), pinning, prefix=lowered)
+        _load(_uploads(clients, 1024), bench._free_port(), pinning, prefix=lowered)
         client_refusal = "(the client ran: it did not check its limit)"
     except LabError as refusal:
         client_refusal = refusal.what

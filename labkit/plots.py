@@ -140,31 +140,35 @@ def axes_of(df: pd.DataFrame) -> list[str]:
     return experiment.axis_columns if experiment else ["model", "clients"]
 
 
-def axis_title(df: pd.DataFrame, column: str) -> str:
-    """The title of the axis that shows `column`: its parameter's label in the experiment
-    the rows name ("idle connections"), else label(column)."""
+def _param_of(df: pd.DataFrame, column: str):
+    """The parameter that fills `column` in the experiment the rows name, or None."""
     experiment = _experiment_of(df)
     for param in experiment.parameters if experiment else ():
         if param.column == column:
-            return param.title
+            return param
+    return None
+
+
+def axis_title(df: pd.DataFrame, column: str) -> str:
+    """The title of the axis that shows `column`: its parameter's label in the experiment
+    the rows name ("idle connections"), else label(column)."""
+    param = _param_of(df, column)
+    if param is not None:
+        return param.title
     return "concurrent clients" if column == "clients" else label(column)
 
 
 def _kind_of(df: pd.DataFrame, column: str):
-    experiment = _experiment_of(df)
-    for param in experiment.parameters if experiment else ():
-        if param.column == column:
-            return param.kind
-    return None
+    param = _param_of(df, column)
+    return param.kind if param is not None else None
 
 
 def value_text(df: pd.DataFrame, column: str, value) -> str:
     """One value of `column` as its parameter's kind writes it (10485760 -> '10MB'),
     else 1,000 with separators."""
-    experiment = _experiment_of(df)
-    for param in experiment.parameters if experiment else ():
-        if param.column == column:
-            return param.kind.text(value)
+    kind = _kind_of(df, column)
+    if kind is not None:
+        return kind.text(value)
     return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
@@ -339,9 +343,9 @@ def event_cost(bench: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _point_label(values) -> str:
-    return " x ".join(f"{int(v):,}" if isinstance(v, (int, float)) and float(v).is_integer() else str(v)
-                      for v in values)
+def _point_label(df: pd.DataFrame, axes: list[str], values) -> str:
+    """A grid point as a tick shows it: each value as its parameter writes it ('many · 15 x 100 B')."""
+    return " · ".join(value_text(df, axis, value) for axis, value in zip(axes, values))
 
 
 def _point_axes(df: pd.DataFrame, axes) -> list[str]:
@@ -378,12 +382,9 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
     if constant and title is None:
         fig.update_layout(title=f"{label(metric)} per model ({', '.join(constant)})")
 
-    def point_label(values) -> str:
-        return " · ".join(value_text(df, axis, value) for axis, value in zip(axes, values))
-
     rows, failures = [], []
     for values, point in df.groupby(["model", *axes], sort=True):
-        model, where = values[0], point_label(values[1:])
+        model, where = values[0], _point_label(df, axes, values[1:])
         used = point if include_failed else point[point["status"] == "ok"]
         used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
             if include_failed and "requests_ok" in used else used
@@ -404,7 +405,7 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
     fig.update_xaxes(automargin=True, title_standoff=16)
     if df.groupby(axes).ngroups > 8:
         fig.update_xaxes(tickangle=-40)
-    order = [point_label(values) for values in sorted(
+    order = [_point_label(df, axes, values) for values in sorted(
         set(zip(*(df[a] for a in axes))),
         key=lambda values: tuple(kind.sort_key(v) if kind else v for kind, v in zip(kinds, values)))]
     for model in dict.fromkeys(df["model"]):
@@ -442,7 +443,7 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
         value = at.get(axis, df[axis].max())
         df = df[df[axis] == value]
         at[axis] = value
-    at_text = _point_label([at[a] for a in axes])
+    at_text = _point_label(df, axes, [at[a] for a in axes])
     names = {"p50": "lat_p50_us", "p90": "lat_p90_us", "p99": "lat_p99_us", "p99.9": "lat_p999_us",
              "max": "lat_max_us"}
     fig = go.Figure()
