@@ -24,6 +24,7 @@ from . import paths
 from .errors import BuildError, LabError
 
 LOADGEN = "loadgen"
+DELAY_LINE = "delayline"  # csrc/link/delayline.c, run by labkit.netlink between two namespaces
 
 # Flags that turn warnings in cffi's generated glue code into errors, or that
 # would need a sanitizer runtime inside the Python process.
@@ -86,13 +87,13 @@ def models(csrc: Path | None = None) -> list[str]:
 
 
 def binary(name: str, sanitize: bool = False) -> Path:
-    """Path of a built program (a server model or loadgen), building it if needed."""
+    """Path of a built program (a server model, loadgen or the delay line), building it if needed."""
     known = models()
-    if name != LOADGEN and name not in known:
+    if name not in (LOADGEN, DELAY_LINE) and name not in known:
         raise LabError(
             f"unknown program {name!r}",
             f"choose one of the server models: {', '.join(known) or '(none found in csrc/servers)'}"
-            f" (or {LOADGEN!r} for the load generator)",
+            f" (or {LOADGEN!r} for the load generator, {DELAY_LINE!r} for the delay line)",
         )
     # make is incremental: when nothing changed this costs a few milliseconds,
     # and a student who edited a server gets the edit compiled.

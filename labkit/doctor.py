@@ -173,7 +173,8 @@ def check_anchors() -> Check:
 
 
 def check_namespaces() -> Check:
-    """Network namespaces joined by veth, shaped by tbf: the "different hosts" links."""
+    """Network namespaces joined by veth, shaped by tbf, with delay and loss by netem or the
+    lab's delay line: the "different hosts" links."""
     if shutil.which("ip") is None or shutil.which("tc") is None:
         return Check("namespaces", WARN, "ip or tc is missing: no links between namespaces",
                      "sudo apt-get install iproute2")
@@ -182,11 +183,25 @@ def check_namespaces() -> Check:
             pass
     except LabError as failure:
         return Check("namespaces", WARN, f"cannot make a link between namespaces: {failure.what}", failure.fix)
-    netem, why = netlink.netem_available()
+    netem, why_not_netem = netlink.netem_available()
+    line_problem = netlink.delay_line_problem()
+    if not line_problem:
+        try:
+            with netlink.Link(delay_ms=1, emulator="delayline"):
+                pass
+        except LabError as failure:
+            line_problem = failure.what
+    works = "network namespaces, veth and tbf work"
+    if netem and not line_problem:
+        return Check("namespaces", OK, f"{works}; delay and loss by netem, and by the lab's delay line")
+    if not line_problem:
+        return Check("namespaces", OK, f"{works}; delay and loss by the lab's delay line, since {why_not_netem}",
+                     "nothing to do (for netem too: sudo modprobe sch_netem, or a distribution kernel)")
     if netem:
-        return Check("namespaces", OK, "network namespaces, veth, tbf and netem: links with rate, delay and loss")
-    return Check("namespaces", WARN, f"network namespaces, veth and tbf work; delay and loss do not: {why}",
-                 "use a kernel with sch_netem for delay and loss (rate shaping works without it)")
+        return Check("namespaces", WARN, f"{works}; delay and loss by netem; the delay line does not run: "
+                     f"{line_problem}", "make build (it builds csrc/link/delayline.c)")
+    return Check("namespaces", WARN, f"{works}; delay and loss do not: no netem ({why_not_netem}) and the delay "
+                 f"line does not run ({line_problem})", "make build, and run as root")
 
 
 def check_orphans() -> Check:

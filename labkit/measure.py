@@ -66,6 +66,7 @@ def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), even
         row = _point(replace(server, flags={**server.flags, "host": link.server_address}), load, pinning,
                      events, link)
     row["link"] = link.shaping
+    row.update(link.row_counters())
     return row
 
 

@@ -1,21 +1,30 @@
-"""Two network namespaces joined by a veth pair: "different hosts" on one machine.
+"""Network namespaces joined by a veth link: "different hosts" on one machine.
 
-    with netlink.Link(rate="100mbit") as link:
+    with netlink.Link(rate="100mbit", delay_ms=5) as link:
         server = procs.start_server(ServerSpec("epoll", "echo", flags={"host": link.server_address}),
                                     prefix=link.server_prefix)
         run = procs.run_load(load, server.port, host=link.server_address, prefix=link.client_prefix)
 
-A Link is two namespaces (lk<id>s for the server, lk<id>c for the client), each
-with its end of one veth pair, 198.18.0.1/30 and 198.18.0.2/30 (RFC 2544's range for
-network benchmarking), and no route but the link's own, checked before a byte is
-sent.  `rate` shapes both directions with tbf; `delay`, `jitter` and `loss` need
-netem (sch_netem), which some kernels lack: the Link refuses them there, saying so.
-Names carry a random id, so two runs at once never collide.
+A Link is a server namespace (lk<id>s) and a client namespace (lk<id>c), 198.18.0.1/30
+and 198.18.0.2/30 (RFC 2544's range for network benchmarking), with no route but the
+link's own, checked before a byte is sent.  `rate` shapes both directions with tbf.
+Delay, jitter and loss come from netem where the kernel has sch_netem; where it has not,
+from the lab's own delay line (csrc/link/delayline.c) in a third namespace (lk<id>m)
+between two veth pairs:
 
-Every Link is recorded in build/run/netns-<id>.json (names, owner pid) before it
-is made, and removed with it: on leaving the `with`, on an exception, at exit; if
-its owner is killed with -9, `labkit doctor --clean` finds the record whose owner
-is gone and deletes the namespaces (their veth ends go with them).
+    same wire, no delay or loss:   [lk<id>s] a ==veth== b [lk<id>c]
+    netem:                         [lk<id>s] a ==veth== b [lk<id>c], netem on a and b
+    delay line:                    [lk<id>s] a ==veth== x [lk<id>m: delayline] y ==veth== b [lk<id>c]
+
+`emulator` chooses ("auto": netem where it exists, else the delay line); `shaping`
+names what was used, for the results row.  Names carry a random id, so two runs at
+once never collide.
+
+Every Link is recorded in build/run/netns-<id>.json (names, owner pid) before it is
+made, and removed with it: on leaving the `with`, on an exception, at exit; if its owner
+is killed with -9, the delay line dies with it (the launcher's death signal) and
+`labkit doctor --clean` finds the record whose owner is gone and deletes the namespaces
+(their veth ends go with them).
 """
 
 from __future__ import annotations
@@ -66,8 +75,18 @@ def rate_bits(rate: str) -> float:
     return bits
 
 
+_netem_probe: tuple[bool, str] | None = None
+
+
 def netem_available() -> tuple[bool, str]:
-    """Whether this kernel has sch_netem (tc's delay, jitter and loss), tried on a test link."""
+    """Whether this kernel has sch_netem (tc's delay, jitter and loss), tried once on a test link."""
+    global _netem_probe
+    if _netem_probe is None:
+        _netem_probe = _probe_netem()
+    return _netem_probe
+
+
+def _probe_netem() -> tuple[bool, str]:
     if shutil.which("tc") is None:
         return False, "tc is not installed: sudo apt-get install iproute2"
     name = f"lkprobe{secrets.token_hex(2)}"  # a veth pair: not every kernel has the dummy device
@@ -78,23 +97,44 @@ def netem_available() -> tuple[bool, str]:
         done = _tc("qdisc", "add", "dev", name, "root", "netem", "delay", "1ms")
         if done.returncode == 0:
             return True, "sch_netem is available"
-        return False, (f"this kernel has no sch_netem ({done.stderr.strip()}): delay and loss cannot be added "
-                       "with tc here (load the module: sudo modprobe sch_netem, or use a distribution kernel)")
+        return False, f"this kernel has no sch_netem (tc said: {done.stderr.strip().removeprefix('Error: ')})"
     finally:
         _ip("link", "del", name, check=False)
 
 
+def delay_line_problem() -> str:
+    """Why the delay line cannot run here, or "" (it is built, and AF_PACKET sockets open)."""
+    from . import build
+
+    try:
+        build.binary(build.DELAY_LINE)
+    except LabError as problem:
+        return f"it does not build ({problem.what}): run `make build` to see why"
+    import socket
+
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()
+    except OSError as problem:
+        return f"cannot open an AF_PACKET socket ({problem.strerror}): {ROOT_FIX}"
+    return ""
+
+
+EMULATORS = ("auto", "netem", "delayline")
+
+
 @dataclass
 class Link:
-    """A server namespace and a client namespace joined by a veth pair (see the module)."""
+    """A server namespace and a client namespace joined by a veth link (see the module)."""
 
     rate: str | None = None        # tbf on both ends, "100mbit"; None: as fast as veth goes
-    delay_ms: float = 0.0          # netem, each direction
+    delay_ms: float = 0.0          # each direction
     jitter_ms: float = 0.0
     loss_percent: float = 0.0
     mtu: int = 1500
+    emulator: str = "auto"         # delay, jitter and loss by: netem where it exists, else the delay line
     id: str = field(default_factory=lambda: secrets.token_hex(3))
     made: bool = False
+    counters: dict = field(default_factory=dict)  # after remove(): the kernel's TCP counts, the delay line's
 
     def __post_init__(self):
         if self.rate is not None:
@@ -103,8 +143,28 @@ class Link:
                                   ("loss_percent", self.loss_percent, 100)):
             if not 0 <= value <= most:
                 raise LabError(f"{name} {value} is outside 0 to {most}", f"give {name} from 0 to {most}")
+        if self.jitter_ms > self.delay_ms:
+            raise LabError(f"jitter_ms {self.jitter_ms:g} is more than delay_ms {self.delay_ms:g}",
+                           "give a jitter no larger than the delay")
         if not 576 <= self.mtu <= 65535:
             raise LabError(f"mtu {self.mtu} is outside 576 to 65535", "use an MTU such as 1500 or 9000")
+        if self.emulator not in EMULATORS:
+            raise LabError(f"unknown emulator {self.emulator!r}", f"choose one of: {', '.join(EMULATORS)}")
+        self._delay_line = None
+
+    @property
+    def impaired(self) -> bool:
+        """Whether the link has a delay, jitter or loss (not only a rate)."""
+        return bool(self.delay_ms or self.jitter_ms or self.loss_percent)
+
+    @property
+    def mechanism(self) -> str:
+        """What adds the delay and loss: "netem", "delayline", or "" for none."""
+        if not self.impaired:
+            return ""
+        if self.emulator == "auto":
+            return "netem" if netem_available()[0] else "delayline"
+        return self.emulator
 
     # -- names ---------------------------------------------------------------
     @property
@@ -114,6 +174,15 @@ class Link:
     @property
     def client_ns(self) -> str:
         return f"lk{self.id}c"
+
+    @property
+    def middle_ns(self) -> str:
+        return f"lk{self.id}m"
+
+    @property
+    def namespaces(self) -> list[str]:
+        middle = [self.middle_ns] if self.mechanism == "delayline" else []
+        return [self.server_ns, *middle, self.client_ns]
 
     @property
     def server_prefix(self) -> list[str]:
@@ -132,24 +201,29 @@ class Link:
 
     @property
     def shaping(self) -> str:
-        """What shapes the link, for a results row: 'tbf 100mbit', 'none'..."""
+        """What shapes the link, for a results row: 'tbf 100mbit, delay line 20ms loss 1%', 'none'..."""
         parts = [f"tbf {self.rate}"] if self.rate else []
-        if self.delay_ms or self.jitter_ms or self.loss_percent:
-            parts.append(f"netem delay {self.delay_ms:g}ms jitter {self.jitter_ms:g}ms loss {self.loss_percent:g}%")
+        if self.impaired:
+            what = [f"{self.delay_ms:g}ms"] + ([f"jitter {self.jitter_ms:g}ms"] if self.jitter_ms else []) + (
+                [f"loss {self.loss_percent:g}%"] if self.loss_percent else [])
+            parts.append(("netem delay " if self.mechanism == "netem" else "delay line ") + " ".join(what))
         return ", ".join(parts) or "none"
 
     # -- making and removing it ----------------------------------------------
     def create(self) -> "Link":
         if shutil.which("ip") is None:
             raise LabError("the `ip` command is missing", "sudo apt-get install iproute2")
-        if (self.delay_ms or self.jitter_ms or self.loss_percent):
-            available, why = netem_available()
-            if not available:
-                raise LabError(f"delay, jitter and loss need netem, and {why}",
-                               "use a kernel with sch_netem, or leave delay, jitter and loss at 0")
+        if os.geteuid() != 0:
+            raise LabError("namespaces and veth links need root here", unprivileged_fix())
+        if self.mechanism == "netem" and not netem_available()[0]:
+            raise LabError(f"delay, jitter and loss by netem, but {netem_available()[1]}",
+                           "leave the emulator at auto (the lab's delay line stands in), or load sch_netem")
+        if self.mechanism == "delayline" and delay_line_problem():
+            raise LabError(f"the delay line cannot run: {delay_line_problem()}",
+                           "build it (make build) and run as root, or leave delay and loss at 0")
         paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
-        self.record.write_text(json.dumps({"namespaces": [self.server_ns, self.client_ns],
-                                           "owner_pid": os.getpid(), "started": time.time()}))
+        self.record.write_text(json.dumps({"namespaces": self.namespaces, "owner_pid": os.getpid(),
+                                           "started": time.time()}))
         _LIVE[self.id] = self
         try:
             self._make()
@@ -161,24 +235,70 @@ class Link:
 
     def _make(self) -> None:
         server_end, client_end = f"lk{self.id}a", f"lk{self.id}b"
-        _ip("netns", "add", self.server_ns)
-        _ip("netns", "add", self.client_ns)
-        _ip("link", "add", server_end, "netns", self.server_ns, "mtu", str(self.mtu), "type", "veth",
-            "peer", "name", client_end, "netns", self.client_ns, "mtu", str(self.mtu))
+        for ns in self.namespaces:
+            _ip("netns", "add", ns)
+            _ip("-n", ns, "link", "set", "lo", "up")
+        if self.mechanism == "delayline":
+            self._make_through_delay_line(server_end, client_end)
+        else:
+            _ip("link", "add", server_end, "netns", self.server_ns, "mtu", str(self.mtu), "type", "veth",
+                "peer", "name", client_end, "netns", self.client_ns, "mtu", str(self.mtu))
         for ns, end, address in ((self.server_ns, server_end, SERVER_ADDRESS),
                                  (self.client_ns, client_end, CLIENT_ADDRESS)):
             _ip("-n", ns, "addr", "add", f"{address}/{PREFIX_LEN}", "dev", end)
-            _ip("-n", ns, "link", "set", "lo", "up")
             _ip("-n", ns, "link", "set", end, "up")
             self._shape(ns, end)
         self.check_isolated()
+        if self.mechanism == "delayline":
+            self._start_delay_line()
+
+    def _make_through_delay_line(self, server_end: str, client_end: str) -> None:
+        """Two veth pairs meeting in the middle namespace, whose ends have no address (and no
+        IPv6: the middle must stay silent); the hosts' ends send wire-sized frames
+        (gso_max_segs 1), so one loss is one segment, as on a wire."""
+        middle = self.middle_ns
+        for name in ("all", "default"):
+            _sysctl(middle, f"net.ipv6.conf.{name}.disable_ipv6=1")
+        for end, ns, middle_end in ((server_end, self.server_ns, f"lk{self.id}x"),
+                                    (client_end, self.client_ns, f"lk{self.id}y")):
+            _ip("link", "add", end, "netns", ns, "mtu", str(self.mtu), "gso_max_segs", "1", "type", "veth",
+                "peer", "name", middle_end, "netns", middle, "mtu", str(self.mtu))
+            _ip("-n", middle, "link", "set", middle_end, "up")
+
+    def _start_delay_line(self) -> None:
+        from . import build, launcher, procs
+
+        argv = [str(build.binary(build.DELAY_LINE)), "--left", f"lk{self.id}x", "--right", f"lk{self.id}y",
+                "--delay-ms", f"{self.delay_ms:g}", "--jitter-ms", f"{self.jitter_ms:g}",
+                "--loss-percent", f"{self.loss_percent:g}"]
+        self._delay_line = launcher.spawn(argv, role="delayline", prefix=["ip", "netns", "exec", self.middle_ns],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = procs.read_ready_line(self._delay_line.popen, timeout=5)
+        if not line.startswith(b"delayline: ready"):
+            launcher.stop_child(self._delay_line, timeout=1)
+            said = self._delay_line.popen.stderr.read().decode(errors="replace").strip()
+            self._delay_line = None
+            raise LabError(f"the delay line did not start: {said or line.decode(errors='replace') or 'no output'}",
+                           "run `labkit doctor`: it checks the delay line")
+
+    def _stop_delay_line(self) -> None:
+        from . import launcher
+
+        child, self._delay_line = self._delay_line, None
+        if child is None:
+            return
+        launcher.stop_child(child, timeout=2)
+        for line in child.popen.stdout.read().decode(errors="replace").splitlines():
+            if line.startswith("{"):
+                self.counters["delayline"] = json.loads(line)["delayline"]
 
     def _shape(self, ns: str, end: str) -> None:
         netem = []
-        if self.delay_ms or self.jitter_ms:
-            netem += ["delay", f"{self.delay_ms:g}ms"] + ([f"{self.jitter_ms:g}ms"] if self.jitter_ms else [])
-        if self.loss_percent:
-            netem += ["loss", f"{self.loss_percent:g}%"]
+        if self.mechanism == "netem":
+            if self.delay_ms or self.jitter_ms:
+                netem += ["delay", f"{self.delay_ms:g}ms"] + ([f"{self.jitter_ms:g}ms"] if self.jitter_ms else [])
+            if self.loss_percent:
+                netem += ["loss", f"{self.loss_percent:g}%"]
         if self.rate:
             # burst: at least one 64 KiB GSO packet, and 4 ms of the rate
             burst = max(65536 + 1600, int(rate_bits(self.rate) / 8 / 250))
@@ -194,11 +314,11 @@ class Link:
                                    "netem", *netem], capture_output=True, text=True, timeout=20)
             if done.returncode != 0:
                 raise LabError(f"tc could not add netem ({' '.join(netem)}): {done.stderr.strip()}",
-                               "use a kernel with sch_netem, or leave delay and loss at 0")
+                               "leave the emulator at auto (the lab's delay line stands in)")
 
     def check_isolated(self) -> None:
-        """Refuse the link if either namespace has a route beyond the link's /30."""
-        for ns in (self.server_ns, self.client_ns):
+        """Refuse the link if any of its namespaces has a route beyond the link's /30."""
+        for ns in self.namespaces:
             routes = _ip("-n", ns, "-4", "route", "show").stdout.splitlines()
             beyond = [r for r in routes if not r.startswith("198.18.0.0/30 ")]
             routes6 = [r for r in _ip("-n", ns, "-6", "route", "show").stdout.splitlines()
@@ -207,18 +327,61 @@ class Link:
                 raise LabError(f"namespace {ns} has routes beyond the lab's link: {beyond + routes6}",
                                "this should not happen in a new namespace: report it")
 
+    def tcp_counters(self) -> dict:
+        """The kernel's TCP counters (/proc/net/snmp) of the server's and the client's
+        namespace: {'server': {'RetransSegs': ..., 'OutSegs': ...}, 'client': {...}}."""
+        found = {}
+        for side, ns in (("server", self.server_ns), ("client", self.client_ns)):
+            done = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"], capture_output=True,
+                                  text=True, timeout=20)
+            tcp = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("Tcp:")]
+            if len(tcp) == 2:
+                found[side] = {name: int(value) for name, value in zip(*tcp)}
+        return found
+
     def remove(self) -> None:
-        for ns in (self.server_ns, self.client_ns):
-            _ip("netns", "del", ns, check=False)  # its veth end, qdiscs and addresses go with it
+        self._stop_delay_line()
+        if self.made:
+            self.counters["tcp"] = self.tcp_counters()
+        for ns in (self.server_ns, self.middle_ns, self.client_ns):
+            _ip("netns", "del", ns, check=False)  # its veth ends, qdiscs and addresses go with it
         self.record.unlink(missing_ok=True)
         _LIVE.pop(self.id, None)
         self.made = False
+
+    def row_counters(self) -> dict:
+        """The results row's link columns, from the counters remove() kept."""
+        tcp = self.counters.get("tcp", {})
+        line = self.counters.get("delayline")
+        nan = float("nan")
+        return {
+            "tcp_retrans_segs": sum(side.get("RetransSegs", 0) for side in tcp.values()) if tcp else nan,
+            "link_lost_frames": (line["left_to_right"]["lost"] + line["right_to_left"]["lost"]) if line else nan,
+            "link_max_late_us": max(line["left_to_right"]["max_late_us"], line["right_to_left"]["max_late_us"])
+            if line else nan,
+        }
 
     def __enter__(self) -> "Link":
         return self.create()
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+def _sysctl(ns: str, setting: str) -> None:
+    done = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", setting], capture_output=True, text=True,
+                          timeout=20)
+    if done.returncode != 0:
+        raise LabError(f"`sysctl -w {setting}` in {ns} failed: {done.stderr.strip()}",
+                       "run it by hand in a namespace to see why")
+
+
+def unprivileged_fix() -> str:
+    """What a normal user must do to get namespaces: the exact command."""
+    return ("`ip netns add` mounts under /run/netns and `ip link add` needs CAP_NET_ADMIN in the host's "
+            "network namespace, which only root has: run the lab as root (`sudo make lab`), or in a "
+            "container or VM where you are root (docker run --cap-add NET_ADMIN --cap-add SYS_ADMIN ...); "
+            "same_host placement needs nothing")
 
 
 # Links made by this process, removed at exit whatever happened.
@@ -262,4 +425,4 @@ def clean_leftovers() -> list[str]:
 def lab_namespaces() -> list[str]:
     """The lab's namespaces that exist now (`ip netns list`)."""
     listed = _ip("netns", "list", check=False).stdout.split()
-    return [name for name in listed if re.fullmatch(r"lk[0-9a-f]{6}[sc]", name)]
+    return [name for name in listed if re.fullmatch(r"lk[0-9a-f]{6}[smc]", name)]

@@ -145,8 +145,9 @@ class IntList(Kind):
 
     is_list = True
 
-    def __init__(self, least: int = 1, noun: str = "", unit: str = ""):
+    def __init__(self, least: int = 1, noun: str = "", unit: str = "", most: int | None = None):
         self.least = least
+        self.most = most
         self.noun = noun  # "client count": for "client count 0 is below 1"
         self.unit = unit  # "clients": for "use 1 or more clients"
 
@@ -158,15 +159,19 @@ class IntList(Kind):
             if number < self.least:
                 raise LabError(f"{self.noun or name} {number} is below {self.least}",
                                f"use {self.least} or more {self.unit or name}")
+            if self.most is not None and number > self.most:
+                raise LabError(f"{self.noun or name} {number} is above {self.most}",
+                               f"use at most {self.most} {self.unit or name}")
         return values
 
     def describe(self):
-        return f"whole numbers >= {self.least}, e.g. 10,50"
+        most = f" and <= {self.most}" if self.most is not None else ""
+        return f"whole numbers >= {self.least}{most}, e.g. 10,50"
 
     def widget(self, value):
         import ipywidgets as w
 
-        return w.IntsInput(value=list(value), min=self.least)
+        return w.IntsInput(value=list(value), min=self.least, **({"max": self.most} if self.most is not None else {}))
 
     def read(self, widget):
         return list(widget.value)
@@ -515,13 +520,43 @@ class LinkRate(Kind):
         widget.value = value or ""
 
 
-def placement_params() -> tuple[Param, Param]:
+class Percent(Kind):
+    """A percentage from 0 to 100 (a link's loss)."""
+
+    def check(self, name, value):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise LabError(f"{name} must be a number, got {value!r}", f"give {name} as e.g. 1 (percent)") from None
+        if not 0 <= number <= 100:
+            raise LabError(f"{name} {number:g} is outside 0 to 100", f"give {name} as a percentage, e.g. 1")
+        return number
+
+    def describe(self):
+        return "a percentage from 0 to 100"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.BoundedFloatText(value=value, min=0, max=100, step=0.1)
+
+    def show(self, widget, value):
+        widget.value = float(value)
+
+
+def placement_params() -> tuple[Param, ...]:
     """Where server and client run, as every experiment has it: on this host (loopback), or
-    in two network namespaces joined by a veth link (labkit.netlink), shaped to a rate."""
+    in two network namespaces joined by a veth link (labkit.netlink), shaped to a rate and
+    given a delay (an axis: throughput against delay) and a loss.  A same_host point has no
+    link: its link parameters stay at their defaults (Experiment.grid)."""
     return (Param("placement", ChoiceList("same_host", "namespaces"), ["same_host"],
                   "same_host: loopback; namespaces: two network stacks joined by a veth link", to=LINK),
             Param("link_rate", LinkRate(), None, "namespaces: the link's rate, e.g. 1gbit (empty: not shaped)",
-                  to=LINK))
+                  to=LINK),
+            Param("link_delay_ms", IntList(least=0, most=10_000, noun="link delay", unit="ms"), [0],
+                  "namespaces: the delay each way, ms (netem, or the lab's delay line)", to=LINK,
+                  label="one-way delay (ms)"),
+            Param("link_loss_percent", Percent(), 0.0, "namespaces: frames lost each way, percent", to=LINK))
 
 
 def repeats_param(default: int = 3) -> Param:

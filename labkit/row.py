@@ -33,6 +33,9 @@ MEASURED = {
     "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN, "server_cpu_ms_per_mb": NAN,
     "counters_source": "", "counters_note": "",
     "link": "loopback",  # what joined server and client: loopback, or the namespaces' link and its shaping
+    # across a link (its namespaces are the run's own, so their counters are the run's): TCP segments
+    # both sides retransmitted, frames the delay line lost on purpose, and how late it let one leave
+    "tcp_retrans_segs": NAN, "link_lost_frames": NAN, "link_max_late_us": NAN,
     "server_cpus": [], "client_cpus": [],
     "client_cpu_util": NAN, "client_saturated": False,
 }

@@ -24,6 +24,7 @@ def _nothing_left(link_id: str) -> None:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert f"lk{link_id}" not in links
     assert not (paths.RUN_DIR / f"netns-{link_id}.json").exists()
+    assert subprocess.run(["pgrep", "-f", f"delayline --left lk{link_id}x"]).returncode == 1
 
 
 def _serve(link, model="epoll", service="echo"):
@@ -92,15 +93,16 @@ OWNER = """
 import sys, time
 sys.path.insert(0, {root!r})
 from labkit import netlink
-link = netlink.Link().create()
+link = netlink.Link({args}).create()
 print(link.id, flush=True)
 time.sleep(60)
 """
 
 
-def test_a_link_whose_owner_was_killed_is_removed_by_doctor_clean():
-    owner = subprocess.Popen([sys.executable, "-c", OWNER.format(root=str(paths.ROOT))], stdout=subprocess.PIPE,
-                             text=True)
+@pytest.mark.parametrize("args", ["", "delay_ms=5, emulator='delayline'"])
+def test_a_link_whose_owner_was_killed_is_removed_by_doctor_clean(built_bin, args):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER.format(root=str(paths.ROOT), args=args)],
+                             stdout=subprocess.PIPE, text=True)
     link_id = owner.stdout.readline().strip()
     assert f"lk{link_id}s" in netlink.lab_namespaces()
     owner.send_signal(signal.SIGKILL)
@@ -110,11 +112,16 @@ def test_a_link_whose_owner_was_killed_is_removed_by_doctor_clean():
     assert doctor.check_orphans().status == doctor.WARN
     done = doctor.clean()
     assert f"deleted network namespace lk{link_id}s" in done
+    if args:
+        assert f"deleted network namespace lk{link_id}m" in done
+        time.sleep(0.2)  # the delay line got the death signal with its owner (_nothing_left checks)
     _nothing_left(link_id)
 
 
 @pytest.mark.parametrize("given, says", [
     (dict(rate="fast"), "is not a rate like 100mbit"), (dict(rate="5gbps"), "is not a rate"),
+    (dict(delay_ms=5, jitter_ms=6), "jitter_ms 6 is more than delay_ms 5"),
+    (dict(emulator="tc"), "unknown emulator 'tc'"),
     (dict(rate="10kbit"), "outside 100kbit to 100gbit"), (dict(delay_ms=-1), "delay_ms -1 is outside"),
     (dict(loss_percent=150), "loss_percent 150 is outside"), (dict(mtu=100), "mtu 100 is outside"),
 ])
@@ -126,18 +133,84 @@ def test_bad_link_parameters_are_refused_before_anything_is_made(given, says):
     assert netlink.lab_namespaces() == before
 
 
-def test_delay_without_netem_is_refused_saying_why_and_leaves_nothing():
+def test_delay_comes_from_netem_where_the_kernel_has_it_else_from_the_delay_line():
     available, why = netlink.netem_available()
-    link = netlink.Link(delay_ms=5)
+    with netlink.Link(delay_ms=5) as link:
+        assert link.mechanism == ("netem" if available else "delayline")
+        assert link.shaping == ("netem delay 5ms" if available else "delay line 5ms")
+        assert set(netlink.lab_namespaces()) >= set(link.namespaces)
+        assert len(link.namespaces) == (2 if available else 3)
+    _nothing_left(link.id)
+
+
+def test_netem_asked_for_where_the_kernel_lacks_it_is_refused_saying_why():
+    available, why = netlink.netem_available()
+    link = netlink.Link(delay_ms=5, emulator="netem")
     if available:
         with link:
-            assert "netem delay 5ms" in link.shaping
-        _nothing_left(link.id)
-        return
-    with pytest.raises(LabError) as refused:
-        link.create()
-    assert "no sch_netem" in refused.value.what and "netem" in refused.value.fix
+            assert link.shaping == "netem delay 5ms"
+    else:
+        with pytest.raises(LabError) as refused:
+            link.create()
+        assert "no sch_netem" in refused.value.what and "delay line" in refused.value.fix
     _nothing_left(link.id)
+
+
+# The delay line always; netem too where this kernel has it.
+EMULATORS = ["delayline"] + (["netem"] if os.geteuid() == 0 and netlink.netem_available()[0] else [])
+
+
+def _echo_p50_us(link) -> float:
+    with _serve(link, "epoll", "echo") as server:
+        run = procs.run_load(LoadSpec(1, 20, "echo", {"size": 64}), server.port, host=link.server_address,
+                             prefix=link.client_prefix)
+    assert run.summary["requests_ok"] == 20
+    return run.summary["latency_us"]["p50"]
+
+
+@pytest.mark.parametrize("emulator", EMULATORS)
+def test_20_ms_each_way_raises_the_echo_round_trip_p50_by_38_to_50_ms(built_bin, emulator):
+    with netlink.Link() as plain:
+        base = _echo_p50_us(plain)
+    with netlink.Link(delay_ms=20, emulator=emulator) as delayed:
+        assert delayed.mechanism == emulator
+        slow = _echo_p50_us(delayed)
+    assert 38_000 <= slow - base <= 50_000, (base, slow)
+    if emulator == "delayline":
+        line = delayed.counters["delayline"]
+        assert line["left_to_right"]["lost"] == line["right_to_left"]["lost"] == 0
+        assert line["left_to_right"]["forwarded"] >= 20 and line["right_to_left"]["forwarded"] >= 20
+    _nothing_left(delayed.id)
+
+
+def test_one_percent_loss_shows_retransmissions_in_the_kernels_counters(built_bin):
+    with netlink.Link(loss_percent=1) as link:
+        with _serve(link, "threaded", "sink") as server:
+            run = procs.run_load(LoadSpec(1, 1, "sink", {"size": 8 << 20, "engine": "events"}), server.port,
+                                 host=link.server_address, prefix=link.client_prefix, )
+    assert run.summary["body_bytes_ok"] == 8 << 20  # TCP delivered every byte despite the losses
+    counted = link.row_counters()
+    assert counted["tcp_retrans_segs"] > 0
+    line = link.counters.get("delayline")
+    if line is not None:  # the delay line counts what it dropped: about 1 frame in 100
+        lost = line["left_to_right"]["lost"] + line["right_to_left"]["lost"]
+        passed = line["left_to_right"]["forwarded"] + line["right_to_left"]["forwarded"]
+        assert counted["link_lost_frames"] == lost
+        assert 0.003 <= lost / (lost + passed) <= 0.03, (lost, passed)
+        assert counted["tcp_retrans_segs"] >= lost // 2
+    _nothing_left(link.id)
+
+
+def test_the_delay_line_refuses_bad_arguments_with_the_range(built_bin):
+    from labkit import build
+
+    for args, says in ((["--delay-ms", "-1"], "give a number from 0 to 10000"),
+                       (["--delay-ms", "5", "--jitter-ms", "6"], "a frame cannot leave before it came"),
+                       (["--loss-percent", "x"], "give a number from 0 to 100"),
+                       ([], "no interface")):
+        done = subprocess.run([str(build.binary(build.DELAY_LINE)), "--left", "lknone0", "--right", "lknone1", *args],
+                              capture_output=True, text=True, timeout=10)
+        assert done.returncode != 0 and says in done.stderr, (args, done.stderr)
 
 
 def test_every_experiment_runs_on_the_same_host_or_across_a_link(built_bin, tmp_path):

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from labkit.errors import LabError
-from labkit.params import BOTH, FROM_MACHINE, LOAD, SERVER, SWEEP, Param
+from labkit.params import BOTH, FROM_MACHINE, LINK, LOAD, SERVER, SWEEP, Param
 
 EXTRA_DIRS_ENV = "LABKIT_EXPERIMENTS"
 
@@ -163,8 +163,19 @@ class Experiment:
     def _every_point(self, params: dict) -> list[dict]:
         fixed = {p.column: _copy(params[p.name]) for p in self.parameters
                  if not p.kind.is_list and p.to != SWEEP}
-        return [{**dict(zip(self.axis_columns, values)), **fixed}
-                for values in itertools.product(*(params[p.name] for p in self.axes))]
+        points = [self._without_link({**dict(zip(self.axis_columns, values)), **fixed})
+                  for values in itertools.product(*(params[p.name] for p in self.axes))]
+        return [point for i, point in enumerate(points) if point not in points[:i]]
+
+    def _without_link(self, point: dict) -> dict:
+        """A same_host point has no link: its link parameters back at their defaults (one
+        loopback point, not one per link delay)."""
+        if point.get("placement", "same_host") != "same_host":
+            return point
+        for p in self.parameters:
+            if p.to == LINK and p.name != "placement":
+                point[p.column] = p.default[0] if p.kind.is_list else p.default
+        return point
 
     # -- what a point runs ------------------------------------------------------
     def _flags(self, point: dict, side: str) -> dict:
@@ -196,7 +207,8 @@ class Experiment:
             return None
         from labkit.netlink import Link
 
-        return Link(rate=point.get("link_rate"))
+        return Link(rate=point.get("link_rate"), delay_ms=point.get("link_delay_ms", 0),
+                    loss_percent=point.get("link_loss_percent", 0.0))
 
     def pinning(self, point: dict, note: str = ""):
         from labkit.procs import Pinning
