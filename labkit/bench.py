@@ -59,10 +59,10 @@ def pinning(server_cpus=None, client_cpus=None) -> tuple[list[int], list[int], s
     return chosen.server_cpus, chosen.client_cpus, chosen.note
 
 
-def _run_pinned(argv: list[str], cpus: list[int], wall_timeout: float) -> subprocess.CompletedProcess:
+def _run_pinned(argv: list[str], cpus: list[int], wall_timeout: float, prefix=()) -> subprocess.CompletedProcess:
     """Run argv pinned to `cpus` through the launcher (own process group, death
-    signal, pid file); kill it past `wall_timeout` seconds."""
-    child = launcher.spawn(argv, "bench", cpus, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    signal, pid file), behind `prefix` (a namespace); kill it past `wall_timeout` seconds."""
+    child = launcher.spawn(argv, "bench", cpus, prefix=prefix, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         stdout, stderr = launcher.run_to_end(child, wall_timeout)
     except subprocess.TimeoutExpired:
@@ -141,14 +141,22 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_listening(port: int, child, timeout: float = 5.0, tool: str = "sockperf server --tcp -i 127.0.0.1") -> None:
+def _wait_listening(port: int, child, timeout: float = 5.0, tool: str = "sockperf server --tcp -i 127.0.0.1",
+                    prefix=()) -> None:
     """Wait until an anchor tool's server accepts a connection (iperf3's counts it as a test
-    that never began, and goes on listening)."""
+    that never began, and goes on listening); behind a namespace's `prefix`, until `ss`
+    there lists its socket as listening."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.popen.poll() is not None:
             raise LabError(f"`{tool}` exited with status {child.popen.returncode} before listening",
                            f"run `{tool} -p {port}` by hand to see why")
+        if prefix:
+            listed = subprocess.run([*prefix, "ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True)
+            if listed.stdout.strip():
+                return
+            time.sleep(0.02)
+            continue
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
@@ -311,13 +319,14 @@ def iperf3_path() -> str:
     return found
 
 
-def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: int) -> float:
+def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: int, link=None) -> float:
     """One iperf3 client run, one stream, `seconds` whole seconds (iperf3 reads -t 0.5 as 0,
-    which means for ever): the receiver's rate in Gbit/s."""
+    which means for ever), on loopback or across `link`: the receiver's rate in Gbit/s."""
     if seconds != int(seconds) or seconds < 1:
         raise LabError(f"iperf3 runs whole seconds, at least 1 (got {seconds})", "use seconds=1 or more")
-    argv = [iperf3, "-c", "127.0.0.1", "-p", str(port), "-t", str(int(seconds)), "-J"]
-    done = _run_pinned(argv, cpus, seconds + 20)
+    host = link.server_address if link else "127.0.0.1"
+    argv = [iperf3, "-c", host, "-p", str(port), "-t", str(int(seconds)), "-J"]
+    done = _run_pinned(argv, cpus, seconds + 20, prefix=link.client_prefix if link else ())
     try:
         return json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
     except (ValueError, KeyError, TypeError):
@@ -327,16 +336,20 @@ def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: int) -> floa
 
 
 class Iperf3Server:
-    """`iperf3 -s` pinned to `cpus` on a free port, for as many client rounds as wanted."""
+    """`iperf3 -s` pinned to `cpus` on a free port, for as many client rounds as wanted; with
+    a `link` (labkit.netlink.Link, made), in its server namespace, the clients in the other."""
 
-    def __init__(self, cpus):
-        self.port = _free_port()
-        self.child = launcher.spawn([iperf3_path(), "-s", "-p", str(self.port)], "server", cpus,
+    def __init__(self, cpus, link=None):
+        self.link = link
+        self.port = _free_port() if link is None else 5201  # the namespace is the link's own
+        bind = ["-B", link.server_address] if link else []
+        self.child = launcher.spawn([iperf3_path(), "-s", *bind, "-p", str(self.port)], "server", cpus,
+                                    prefix=link.server_prefix if link else (),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait_listening(self.port, self.child, tool="iperf3 -s")
+        _wait_listening(self.port, self.child, tool="iperf3 -s", prefix=link.server_prefix if link else ())
 
     def rate(self, cpus, seconds: int = 1) -> float:
-        return _iperf3_round(iperf3_path(), self.port, cpus, seconds)
+        return _iperf3_round(iperf3_path(), self.port, cpus, seconds, link=self.link)
 
     def __enter__(self):
         return self
@@ -345,11 +358,15 @@ class Iperf3Server:
         launcher.stop_child(self.child, timeout=1.0)
 
 
-def iperf3_ceiling(seconds: int = 1, server_cpus=None, client_cpus=None) -> float:
-    """iperf3's single-stream rate on loopback (Gbit/s): the ceiling one TCP connection
-    reaches on this machine with this pinning, for an upload plot's ceiling line."""
+def iperf3_ceiling(seconds: int = 1, server_cpus=None, client_cpus=None, link=None) -> float:
+    """iperf3's single-stream rate (Gbit/s) on loopback, or across `link` (a labkit.netlink.Link,
+    made here for the run if it is not yet): the ceiling one TCP connection reaches on this
+    machine with this pinning, for an upload plot's ceiling line."""
     server_cpus, client_cpus, _ = pinning(server_cpus, client_cpus)
-    with Iperf3Server(server_cpus) as anchor:
+    if link is not None and not link.made:
+        with link:
+            return iperf3_ceiling(seconds, server_cpus, client_cpus, link)
+    with Iperf3Server(server_cpus, link) as anchor:
         return anchor.rate(client_cpus, seconds)
 
 

@@ -254,14 +254,17 @@ class Link:
 
     def _make_through_delay_line(self, server_end: str, client_end: str) -> None:
         """Two veth pairs meeting in the middle namespace, whose ends have no address (and no
-        IPv6: the middle must stay silent); the hosts' ends send wire-sized frames
-        (gso_max_segs 1), so one loss is one segment, as on a wire."""
+        IPv6: the middle must stay silent).  With a loss, the hosts' ends send wire-sized
+        frames (gso_max_segs 1), so one loss is one segment, as on a wire; without, they
+        pass 64 KiB GSO frames, 40 times fewer for the delay line to copy (each is held
+        as long; tbf has already paced them to the rate)."""
         middle = self.middle_ns
         for name in ("all", "default"):
             _sysctl(middle, f"net.ipv6.conf.{name}.disable_ipv6=1")
+        wire_sized = ["gso_max_segs", "1"] if self.loss_percent else []
         for end, ns, middle_end in ((server_end, self.server_ns, f"lk{self.id}x"),
                                     (client_end, self.client_ns, f"lk{self.id}y")):
-            _ip("link", "add", end, "netns", ns, "mtu", str(self.mtu), "gso_max_segs", "1", "type", "veth",
+            _ip("link", "add", end, "netns", ns, "mtu", str(self.mtu), *wire_sized, "type", "veth",
                 "peer", "name", middle_end, "netns", middle, "mtu", str(self.mtu))
             _ip("-n", middle, "link", "set", middle_end, "up")
 
@@ -337,6 +340,40 @@ class Link:
             tcp = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("Tcp:")]
             if len(tcp) == 2:
                 found[side] = {name: int(value) for name, value in zip(*tcp)}
+        return found
+
+    def route_to(self, address: str) -> str:
+        """The client namespace's route to `address`: its line from `ip route get`, or "none (...)"."""
+        done = _ip("-n", self.client_ns, "route", "get", address, check=False)
+        if done.returncode != 0:
+            return f"none ({done.stderr.strip().removeprefix('RTNETLINK answers: ')})"
+        return done.stdout.split("\n")[0].strip()
+
+    def sysctl(self, name: str, side: str = "server") -> str:
+        """A sysctl as the server's (or client's) namespace has it: "net.ipv4.tcp_rmem" -> "4096 131072 6291456"."""
+        ns = self.server_ns if side == "server" else self.client_ns
+        done = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", name], capture_output=True, text=True,
+                              timeout=20)
+        if done.returncode != 0:
+            raise LabError(f"`sysctl -n {name}` in {ns} failed: {done.stderr.strip()}", "check the name: sysctl -a")
+        return " ".join(done.stdout.split())
+
+    def describe(self) -> list[dict]:
+        """What the link is now, read from the kernel: per namespace, in order from server to
+        client, its role and its interfaces (name, IPv4 address or "no address", qdisc)."""
+        roles = {self.server_ns: "server", self.middle_ns: "delay line", self.client_ns: "client"}
+        found = []
+        for ns in self.namespaces:
+            interfaces = []
+            for entry in json.loads(_ip("-n", ns, "-j", "addr", "show").stdout or "[]"):
+                if entry["ifname"] == "lo":
+                    continue
+                ipv4 = [f"{a['local']}/{a['prefixlen']}" for a in entry.get("addr_info", []) if a["family"] == "inet"]
+                qdisc = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", entry["ifname"]], capture_output=True,
+                                       text=True, timeout=20).stdout.split("\n")[0].split(" ")[1:2]
+                interfaces.append({"name": entry["ifname"], "address": ipv4[0] if ipv4 else "no address",
+                                   "qdisc": qdisc[0] if qdisc else "", "mtu": entry.get("mtu")})
+            found.append({"namespace": ns, "role": roles[ns], "interfaces": interfaces})
         return found
 
     def remove(self) -> None:

@@ -544,19 +544,24 @@ class Percent(Kind):
         widget.value = float(value)
 
 
-def placement_params() -> tuple[Param, ...]:
+def placement_params(placement=("same_host",), rate=None, delay_ms=(0,)) -> tuple[Param, ...]:
     """Where server and client run, as every experiment has it: on this host (loopback), or
     in two network namespaces joined by a veth link (labkit.netlink), shaped to a rate and
     given a delay (an axis: throughput against delay) and a loss.  A same_host point has no
-    link: its link parameters stay at their defaults (Experiment.grid)."""
-    return (Param("placement", ChoiceList("same_host", "namespaces"), ["same_host"],
+    link: its link parameters stay at their empty values (Experiment.grid).  The arguments
+    are the defaults (an experiment about links starts across one)."""
+    return (Param("placement", ChoiceList("same_host", "namespaces"), list(placement),
                   "same_host: loopback; namespaces: two network stacks joined by a veth link", to=LINK),
-            Param("link_rate", LinkRate(), None, "namespaces: the link's rate, e.g. 1gbit (empty: not shaped)",
+            Param("link_rate", LinkRate(), rate, "namespaces: the link's rate, e.g. 1gbit (empty: not shaped)",
                   to=LINK),
-            Param("link_delay_ms", IntList(least=0, most=10_000, noun="link delay", unit="ms"), [0],
+            Param("link_delay_ms", IntList(least=0, most=10_000, noun="link delay", unit="ms"), list(delay_ms),
                   "namespaces: the delay each way, ms (netem, or the lab's delay line)", to=LINK,
                   label="one-way delay (ms)"),
             Param("link_loss_percent", Percent(), 0.0, "namespaces: frames lost each way, percent", to=LINK))
+
+
+# A same_host point's link parameters (it has no link).
+NO_LINK = {"link_rate": None, "link_delay_ms": 0, "link_loss_percent": 0.0}
 
 
 def repeats_param(default: int = 3) -> Param:

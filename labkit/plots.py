@@ -523,12 +523,37 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     return table
 
 
+def topology(description: list[dict], shaping: str = "") -> go.Figure:
+    """A link as boxes, server to client: each namespace (labkit.netlink.Link.describe())
+    with its interfaces, addresses and qdiscs, joined by its veth pairs."""
+    fig = go.Figure()
+    width, gap = 2.6, 1.4
+    for i, ns in enumerate(description):
+        x0 = i * (width + gap)
+        fig.add_shape(type="rect", x0=x0, x1=x0 + width, y0=0, y1=2, line=dict(color=color(ns["role"])),
+                      fillcolor="rgba(0,0,0,0.03)")
+        lines = [f"<b>{ns['role']}</b>", f"netns {ns['namespace']}"] + [
+            f"{it['name']}: {it['address']}" + (f"<br>qdisc {it['qdisc']}" if it["qdisc"] else "")
+            for it in ns["interfaces"]]
+        fig.add_annotation(x=x0 + width / 2, y=1, text="<br>".join(lines), showarrow=False, font=dict(size=12))
+        if i:
+            fig.add_shape(type="line", x0=x0 - gap, x1=x0, y0=1, y1=1, line=dict(width=4, color="grey"))
+            fig.add_annotation(x=x0 - gap / 2, y=1.15, text="veth", showarrow=False, font=dict(size=11))
+    total = len(description) * (width + gap) - gap
+    fig.update_xaxes(visible=False, range=[-0.2, total + 0.2])
+    fig.update_yaxes(visible=False, range=[-0.2, 2.2])
+    fig.update_layout(title=f"The link: {shaping}" if shaping else "The link", height=260, showlegend=False,
+                      margin=dict(l=10, r=10, t=40, b=10), plot_bgcolor="white")
+    return fig
+
+
 def seed_beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clients",),
                 columns: str = "model", metric: str | None = None, seed_where: dict | None = None,
-                scale: float = 1.0, unit: str = "") -> pd.DataFrame:
+                scale: float = 1.0, unit: str = "", your_columns: str | None = None) -> pd.DataFrame:
     """A seed's numbers beside your medians of `column`, both x `scale`: rows = the `index`
     axes (each value as its parameter writes it: 10MB, 15 x 100 B), columns = (seed |
-    yours, one of `columns`).  The seed's rows are those of `metric` (if given) matching
+    yours, one of `columns`; yours split by `your_columns` instead, if given: the seed's
+    placement beside your links).  The seed's rows are those of `metric` (if given) matching
     `seed_where` ({"placement": "same_host"}); a point measured on one side only stays
     blank on the other, as does a number the report did not print ("<1 ms": NaN, never 0)."""
     index = list(index)
@@ -541,7 +566,7 @@ def seed_beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=(
     seed = seed_rows.pivot_table(index=index, columns=columns, values="value", aggfunc="first", dropna=False) * scale
     seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name}" + (f" ({unit})" if unit else "")], seed.columns])
     ok = df[df["status"] == "ok"]
-    yours = ok.pivot_table(index=index, columns=columns, values=column, aggfunc="median") * scale
+    yours = ok.pivot_table(index=index, columns=your_columns or columns, values=column, aggfunc="median") * scale
     yours.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], yours.columns])
     table = pd.concat([seed, yours], axis=1).dropna(how="all")  # no number on either side: no row
     kinds = [_kind_of(df, name) for name in index]
@@ -560,6 +585,17 @@ def seed_times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "
     rows = connections x size, for the seed's `placement` column."""
     return seed_beside(df, seed_table, column, index=("clients", "size"), seed_where={"placement": placement},
                        scale=1000.0, unit="ms")
+
+
+def seed_placements_table(df: pd.DataFrame, seed_table: pd.DataFrame, model: str,
+                          column: str = "server_batch_s") -> pd.DataFrame:
+    """Seed 002's same-host and different-host upload times (ms) for `model` beside
+    yours on each link you measured (loopback, tbf 1gbit, ...), rows = connections x size,
+    only those you measured (the seed's other rows have nothing to be compared with)."""
+    table = seed_beside(df[df["model"] == model], seed_table[seed_table["model"] == model], column,
+                        index=("clients", "size"), columns="placement", your_columns="link", scale=1000.0, unit="ms")
+    yours = [c for c in table.columns if c[0].startswith("yours")]
+    return table.dropna(subset=yours, how="all")
 
 
 def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:

@@ -54,7 +54,8 @@ def table_rows(stdout: str, columns: int) -> list[list[str]]:
 def test_the_registry_finds_every_experiment_file_and_only_those(monkeypatch):
     monkeypatch.delenv(experiments.EXTRA_DIRS_ENV, raising=False)
     files = {path.stem for path in (paths.ROOT / "labkit" / "experiments").glob("[!_]*.py")}
-    assert set(experiments.catalogue()) == files == {"proc_top", "echo_scale", "idle_conns", "uploads", "write_strategies", "nagle"}
+    assert set(experiments.catalogue()) == files == {"proc_top", "echo_scale", "idle_conns", "uploads", "write_strategies", "nagle",
+                                                           "bdp"}
     with pytest.raises(LabError) as caught:
         experiments.get("echo_sizes")
     assert "proc_top" in caught.value.fix

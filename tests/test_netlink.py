@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from labkit import bench, doctor, launcher, netlink, paths, procs
+from labkit import bench, doctor, netlink, paths, procs
 from labkit.errors import LabError
 from labkit.procs import LoadSpec, ServerSpec
 
@@ -64,15 +64,7 @@ def test_the_namespaces_have_no_route_but_the_link():
 
 def test_a_100_mbit_link_measures_80_to_105_with_iperf3_and_with_the_labs_upload(built_bin):
     with netlink.Link(rate="100mbit") as link:
-        iperf3 = launcher.spawn([bench.iperf3_path(), "-s", "-B", link.server_address, "-p", "5201"], "server",
-                                prefix=link.server_prefix, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            time.sleep(0.5)
-            done = subprocess.run([*link.client_prefix, bench.iperf3_path(), "-c", link.server_address, "-p", "5201",
-                                   "-t", "2", "-J"], capture_output=True, text=True, timeout=30)
-            mbit = json.loads(done.stdout)["end"]["sum_received"]["bits_per_second"] / 1e6
-        finally:
-            launcher.stop_child(iperf3, timeout=1.0)
+        mbit = bench.iperf3_ceiling(seconds=2, link=link) * 1000
         with _serve(link, "threaded", "sink") as server:
             run = procs.run_load(LoadSpec(1, 1, "sink", {"size": 10 << 20, "engine": "events"}), server.port,
                                  host=link.server_address, prefix=link.client_prefix)

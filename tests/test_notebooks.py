@@ -268,3 +268,46 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle(tmp_path
     for start in ('writes.plot(df, "send_gbit_s")', 'writes.plot(df, "client_write_syscalls_per_repetition")',
                   'writes.plot(df, "data_segments_per_repetition")', "plots.latency_histogram(nagle_df)"):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root (CI runs as root)")
+def test_05_different_hosts_runs_quick_across_links_and_leaves_none(tmp_path):
+    from labkit import netlink
+
+    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    namespaces_before = set(netlink.lab_namespaces())
+    nb, elapsed = run_quick("05_different_hosts.ipynb", tmp_path)
+    print(f"05_different_hosts.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+    assert set(netlink.lab_namespaces()) <= namespaces_before, "a link outlived the notebook"
+
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
+    by = {name: [r for r in rows if r["experiment"] == name] for name in ("echo_scale", "uploads", "bdp", "nagle")}
+    assert all(by.values()), {name: len(found) for name, found in by.items()}
+    # the round trip: loopback, then the link at 0, 5 and 20 ms each way
+    p50 = {(r["placement"], r["link_delay_ms"]): r["lat_p50_us"] for r in by["echo_scale"]}
+    assert set(p50) == {("same_host", 0), ("namespaces", 0), ("namespaces", 5), ("namespaces", 20)}
+    assert 38_000 <= p50[("namespaces", 20)] - p50[("namespaces", 0)] <= 50_000, p50
+    for r in rows:  # every row says what joined server and client
+        assert r["link"] == "loopback" if r["placement"] == "same_host" else r["link"].startswith("tbf 1gbit")
+    # uploads: the same bytes on both sides of the comparison
+    assert all(r["body_bytes_ok"] == r["clients"] * r["size"] for r in by["uploads"] + by["bdp"])
+    # Nagle across 20 ms each way costs more than a round trip; one write costs one
+    nagle = {(r["link_delay_ms"], r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in by["nagle"]}
+    assert nagle[(20, "many", "off")] >= 60_000 and 38_000 <= nagle[(20, "single", "off")] <= 50_000, nagle
+    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
+    assert after == results_before, "the notebook wrote into data/results/"
+
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "a route to 8.8.8.8: none" in text and "iperf3 across 1gbit:" in text
+    assert "05_different_hosts: 12/12 points" in text  # the solutions pass their own checks
+    topology = outputs(nb, "available, why = netlink.netem_available()")
+    assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in topology)
+    seed_table = "".join(o["data"].get("text/html", "") for o in outputs(nb, "for model in upload_params")
+                         if "data" in o)
+    assert "seed 002 (ms)" in seed_table and "different_hosts" in seed_table and "tbf 1gbit" in seed_table
+    for start in ('experiments.get("echo_scale").plot(', 'experiments.get("uploads").plot(', "failed = plots.",
+                  'experiments.get("bdp").plot(', 'experiments.get("nagle").plot('):
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start

@@ -233,6 +233,36 @@ def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
     assert math.isnan(table.loc[("1", "1KB"), ("seed 002 (ms)", "busypoll")])
 
 
+def test_seed_placements_table_puts_the_seeds_hosts_beside_your_links():
+    rows = [dict(model="aio", clients=1, size=10 << 20, status="ok", experiment="uploads", placement=placement,
+                 link=link, server_batch_s=seconds)
+            for placement, link, seconds in (("same_host", "loopback", 0.004), ("namespaces", "tbf 1gbit", 0.086),
+                                             ("namespaces", "tbf 1gbit", 0.090),
+                                             ("namespaces", "tbf 1gbit, delay line 5ms", 0.16))]
+    table = plots.seed_placements_table(pd.DataFrame(rows), seeds.table("002"), "aio")
+    assert list(table.index) == [("1", "10MB")]  # only what you measured: the seed's other rows compare nothing
+    row = table.loc[("1", "10MB")]
+    assert row[("seed 002 (ms)", "different_hosts")] == pytest.approx(98.0)
+    assert row[("seed 002 (ms)", "same_host")] == pytest.approx(5.0)
+    assert row[("yours (ms)", "tbf 1gbit")] == pytest.approx(88.0)  # the median of two
+    assert row[("yours (ms)", "loopback")] == pytest.approx(4.0)
+
+
+def test_topology_draws_a_box_per_namespace_joined_by_veths():
+    ends = [{"namespace": "lk000001s", "role": "server",
+             "interfaces": [{"name": "lk000001a", "address": "198.18.0.1/30", "qdisc": "tbf", "mtu": 1500}]},
+            {"namespace": "lk000001m", "role": "delay line",
+             "interfaces": [{"name": "lk000001x", "address": "no address", "qdisc": "noqueue", "mtu": 1500}]},
+            {"namespace": "lk000001c", "role": "client",
+             "interfaces": [{"name": "lk000001b", "address": "198.18.0.2/30", "qdisc": "tbf", "mtu": 1500}]}]
+    fig = plots.topology(ends, "tbf 1gbit, delay line 5ms")
+    assert [shape.type for shape in fig.layout.shapes].count("rect") == 3
+    assert [shape.type for shape in fig.layout.shapes].count("line") == 2
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "198.18.0.1/30" in texts and "netns lk000001m" in texts and "qdisc tbf" in texts
+    assert "delay line 5ms" in fig.layout.title.text
+
+
 def test_latency_histogram_sums_the_repeats_into_bins_per_decade():
     rows = [dict(model="threaded", strategy="many", nodelay="off", status="ok",
                  lat_histogram=[[41000.0, 3], [44000.0, 2]]),

@@ -24,9 +24,10 @@
  *    from coming back as input;
  *  - PACKET_VNET_HDR: veth leaves TCP checksums to "hardware" (there is
  *    none), so a frame copied without its virtio header arrives with a wrong
- *    checksum and is dropped.  With the header the note travels along.
+ *    checksum and is dropped.  With the header the note travels along, and
+ *    so do 64 KiB GSO frames (one copy instead of 40).  Where a loss is asked,
  *    labkit sets gso_max_segs 1 on the hosts' ends, so frames are wire-sized
- *    and one loss drops one segment, not a 64 KiB GSO train;
+ *    and one loss drops one segment, not a 64 KiB train;
  *  - frames leave in arrival order: a jittered delay never lets a frame
  *    overtake the one before it (netem reorders under jitter; a wire does not);
  *  - loss is independent per frame (netem's plain "loss P%"); real links also

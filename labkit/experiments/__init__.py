@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from labkit.errors import LabError
-from labkit.params import BOTH, FROM_MACHINE, LINK, LOAD, SERVER, SWEEP, Param
+from labkit.params import BOTH, FROM_MACHINE, LOAD, NO_LINK, SERVER, SWEEP, Param
 
 EXTRA_DIRS_ENV = "LABKIT_EXPERIMENTS"
 
@@ -168,14 +168,11 @@ class Experiment:
         return [point for i, point in enumerate(points) if point not in points[:i]]
 
     def _without_link(self, point: dict) -> dict:
-        """A same_host point has no link: its link parameters back at their defaults (one
+        """A same_host point has no link: its link parameters at their empty values (one
         loopback point, not one per link delay)."""
         if point.get("placement", "same_host") != "same_host":
             return point
-        for p in self.parameters:
-            if p.to == LINK and p.name != "placement":
-                point[p.column] = p.default[0] if p.kind.is_list else p.default
-        return point
+        return {**point, **{name: value for name, value in NO_LINK.items() if name in point}}
 
     # -- what a point runs ------------------------------------------------------
     def _flags(self, point: dict, side: str) -> dict:
