@@ -116,6 +116,11 @@ class ChoiceList(Kind):
     def read(self, widget):
         return [box.description for box in widget.children if box.value]
 
+    def sort_key(self, value):
+        """In the order the options are declared (same_host before namespaces), unknown last."""
+        options = self.options
+        return (options.index(value), "") if value in options else (len(options), str(value))
+
     def show(self, widget, value):
         for box in widget.children:
             box.value = box.description in value
