@@ -20,6 +20,12 @@ between two veth pairs:
 names what was used, for the results row.  Names carry a random id, so two runs at
 once never collide.
 
+As root the namespaces are named ones in the host's /run/netns.  A normal user's Link
+lives in a user namespace of its own (UserNamespace: root there, a private /run), where
+the kernel allows unprivileged user namespaces; where it does not, the refusal names the
+sysctl that forbids them.  Either way every command and process goes through the Link's
+`enter` and `prefix`.
+
 Every Link is recorded in build/run/netns-<id>.json (names, owner pid) before it is
 made, and removed with it: on leaving the `with`, on an exception, at exit; if its owner
 is killed with -9, the delay line dies with it (the launcher's death signal) and
@@ -50,17 +56,13 @@ ROOT_FIX = ("namespaces and veth links need CAP_NET_ADMIN: run the lab as root (
             "container or VM where you are root")
 
 
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["ip", *args], capture_output=True, text=True, timeout=20)
+def _ip(*args: str, check: bool = True, enter=()) -> subprocess.CompletedProcess:
+    done = subprocess.run([*enter, "ip", *args], capture_output=True, text=True, timeout=20)
     if check and done.returncode != 0:
         message = done.stderr.strip() or done.stdout.strip()
         fix = ROOT_FIX if "permitted" in message.lower() else "run the same `ip` command by hand to see why"
         raise LabError(f"`ip {' '.join(args)}` failed: {message}", fix)
     return done
-
-
-def _tc(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["tc", *args], capture_output=True, text=True, timeout=20)
 
 
 def rate_bits(rate: str) -> float:
@@ -87,19 +89,19 @@ def netem_available() -> tuple[bool, str]:
 
 
 def _probe_netem() -> tuple[bool, str]:
+    """Add netem to a veth in a throw-away network namespace (a user namespace's, for a
+    normal user): it vanishes with the probe, nothing to remove."""
     if shutil.which("tc") is None:
         return False, "tc is not installed: sudo apt-get install iproute2"
-    name = f"lkprobe{secrets.token_hex(2)}"  # a veth pair: not every kernel has the dummy device
-    made = _ip("link", "add", name, "type", "veth", "peer", "name", f"{name}p", check=False)
-    if made.returncode != 0:
-        return False, f"cannot make a test link ({made.stderr.strip()}): {ROOT_FIX}"
-    try:
-        done = _tc("qdisc", "add", "dev", name, "root", "netem", "delay", "1ms")
-        if done.returncode == 0:
-            return True, "sch_netem is available"
-        return False, f"this kernel has no sch_netem (tc said: {done.stderr.strip().removeprefix('Error: ')})"
-    finally:
-        _ip("link", "del", name, check=False)
+    fresh = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--net"]
+    script = ("ip link add lkprobe type veth peer name lkprobep || exit 3; "
+              "tc qdisc add dev lkprobe root netem delay 1ms")
+    done = subprocess.run([*fresh, "sh", "-c", script], capture_output=True, text=True, timeout=20)
+    if done.returncode == 0:
+        return True, "sch_netem is available"
+    if done.returncode == 3 or "unshare" in done.stderr:
+        return False, f"cannot make a test link ({done.stderr.strip()}): {ROOT_FIX}"
+    return False, f"this kernel has no sch_netem (tc said: {done.stderr.strip().removeprefix('Error: ')})"
 
 
 def delay_line_problem() -> str:
@@ -110,6 +112,9 @@ def delay_line_problem() -> str:
         build.binary(build.DELAY_LINE)
     except LabError as problem:
         return f"it does not build ({problem.what}): run `make build` to see why"
+    if os.geteuid() != 0:  # it runs as root of the link's user namespace, if there is one
+        allowed, why = user_namespaces_allowed()
+        return "" if allowed else why
     import socket
 
     try:
@@ -117,6 +122,68 @@ def delay_line_problem() -> str:
     except OSError as problem:
         return f"cannot open an AF_PACKET socket ({problem.strerror}): {ROOT_FIX}"
     return ""
+
+
+def user_namespaces_allowed() -> tuple[bool, str]:
+    """Whether this (non-root) user may make a user namespace with its own mounts and network
+    (`unshare -Urmn`), and if not, why: the setting that forbids it."""
+    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
+        return False, "util-linux's unshare and nsenter are missing"
+    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "--net", "true"], capture_output=True,
+                          text=True, timeout=20)
+    if done.returncode == 0:
+        return True, "unprivileged user namespaces are allowed"
+    return False, f"this kernel refuses unprivileged user namespaces ({done.stderr.strip() or 'unshare failed'})"
+
+
+def _user_namespace_setting() -> str:
+    """The sysctl that forbids unprivileged user namespaces here, as the command that allows them."""
+    for path, allowed, command in (
+            ("/proc/sys/kernel/unprivileged_userns_clone", "1", "sudo sysctl -w kernel.unprivileged_userns_clone=1"),
+            ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "0",
+             "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
+            ("/proc/sys/user/max_user_namespaces", None, "sudo sysctl -w user.max_user_namespaces=15000")):
+        try:
+            value = open(path).read().strip()
+        except OSError:
+            continue
+        if (allowed is not None and value != allowed) or (allowed is None and value == "0"):
+            return command
+    return ""
+
+
+class UserNamespace:
+    """A user namespace this user owns and is root in, with its own mounts (a fresh /run,
+    so `ip netns add` may mount there) and network: where a normal user's Link lives.
+
+    It is a `sleep` that unshare started, with the launcher's death signal (given back by
+    setpriv after unshare's change of credentials): when it ends, its mounts go, and with
+    them the named namespaces and everything in them.  `enter` runs a command inside, as
+    root of the namespace (nsenter)."""
+
+    SCRIPT = "mount -t tmpfs labkit-run /run && mkdir /run/netns && echo ready && exec sleep infinity"
+
+    def __init__(self):
+        from . import launcher, procs
+
+        argv = ["unshare", "--user", "--map-root-user", "--mount", "--net", *launcher.death_signal_prefix(),
+                "sh", "-c", self.SCRIPT]
+        self.child = launcher.spawn(argv, role="userns", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = procs.read_ready_line(self.child.popen, timeout=5)
+        if not line.startswith(b"ready"):
+            launcher.stop_child(self.child, timeout=1)
+            said = self.child.popen.stderr.read().decode(errors="replace").strip()
+            raise LabError(f"could not make a user namespace for the link: {said or 'no output'}", unprivileged_fix())
+
+    @property
+    def enter(self) -> list[str]:
+        # --preserve-credentials: our uid is root there already, and setgroups is denied in it
+        return ["nsenter", "--target", str(self.child.pid), "--user", "--mount", "--net", "--preserve-credentials"]
+
+    def stop(self) -> None:
+        from . import launcher
+
+        launcher.stop_child(self.child, timeout=1)
 
 
 EMULATORS = ("auto", "netem", "delayline")
@@ -151,6 +218,7 @@ class Link:
         if self.emulator not in EMULATORS:
             raise LabError(f"unknown emulator {self.emulator!r}", f"choose one of: {', '.join(EMULATORS)}")
         self._delay_line = None
+        self._home = None  # as a normal user: the UserNamespace the link lives in
 
     @property
     def impaired(self) -> bool:
@@ -184,13 +252,21 @@ class Link:
         middle = [self.middle_ns] if self.mechanism == "delayline" else []
         return [self.server_ns, *middle, self.client_ns]
 
+    def prefix(self, ns: str) -> list[str]:
+        """The launch prefix of a process in namespace `ns`.  In a user namespace, entering it
+        changes credentials, which clears the death signal: setpriv gives it back."""
+        from . import launcher
+
+        again = launcher.death_signal_prefix() if self._home else []
+        return [*self.enter, *again, "ip", "netns", "exec", ns]
+
     @property
     def server_prefix(self) -> list[str]:
-        return ["ip", "netns", "exec", self.server_ns]
+        return self.prefix(self.server_ns)
 
     @property
     def client_prefix(self) -> list[str]:
-        return ["ip", "netns", "exec", self.client_ns]
+        return self.prefix(self.client_ns)
 
     server_address = SERVER_ADDRESS
     client_address = CLIENT_ADDRESS
@@ -214,7 +290,9 @@ class Link:
         if shutil.which("ip") is None:
             raise LabError("the `ip` command is missing", "sudo apt-get install iproute2")
         if os.geteuid() != 0:
-            raise LabError("namespaces and veth links need root here", unprivileged_fix())
+            allowed, why = user_namespaces_allowed()
+            if not allowed:
+                raise LabError(f"namespaces and veth links need root here: {why}", unprivileged_fix())
         if self.mechanism == "netem" and not netem_available()[0]:
             raise LabError(f"delay, jitter and loss by netem, but {netem_available()[1]}",
                            "leave the emulator at auto (the lab's delay line stands in), or load sch_netem")
@@ -226,6 +304,8 @@ class Link:
                                            "started": time.time()}))
         _LIVE[self.id] = self
         try:
+            if os.geteuid() != 0:
+                self._home = UserNamespace()
             self._make()
         except BaseException:
             self.remove()
@@ -236,17 +316,17 @@ class Link:
     def _make(self) -> None:
         server_end, client_end = f"lk{self.id}a", f"lk{self.id}b"
         for ns in self.namespaces:
-            _ip("netns", "add", ns)
-            _ip("-n", ns, "link", "set", "lo", "up")
+            self._ip("netns", "add", ns)
+            self._ip("-n", ns, "link", "set", "lo", "up")
         if self.mechanism == "delayline":
             self._make_through_delay_line(server_end, client_end)
         else:
-            _ip("link", "add", server_end, "netns", self.server_ns, "mtu", str(self.mtu), "type", "veth",
+            self._ip("link", "add", server_end, "netns", self.server_ns, "mtu", str(self.mtu), "type", "veth",
                 "peer", "name", client_end, "netns", self.client_ns, "mtu", str(self.mtu))
         for ns, end, address in ((self.server_ns, server_end, SERVER_ADDRESS),
                                  (self.client_ns, client_end, CLIENT_ADDRESS)):
-            _ip("-n", ns, "addr", "add", f"{address}/{PREFIX_LEN}", "dev", end)
-            _ip("-n", ns, "link", "set", end, "up")
+            self._ip("-n", ns, "addr", "add", f"{address}/{PREFIX_LEN}", "dev", end)
+            self._ip("-n", ns, "link", "set", end, "up")
             self._shape(ns, end)
         self.check_isolated()
         if self.mechanism == "delayline":
@@ -260,13 +340,13 @@ class Link:
         as long; tbf has already paced them to the rate)."""
         middle = self.middle_ns
         for name in ("all", "default"):
-            _sysctl(middle, f"net.ipv6.conf.{name}.disable_ipv6=1")
+            self._sysctl(middle, f"net.ipv6.conf.{name}.disable_ipv6=1")
         wire_sized = ["gso_max_segs", "1"] if self.loss_percent else []
         for end, ns, middle_end in ((server_end, self.server_ns, f"lk{self.id}x"),
                                     (client_end, self.client_ns, f"lk{self.id}y")):
-            _ip("link", "add", end, "netns", ns, "mtu", str(self.mtu), *wire_sized, "type", "veth",
+            self._ip("link", "add", end, "netns", ns, "mtu", str(self.mtu), *wire_sized, "type", "veth",
                 "peer", "name", middle_end, "netns", middle, "mtu", str(self.mtu))
-            _ip("-n", middle, "link", "set", middle_end, "up")
+            self._ip("-n", middle, "link", "set", middle_end, "up")
 
     def _start_delay_line(self) -> None:
         from . import build, launcher, procs
@@ -274,7 +354,7 @@ class Link:
         argv = [str(build.binary(build.DELAY_LINE)), "--left", f"lk{self.id}x", "--right", f"lk{self.id}y",
                 "--delay-ms", f"{self.delay_ms:g}", "--jitter-ms", f"{self.jitter_ms:g}",
                 "--loss-percent", f"{self.loss_percent:g}"]
-        self._delay_line = launcher.spawn(argv, role="delayline", prefix=["ip", "netns", "exec", self.middle_ns],
+        self._delay_line = launcher.spawn(argv, role="delayline", prefix=self.prefix(self.middle_ns),
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         line = procs.read_ready_line(self._delay_line.popen, timeout=5)
         if not line.startswith(b"delayline: ready"):
@@ -305,16 +385,14 @@ class Link:
         if self.rate:
             # burst: at least one 64 KiB GSO packet, and 4 ms of the rate
             burst = max(65536 + 1600, int(rate_bits(self.rate) / 8 / 250))
-            done = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", end, "root",
-                                   "handle", "1:", "tbf", "rate", self.rate, "burst", str(burst),
-                                   "latency", "50ms"], capture_output=True, text=True, timeout=20)
+            done = self._in(ns, "tc", "qdisc", "add", "dev", end, "root", "handle", "1:", "tbf", "rate", self.rate,
+                            "burst", str(burst), "latency", "50ms")
             if done.returncode != 0:
                 raise LabError(f"tc could not add tbf at {self.rate}: {done.stderr.strip()}",
                                "check that the kernel has sch_tbf (it almost always has)")
         if netem:
             parent = ["parent", "1:1"] if self.rate else ["root"]
-            done = subprocess.run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", end, *parent,
-                                   "netem", *netem], capture_output=True, text=True, timeout=20)
+            done = self._in(ns, "tc", "qdisc", "add", "dev", end, *parent, "netem", *netem)
             if done.returncode != 0:
                 raise LabError(f"tc could not add netem ({' '.join(netem)}): {done.stderr.strip()}",
                                "leave the emulator at auto (the lab's delay line stands in)")
@@ -322,9 +400,9 @@ class Link:
     def check_isolated(self) -> None:
         """Refuse the link if any of its namespaces has a route beyond the link's /30."""
         for ns in self.namespaces:
-            routes = _ip("-n", ns, "-4", "route", "show").stdout.splitlines()
+            routes = self._ip("-n", ns, "-4", "route", "show").stdout.splitlines()
             beyond = [r for r in routes if not r.startswith("198.18.0.0/30 ")]
-            routes6 = [r for r in _ip("-n", ns, "-6", "route", "show").stdout.splitlines()
+            routes6 = [r for r in self._ip("-n", ns, "-6", "route", "show").stdout.splitlines()
                        if not r.startswith(("fe80::", "multicast", "::1"))]
             if beyond or routes6:
                 raise LabError(f"namespace {ns} has routes beyond the lab's link: {beyond + routes6}",
@@ -335,8 +413,7 @@ class Link:
         namespace: {'server': {'RetransSegs': ..., 'OutSegs': ...}, 'client': {...}}."""
         found = {}
         for side, ns in (("server", self.server_ns), ("client", self.client_ns)):
-            done = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/snmp"], capture_output=True,
-                                  text=True, timeout=20)
+            done = self._in(ns, "cat", "/proc/net/snmp")
             tcp = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("Tcp:")]
             if len(tcp) == 2:
                 found[side] = {name: int(value) for name, value in zip(*tcp)}
@@ -344,7 +421,7 @@ class Link:
 
     def route_to(self, address: str) -> str:
         """The client namespace's route to `address`: its line from `ip route get`, or "none (...)"."""
-        done = _ip("-n", self.client_ns, "route", "get", address, check=False)
+        done = self._ip("-n", self.client_ns, "route", "get", address, check=False)
         if done.returncode != 0:
             return f"none ({done.stderr.strip().removeprefix('RTNETLINK answers: ')})"
         return done.stdout.split("\n")[0].strip()
@@ -352,8 +429,7 @@ class Link:
     def sysctl(self, name: str, side: str = "server") -> str:
         """A sysctl as the server's (or client's) namespace has it: "net.ipv4.tcp_rmem" -> "4096 131072 6291456"."""
         ns = self.server_ns if side == "server" else self.client_ns
-        done = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-n", name], capture_output=True, text=True,
-                              timeout=20)
+        done = self._in(ns, "sysctl", "-n", name)
         if done.returncode != 0:
             raise LabError(f"`sysctl -n {name}` in {ns} failed: {done.stderr.strip()}", "check the name: sysctl -a")
         return " ".join(done.stdout.split())
@@ -365,12 +441,11 @@ class Link:
         found = []
         for ns in self.namespaces:
             interfaces = []
-            for entry in json.loads(_ip("-n", ns, "-j", "addr", "show").stdout or "[]"):
+            for entry in json.loads(self._ip("-n", ns, "-j", "addr", "show").stdout or "[]"):
                 if entry["ifname"] == "lo":
                     continue
                 ipv4 = [f"{a['local']}/{a['prefixlen']}" for a in entry.get("addr_info", []) if a["family"] == "inet"]
-                qdisc = subprocess.run(["tc", "-n", ns, "qdisc", "show", "dev", entry["ifname"]], capture_output=True,
-                                       text=True, timeout=20).stdout.split("\n")[0].split(" ")[1:2]
+                qdisc = self._in(ns, "tc", "qdisc", "show", "dev", entry["ifname"]).stdout.split(" ")[1:2]
                 interfaces.append({"name": entry["ifname"], "address": ipv4[0] if ipv4 else "no address",
                                    "qdisc": qdisc[0] if qdisc else "", "mtu": entry.get("mtu")})
             found.append({"namespace": ns, "role": roles[ns], "interfaces": interfaces})
@@ -381,7 +456,10 @@ class Link:
         if self.made:
             self.counters["tcp"] = self.tcp_counters()
         for ns in (self.server_ns, self.middle_ns, self.client_ns):
-            _ip("netns", "del", ns, check=False)  # its veth ends, qdiscs and addresses go with it
+            self._ip("netns", "del", ns, check=False)  # its veth ends, qdiscs and addresses go with it
+        if self._home:
+            self._home.stop()  # and with it whatever is left in its namespaces
+            self._home = None
         self.record.unlink(missing_ok=True)
         _LIVE.pop(self.id, None)
         self.made = False
@@ -398,6 +476,27 @@ class Link:
             if line else nan,
         }
 
+    # -- running commands where the link lives ---------------------------------
+    @property
+    def enter(self) -> list[str]:
+        """The prefix that runs a command where the link's namespaces are named: nothing as
+        root; as a normal user, inside the user namespace that holds them (UserNamespace)."""
+        return self._home.enter if self._home else []
+
+    def _ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return _ip(*args, check=check, enter=self.enter)
+
+    def _in(self, ns: str, *argv: str) -> subprocess.CompletedProcess:
+        """`argv` run in namespace `ns` (its stdout, stderr, status)."""
+        return subprocess.run([*self.enter, "ip", "netns", "exec", ns, *argv], capture_output=True, text=True,
+                              timeout=20)
+
+    def _sysctl(self, ns: str, setting: str) -> None:
+        done = self._in(ns, "sysctl", "-qw", setting)
+        if done.returncode != 0:
+            raise LabError(f"`sysctl -w {setting}` in {ns} failed: {done.stderr.strip()}",
+                           "run it by hand in a namespace to see why")
+
     def __enter__(self) -> "Link":
         return self.create()
 
@@ -405,19 +504,11 @@ class Link:
         self.remove()
 
 
-def _sysctl(ns: str, setting: str) -> None:
-    done = subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw", setting], capture_output=True, text=True,
-                          timeout=20)
-    if done.returncode != 0:
-        raise LabError(f"`sysctl -w {setting}` in {ns} failed: {done.stderr.strip()}",
-                       "run it by hand in a namespace to see why")
-
-
 def unprivileged_fix() -> str:
     """What a normal user must do to get namespaces: the exact command."""
-    return ("`ip netns add` mounts under /run/netns and `ip link add` needs CAP_NET_ADMIN in the host's "
-            "network namespace, which only root has: run the lab as root (`sudo make lab`), or in a "
-            "container or VM where you are root (docker run --cap-add NET_ADMIN --cap-add SYS_ADMIN ...); "
+    setting = _user_namespace_setting()
+    allow = f"allow unprivileged user namespaces (`{setting}`), or " if setting else ""
+    return (f"{allow}run the lab as root (`sudo make lab`), or in a container or VM where you are root; "
             "same_host placement needs nothing")
 
 

@@ -1,5 +1,6 @@
 """Where things live in the repository.  Every module asks here."""
 
+import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -12,4 +13,6 @@ DATA = ROOT / "data"
 SEEDS = DATA / "seeds"         # the seed reports' tables, as CSV
 RESULTS = DATA / "results"     # sweep results, appended as they are measured
 NOTEBOOKS = ROOT / "notebooks"
-RUN_DIR = BUILD / "run"        # pid files of processes labkit started (for orphan clean-up)
+# pid files of processes labkit started (for orphan clean-up); LABKIT_RUN_DIR moves them
+# (a user who may not write into build/, as in a shared checkout)
+RUN_DIR = Path(os.environ.get("LABKIT_RUN_DIR") or BUILD / "run")

@@ -5,9 +5,11 @@ exception, or a kill -9 of the owner."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -230,3 +232,82 @@ def test_an_experiment_refuses_a_bad_link_rate_before_measuring():
         experiments.resolve("uploads", "quick", placement="namespaces", link_rate="fast")
     with pytest.raises(LabError, match="unknown value 'elsewhere' for placement"):
         experiments.resolve("uploads", "quick", placement="elsewhere")
+
+
+def test_a_normal_user_without_user_namespaces_is_told_exactly_what_to_run(monkeypatch):
+    """Not root, and the kernel refuses unprivileged user namespaces: the message names the
+    command, nothing is made, and doctor reports the same."""
+    monkeypatch.setattr(netlink.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netlink, "user_namespaces_allowed",
+                        lambda: (False, "this kernel refuses unprivileged user namespaces (Operation not permitted)"))
+    monkeypatch.setattr(netlink, "_user_namespace_setting",
+                        lambda: "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+    link = netlink.Link(rate="1gbit")
+    with pytest.raises(LabError) as refused:
+        link.create()
+    assert "need root here: this kernel refuses unprivileged user namespaces" in refused.value.what
+    assert "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in refused.value.fix
+    assert "sudo make lab" in refused.value.fix and "same_host" in refused.value.fix
+    _nothing_left(link.id)
+    check = doctor.check_namespaces()
+    assert check.status == doctor.WARN and "sudo make lab" in check.fix
+
+
+AS_A_USER = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from labkit import netlink, procs
+from labkit.procs import LoadSpec, ServerSpec
+assert os.geteuid() != 0
+for kw in (dict(rate="100mbit"), dict(delay_ms=20)):
+    with netlink.Link(**kw) as link:
+        assert link.route_to("8.8.8.8").startswith("none"), link.route_to("8.8.8.8")
+        serve = lambda service: procs.start_server(ServerSpec("epoll", service, flags={{"host": link.server_address}}),
+                                                   prefix=link.server_prefix)
+        with serve("echo") as server:
+            echo = procs.run_load(LoadSpec(1, 20, "echo", {{"size": 64}}), server.port, host=link.server_address,
+                                  prefix=link.client_prefix)
+        with serve("sink") as server:
+            upload = procs.run_load(LoadSpec(1, 1, "sink", {{"size": 4 << 20, "engine": "events"}}), server.port,
+                                    host=link.server_address, prefix=link.client_prefix)
+    print(link.shaping, echo.summary["requests_ok"], echo.summary["latency_us"]["p50"],
+          upload.summary["body_bytes_ok"], upload.summary["goodput_gbit_s"], flush=True)
+link = netlink.Link(delay_ms=5).create()  # held when the owner is killed
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_normal_user_gets_links_in_a_user_namespace_and_nothing_outlives_it(built_bin):
+    """As a normal user (nobody), where the kernel allows user namespaces: the same links,
+    echo and uploads across them, the delay line; and after a kill -9 of the owner,
+    no process of that user is left (the namespaces went with the user namespace)."""
+    if not netlink.user_namespaces_allowed()[0]:
+        pytest.fail("this kernel refuses unprivileged user namespaces, the subject of this test")
+    run_dir = tempfile.mkdtemp(prefix="labkit-user-run-")  # pytest's tmp_path is root's alone
+    os.chmod(run_dir, 0o777)
+    env = dict(os.environ, HOME=run_dir, PYTHONDONTWRITEBYTECODE="1", LABKIT_RUN_DIR=run_dir)
+    try:
+        _as_a_user_then_killed(env)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _as_a_user_then_killed(env: dict) -> None:
+    owner = subprocess.Popen(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", sys.executable,
+                              "-c", AS_A_USER.format(root=str(paths.ROOT))],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines = [owner.stdout.readline() for _ in range(3)]
+    assert lines[2] == "holding\n", (lines, owner.stderr.read() if owner.poll() is not None else "")
+    shaped, delayed = (line.split() for line in lines[:2])
+    assert shaped[:3] == ["tbf", "100mbit", "20"] and int(shaped[4]) == 4 << 20
+    assert 80 <= float(shaped[5]) * 1000 <= 105
+    assert delayed[:4] == ["delay", "line", "20ms", "20"] and 40_000 <= float(delayed[4]) <= 50_000
+    assert subprocess.run(["pgrep", "-u", "65534", "-f", "delayline"]).returncode == 0
+    owner.kill()
+    owner.wait()
+    deadline = time.monotonic() + 5
+    while subprocess.run(["pgrep", "-u", "65534"], capture_output=True).returncode == 0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = subprocess.run(["pgrep", "-a", "-u", "65534"], capture_output=True, text=True).stdout
+    assert left == "", f"left after kill -9 of the owner: {left}"
