@@ -562,11 +562,15 @@ def placement_params(placement=("same_host",), rate=None, delay_ms=(0,)) -> tupl
             Param("link_delay_ms", IntList(least=0, most=10_000, noun="link delay", unit="ms"), list(delay_ms),
                   "namespaces: the delay each way, ms (netem, or the lab's delay line)", to=LINK,
                   label="one-way delay (ms)"),
-            Param("link_loss_percent", Percent(), 0.0, "namespaces: frames lost each way, percent", to=LINK))
+            Param("link_loss_percent", Percent(), 0.0, "namespaces: frames lost each way, percent", to=LINK),
+            Param("link_jitter_ms", Int(least=0), 0, "namespaces: each frame's delay varies by up to this, ms "
+                  "(no more than the delay)", to=LINK),
+            Param("link_mtu", Int(least=576), 1500, "namespaces: the link's MTU, bytes (loopback's is 65536)",
+                  to=LINK))
 
 
 # A same_host point's link parameters (it has no link).
-NO_LINK = {"link_rate": None, "link_delay_ms": 0, "link_loss_percent": 0.0}
+NO_LINK = {"link_rate": None, "link_delay_ms": 0, "link_loss_percent": 0.0, "link_jitter_ms": 0, "link_mtu": 1500}
 
 
 def repeats_param(default: int = 3) -> Param:

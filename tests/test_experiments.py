@@ -99,7 +99,8 @@ def test_a_same_host_point_has_no_link_so_link_delays_do_not_multiply_it():
     echo = experiments.get("echo_scale")
     params = echo.resolve("quick", models=["epoll"], clients=[10], exchanges=[5], placement="same_host,namespaces",
                           link_rate="1gbit", link_delay_ms=[0, 5, 20], link_loss_percent=1)
-    placed = [(p["placement"], p["link_rate"], p["link_delay_ms"], p["link_loss_percent"]) for p in echo.grid(params)]
+    placed = [(p["placement"], p["link_rate"], p["link_delay_ms"], p["link_loss_percent"])
+              for p in echo.grid(params)]
     assert placed == [("same_host", None, 0, 0.0), ("namespaces", "1gbit", 0, 1.0), ("namespaces", "1gbit", 5, 1.0),
                       ("namespaces", "1gbit", 20, 1.0)]
     link = echo.link(echo.grid(params)[2])
@@ -110,7 +111,10 @@ def test_a_same_host_point_has_no_link_so_link_delays_do_not_multiply_it():
 @pytest.mark.parametrize("given, says", [(dict(link_delay_ms=[20001]), "link delay 20001 is above 10000"),
                                          (dict(link_delay_ms=[-5]), "link delay -5 is below 0"),
                                          (dict(link_loss_percent=101), "link_loss_percent 101 is outside 0 to 100"),
-                                         (dict(link_loss_percent="lots"), "link_loss_percent must be a number")])
+                                         (dict(link_loss_percent="lots"), "link_loss_percent must be a number"),
+                                         (dict(placement="namespaces", link_delay_ms=[5, 20], link_jitter_ms=10),
+                                          "jitter_ms 10 is more than delay_ms 5"),
+                                         (dict(placement="namespaces", link_mtu=70000), "mtu 70000 is outside")])
 def test_impossible_link_delays_and_losses_are_refused_with_the_range(given, says):
     with pytest.raises(LabError) as refused:
         experiments.resolve("echo_scale", "quick", **given)

@@ -13,7 +13,7 @@ from labkit.panel import ControlPanel
 from labkit.errors import BuildError, LabError
 
 NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus", "placement",
-                       "link_rate", "link_delay_ms", "link_loss_percent")
+                       "link_rate", "link_delay_ms", "link_loss_percent", "link_jitter_ms", "link_mtu")
 
 
 @pytest.fixture
@@ -52,7 +52,8 @@ def test_set_then_values_round_trip(panel):
               server_cpus=[0], client_cpus="1")
     assert panel.values() == {"models": ["select"], "clients": [3, 6, 10], "requests": 4, "repeats": 2,
                               "k": 3, "server_cpus": "0", "client_cpus": "1", "placement": ["same_host"],
-                              "link_rate": None, "link_delay_ms": [0], "link_loss_percent": 0.0}
+                              "link_rate": None, "link_delay_ms": [0], "link_loss_percent": 0.0,
+                              "link_jitter_ms": 0, "link_mtu": 1500}
     panel.set(placement=["same_host", "namespaces"], link_rate="1gbit", link_delay_ms=[0, 5, 20], link_loss_percent=1)
     assert {name: panel.values()[name] for name in ("placement", "link_rate", "link_delay_ms", "link_loss_percent")} \
         == {"placement": ["same_host", "namespaces"], "link_rate": "1gbit", "link_delay_ms": [0, 5, 20],

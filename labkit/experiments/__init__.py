@@ -132,6 +132,8 @@ class Experiment:
         params["experiment"] = self.name
         params["profile"] = profile
         self._check_open_files(params)
+        for point in self.grid(params):
+            self.link(point)  # a link that cannot be (jitter above its delay, an MTU too large) is refused now
         if not self.grid(params):
             reasons = sorted({why for _, why in self.left_out(params)})
             raise LabError(f"{self.name}: every grid point is left out ({'; '.join(reasons)})",
@@ -205,7 +207,8 @@ class Experiment:
         from labkit.netlink import Link
 
         return Link(rate=point.get("link_rate"), delay_ms=point.get("link_delay_ms", 0),
-                    loss_percent=point.get("link_loss_percent", 0.0))
+                    loss_percent=point.get("link_loss_percent", 0.0), jitter_ms=point.get("link_jitter_ms", 0),
+                    mtu=point.get("link_mtu", 1500))
 
     def pinning(self, point: dict, note: str = ""):
         from labkit.procs import Pinning
