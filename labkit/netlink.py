@@ -219,6 +219,7 @@ class Link:
             raise LabError(f"unknown emulator {self.emulator!r}", f"choose one of: {', '.join(EMULATORS)}")
         self._delay_line = None
         self._home = None  # as a normal user: the UserNamespace the link lives in
+        self.made_names: set[str] = set()  # the namespaces this link made (and so removes)
 
     @property
     def impaired(self) -> bool:
@@ -300,8 +301,14 @@ class Link:
             raise LabError(f"the delay line cannot run: {delay_line_problem()}",
                            "build it (make build) and run as root, or leave delay and loss at 0")
         paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
-        self.record.write_text(json.dumps({"namespaces": self.namespaces, "owner_pid": os.getpid(),
-                                           "started": time.time()}))
+        try:
+            with open(self.record, "x") as record:  # "x": a link of the same id is refused, its record kept
+                record.write(json.dumps({"namespaces": self.namespaces, "owner_pid": os.getpid(),
+                                         "started": time.time()}))
+        except FileExistsError:
+            raise LabError(f"a link named lk{self.id} is already recorded ({self.record.name}: another run's, or "
+                           "one a crash left)", "run again (a new link gets a new name); `labkit doctor --clean` "
+                           "removes what a crash left") from None
         _LIVE[self.id] = self
         try:
             if os.geteuid() != 0:
@@ -316,7 +323,15 @@ class Link:
     def _make(self) -> None:
         server_end, client_end = f"lk{self.id}a", f"lk{self.id}b"
         for ns in self.namespaces:
-            self._ip("netns", "add", ns)
+            added = self._ip("netns", "add", ns, check=False)
+            if added.returncode != 0 and "exists" in added.stderr:
+                self.made_names.discard(ns)  # someone else's: not ours to remove
+                raise LabError(f"a network namespace named {ns} already exists (another run's, or one a crash "
+                               "left)", "run again (a new link gets a new name); `labkit doctor --clean` removes "
+                               "what a crash left")
+            if added.returncode != 0:
+                self._ip("netns", "add", ns)  # raises, saying why
+            self.made_names.add(ns)
             self._ip("-n", ns, "link", "set", "lo", "up")
         if self.mechanism == "delayline":
             self._make_through_delay_line(server_end, client_end)
@@ -455,8 +470,9 @@ class Link:
         self._stop_delay_line()
         if self.made:
             self.counters["tcp"] = self.tcp_counters()
-        for ns in (self.server_ns, self.middle_ns, self.client_ns):
+        for ns in sorted(self.made_names):
             self._ip("netns", "del", ns, check=False)  # its veth ends, qdiscs and addresses go with it
+        self.made_names.clear()
         if self._home:
             self._home.stop()  # and with it whatever is left in its namespaces
             self._home = None

@@ -74,6 +74,27 @@ def test_a_100_mbit_link_measures_80_to_105_with_iperf3_and_with_the_labs_upload
     assert 80 <= run.summary["goodput_gbit_s"] * 1000 <= 105, run.summary["goodput_gbit_s"]
 
 
+def test_a_name_already_taken_is_refused_and_the_other_runs_link_is_left_alone():
+    with netlink.Link() as first:
+        with pytest.raises(LabError) as refused:  # the same id in this lab: its record says so
+            netlink.Link(id=first.id).create()
+        assert f"lk{first.id} is already recorded" in refused.value.what and "run again" in refused.value.fix
+        assert first.record.exists()
+        first.record.rename(first.record.with_suffix(".moved"))  # another lab's (no record here): the kernel says so
+        try:
+            with pytest.raises(LabError) as refused:
+                netlink.Link(id=first.id).create()
+        finally:
+            first.record.with_suffix(".moved").rename(first.record)
+        assert f"{first.server_ns} already exists" in refused.value.what and "run again" in refused.value.fix
+        assert first.server_ns in netlink.lab_namespaces()  # not removed by the refused ones
+        with _serve(first) as server:  # and still works
+            run = procs.run_load(LoadSpec(1, 5, "echo", {"size": 64}), server.port, host=first.server_address,
+                                 prefix=first.client_prefix)
+        assert run.summary["requests_ok"] == 5
+    _nothing_left(first.id)
+
+
 def test_an_exception_inside_removes_the_link():
     with pytest.raises(RuntimeError):
         with netlink.Link() as link:
