@@ -265,8 +265,16 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     rusage = summary.get("rusage") or {}
     busy = float(rusage.get("user_s", NAN)) + float(rusage.get("sys_s", NAN))
     row["client_cpu_util"] = busy / elapsed if elapsed and not math.isnan(elapsed) and elapsed > 0 else NAN
-    cpus = len(row["client_cpus"]) or 1
-    row["client_saturated"] = bool(row["client_cpu_util"] >= SATURATION * cpus)
+    row["client_threads"] = int(summary.get("threads") or 1)
+    # The CPUs the generator could use: its threads, at most one CPU each.
+    row["client_cpus_usable"] = min(row["client_threads"], len(row["client_cpus"]) or 1)
+    threads_busy = [part.get("busy") for part in summary.get("per_thread") or []]
+    if threads_busy and None not in threads_busy:
+        # the events engine's loops: saturated when every one of them was busy all along
+        row["client_busiest_thread"] = max(threads_busy)
+        row["client_saturated"] = bool(min(threads_busy) >= SATURATION)
+    else:
+        row["client_saturated"] = bool(row["client_cpu_util"] >= SATURATION * row["client_cpus_usable"])
 
     failures = []
     if row["connections_failed"]:

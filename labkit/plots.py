@@ -103,6 +103,9 @@ COUNTER_EVENTS = ["task-clock", "cpus-utilized", "context-switches", "cpu-migrat
                   "branch-misses", "cache-misses"]
 
 
+SATURATED_GREY = "#9e9e9e"
+
+
 def color(model: str) -> str:
     """The colour `model` has in every figure."""
     if model in MODEL_COLORS:
@@ -264,7 +267,9 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
             x=line[x], y=line["median"], name=_line_name(df, model, series, values[1:], varying),
             mode="lines+markers", legendgroup=model,
             line=dict(color=color(model), width=2, dash=dash),
-            marker=dict(size=8, symbol=["diamond-open" if s else "circle" for s in line["saturated"]]),
+            # a point where the load generator was the limit is greyed out: it measured itself
+            marker=dict(size=8, symbol=["diamond-open" if s else "circle" for s in line["saturated"]],
+                        color=[SATURATED_GREY if s else color(model) for s in line["saturated"]]),
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
             customdata=line[["min", "max", "measured", "saturated"]].to_numpy(),
@@ -285,7 +290,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
         notes.append(f"not measurable for {', '.join(sorted(missing['model'].unique()))}: "
                      f"{why_missing(df, metric)}")
     if summary["saturated"].any():
-        notes.append("◇ = the client saturated its CPU there (it measured itself, not the server)")
+        notes.append("grey ◇ = the load generator was the limit there (it measured itself, not the server)")
     if notes:
         fig.update_layout(title_subtitle_text="<br>".join(notes), margin_t=90)
     return fig

@@ -37,7 +37,10 @@ MEASURED = {
     # both sides retransmitted, frames the delay line lost on purpose, and how late it let one leave
     "tcp_retrans_segs": NAN, "link_lost_frames": NAN, "link_max_late_us": NAN,
     "server_cpus": [], "client_cpus": [],
-    "client_cpu_util": NAN, "client_saturated": False,
+    # the load generator's headroom: CPUs it used (client_cpu_util) against the CPUs its threads
+    # could use; saturated: it, not the server, was the limit (every event loop busy)
+    "client_cpu_util": NAN, "client_threads": 1, "client_cpus_usable": NAN, "client_busiest_thread": NAN,
+    "client_saturated": False,
 }
 # Each side's counters: "server_<event>" and "client_<event>" for the events
 # asked for, and these ratios derived from them (labkit.perf.derive).

@@ -111,7 +111,9 @@ def test_saturated_points_are_marked_and_warned_about():
     fig = plots.metric_vs(df, "elapsed_s")
     symbols = list(_model_traces(fig)["select"].marker.symbol)
     assert symbols == ["circle", "circle", "diamond-open"]
-    assert "saturated" in fig.layout.title.subtitle.text
+    colors = list(_model_traces(fig)["select"].marker.color)
+    assert colors[-1] == plots.SATURATED_GREY and colors[0] == plots.color("select")  # greyed out: not the server
+    assert "the load generator was the limit" in fig.layout.title.subtitle.text
     warning = plots.saturation_warning(df)
     assert "select @ 10 clients" in warning and "threaded" not in warning
     assert plots.saturation_warning(synthetic()) is None

@@ -65,6 +65,22 @@ def test_point_row_has_every_field_and_the_pinning_used():
     assert 0 <= row["client_cpu_util"] < len(row["client_cpus"]) + 0.5
 
 
+def test_a_point_says_how_much_of_the_generators_cpus_it_used():
+    """The events engine runs one loop per client CPU (at most one per connection); the row
+    says how many, how busy the busiest was, and saturated only if every one was busy."""
+    row = measuring.point("epoll", clients=20, requests=50, service="echo", engine="events",
+                          server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
+    assert row["status"] == "ok", row["error"]
+    assert row["client_threads"] == 1 == row["client_cpus_usable"]  # one client CPU: one loop
+    assert 0 < row["client_busiest_thread"] <= 1.05
+    assert row["client_saturated"] == (row["client_busiest_thread"] >= measure.SATURATION)
+    row = measuring.point("epoll", clients=20, requests=50, service="echo", engine="events", threads=2,
+                          server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
+    assert row["client_threads"] == 2 and row["client_cpus_usable"] == 1  # two loops, one CPU to share
+    row = measuring.point("threaded", clients=3, requests=5, service="echo")
+    assert row["client_threads"] == 3 and math.isnan(row["client_busiest_thread"])
+
+
 def test_point_without_perf_says_where_counters_came_from(monkeypatch):
     monkeypatch.setenv("LABKIT_NO_PERF", "1")
     row = measuring.point("select", clients=4)

@@ -19,6 +19,16 @@
  * Every wait is bounded: a sweep every SWEEP_NS closes the connects and
  * exchanges past their deadline with ETIMEDOUT; a connection that fails is
  * closed, its failure counted by name, and the others go on.
+ *
+ * --threads N runs N such loops, as wrk does: thread t owns connections
+ * t, t + N, t + 2N ..., each thread its own epoll set, timer and counts.
+ * They share only what must be one: the gate (a barrier, then one start
+ * time for all), the open loop's schedule (thread t sends exchange g when
+ * its connection g % clients is one of its own, at the same start + g /
+ * rate), the warm-up count, the failure tally and the count of active
+ * connections still open (idle ones are held until every thread is done).
+ * Their counts and histograms are added up at the end, so the summary is
+ * the one a single thread would print.
  */
 #include "loadgen/loadgen.h"
 
@@ -26,11 +36,14 @@
 #include "common/util.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CONNECTING 512            /* connects in flight: 10,000 SYNs at once overflow backlogs */
@@ -41,6 +54,7 @@
 enum phase { CONNECTING, HELD, BUSY, CLOSED };
 
 struct conn {
+    long id;                       /* its number in the run (the driver's conns are a subset) */
     int fd;
     enum phase phase;
     bool idle;                     /* held silent, never used for exchanges */
@@ -53,12 +67,25 @@ struct conn {
     struct exchange x;
 };
 
+/* What the threads of one run share. */
+struct run {
+    struct outcome *out;           /* the summary: its failure tally is shared as it goes */
+    pthread_barrier_t gate;        /* every thread connected */
+    uint64_t start_ns;             /* the gate opened (set by one thread, between two waits) */
+    atomic_long completed;         /* exchanges completed, for --warmup N */
+    atomic_long active_open;       /* active connections of the whole run not yet closed */
+};
+
 struct driver {
     const struct options *o;
     const struct workload *w;
-    struct outcome *out;
+    struct outcome *out;           /* this thread's counts and histograms */
+    struct run *run;
+    const struct net_addr *addr;
+    long thread, threads;          /* it owns the connections c with c % threads == thread */
+    long active;                   /* how many of its connections are active (they come first) */
     struct conn *conns;            /* active ones first, then idle ones */
-    long total;                    /* clients + idle */
+    long total;                    /* its connections, active and idle */
     int epfd, timerfd;
     uint64_t timer_at;             /* when the timerfd is armed to fire; 0 = not armed */
     long connecting;               /* connects in flight */
@@ -68,7 +95,6 @@ struct driver {
     double ns_per_request;         /* open loop: 1e9 / rate */
     long cursor;                   /* open loop: the next exchange of the run to fall due */
     long run_planned;              /* exchanges in the whole run */
-    long completed;                /* exchanges completed, for --warmup N */
     char buf[65536];
 };
 
@@ -90,7 +116,7 @@ static void conn_close(struct driver *d, struct conn *c, int failure)
     if (c->phase == CLOSED)
         return;
     if (failure)
-        tally_add(&d->out->failures, failure);
+        tally_add(&d->run->out->failures, failure);
     if (c->phase == CONNECTING)
         d->connecting--;
     if (c->idle) {
@@ -102,6 +128,7 @@ static void conn_close(struct driver *d, struct conn *c, int failure)
         if (failure && c->phase != CONNECTING)
             d->out->lost++;
         d->active_open--;
+        atomic_fetch_sub(&d->run->active_open, 1);
     }
     if (c->fd >= 0)
         close(c->fd); /* also takes it out of the epoll set */
@@ -173,7 +200,7 @@ static void conn_send(struct driver *d, struct conn *c)
 static void exchange_begin(struct driver *d, struct conn *c, uint64_t due)
 {
     uint64_t now = now_ns();
-    exchange_start(&c->x, d->w, (long)(c - d->conns));
+    exchange_start(&c->x, d->w, c->id);
     c->phase = BUSY;
     c->due_ns = due ? due : now;
     c->sent_ns = now;
@@ -191,9 +218,9 @@ static void exchange_end(struct driver *d, struct conn *c)
     out->server_reads += c->x.server_reads;
     out->body_bytes_ok += (long long)c->x.body_len;
     out->last_reply_ns = now;
-    d->completed++;
+    long completed = atomic_fetch_add(&d->run->completed, 1) + 1;
     bool warming_up = (o->warmup_s > 0 && c->due_ns < d->start_ns + (uint64_t)(o->warmup_s * 1e9))
-                   || (o->warmup_requests > 0 && d->completed <= o->warmup_requests);
+                   || (o->warmup_requests > 0 && completed <= o->warmup_requests);
     if (warming_up) {
         out->warmup_excluded++;
     } else {
@@ -210,7 +237,7 @@ static void exchange_end(struct driver *d, struct conn *c)
         exchange_begin(d, c, 0);
         return;
     }
-    uint64_t due = due_time(d, c->next * o->clients + (c - d->conns));
+    uint64_t due = due_time(d, c->next * o->clients + c->id);
     if (due <= now)
         exchange_begin(d, c, due);  /* overdue: it waited for this reply */
     else
@@ -237,7 +264,7 @@ static void busy_readable(struct driver *d, struct conn *c)
         st = REPLY_BAD;
     }
     if (st == REPLY_BAD) {
-        note_bad_reply(d->out, (long)(c - d->conns), &c->x);
+        note_bad_reply(d->run->out, c->id, &c->x);
         conn_close(d, c, FAIL_BADREPLY);
     } else if (st == REPLY_DONE) {
         exchange_end(d, c);
@@ -291,13 +318,15 @@ static void sweep(struct driver *d, uint64_t now)
     }
 }
 
-/* Open loop: start every exchange now due on a connection free to send it
- * (a busy one sends it when its reply arrives). */
+/* Open loop: start every exchange now due on a connection of this thread
+ * free to send it (a busy one sends it when its reply arrives). */
 static void release_due(struct driver *d, uint64_t now)
 {
     while (d->cursor < d->run_planned && due_time(d, d->cursor) <= now) {
-        long g = d->cursor++;
-        struct conn *c = &d->conns[g % d->o->clients];
+        long g = d->cursor++, id = g % d->o->clients;
+        if (id % d->threads != d->thread)
+            continue;  /* another thread's connection: that thread sends it, on the same schedule */
+        struct conn *c = &d->conns[id / d->threads];
         if (c->phase == HELD && c->next == g / d->o->clients)
             exchange_begin(d, c, due_time(d, g));
     }
@@ -351,76 +380,163 @@ static void turn(struct driver *d, uint64_t *next_sweep)
     }
 }
 
-/* How many exchanges connection c makes. */
-static long planned_for(const struct driver *d, long c)
+/* How many exchanges connection `id` of the run makes. */
+static long planned_for(const struct driver *d, long id)
 {
     if (d->o->requests >= 0)
         return d->o->requests;
-    return c < d->run_planned ? (d->run_planned - 1 - c) / d->o->clients + 1 : 0;
+    return id < d->run_planned ? (d->run_planned - 1 - id) / d->o->clients + 1 : 0;
+}
+
+/* How many of the first n connections of the run thread t owns. */
+static long owned(long n, long t, long threads)
+{
+    return n > t ? (n - t - 1) / threads + 1 : 0;
+}
+
+/* The CPU time the calling thread has used, in seconds. */
+static double thread_cpu_s(void)
+{
+    struct timespec cpu;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) < 0)
+        return 0;
+    return (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
+}
+
+/* One thread's share of the run, from its first connect to its last close. */
+static void *run_driver(void *arg)
+{
+    struct driver *d = arg;
+    const struct options *o = d->o;
+    struct outcome *out = d->out;
+    d->active = owned(o->clients, d->thread, d->threads);
+    d->total = d->active + owned(o->idle, d->thread, d->threads);
+    d->conns = calloc((size_t)(d->total ? d->total : 1), sizeof *d->conns);
+    if (!d->conns)
+        die("out of memory for %ld connections", d->total);
+    d->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (d->epfd < 0)
+        die_errno("epoll_create1");
+    d->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (d->timerfd < 0)
+        die_errno("timerfd_create");
+    struct epoll_event timer_ev = { .events = EPOLLIN, .data.u64 = TIMER_TOKEN };
+    if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timerfd, &timer_ev) < 0)
+        die_errno("epoll_ctl(ADD timerfd)");
+
+    double cpu_at_start = thread_cpu_s();
+    out->began_ns = now_ns();
+    d->active_open = d->active;
+    for (long i = 0; i < d->total; i++) {
+        bool idle = i >= d->active;
+        /* Its active connections are thread, thread + N ... of the run; its idle
+         * ones the same of the idle connections, numbered after the active. */
+        long k = idle ? i - d->active : i;
+        long id = (idle ? o->clients : 0) + d->thread + k * d->threads;
+        d->conns[i] = (struct conn){ .id = id, .fd = -1, .phase = CLOSED, .idle = idle };
+        d->conns[i].planned = idle ? 0 : planned_for(d, id);
+    }
+
+    /* Connect everything, a bounded number at a time (the bound shared out
+     * among the threads). */
+    long most_connecting = MAX_CONNECTING / d->threads > 0 ? MAX_CONNECTING / d->threads : 1;
+    uint64_t next_sweep = now_ns() + SWEEP_NS;
+    long next_to_connect = 0;
+    while (next_to_connect < d->total || d->connecting > 0) {
+        while (d->connecting < most_connecting && next_to_connect < d->total)
+            start_connect(d, &d->conns[next_to_connect++], d->addr);
+        if (d->connecting > 0)
+            turn(d, &next_sweep);
+    }
+
+    /* The gate opens when every thread has connected, at one time for all. */
+    if (pthread_barrier_wait(&d->run->gate) == PTHREAD_BARRIER_SERIAL_THREAD)
+        d->run->start_ns = now_ns();
+    pthread_barrier_wait(&d->run->gate);
+    d->start_ns = out->first_send_ns = d->run->start_ns;
+    for (long i = 0; i < d->active; i++) {
+        struct conn *c = &d->conns[i];
+        if (c->phase != HELD)
+            continue;
+        if (c->planned == 0)
+            conn_close(d, c, 0);
+        else if (!d->open_loop)
+            exchange_begin(d, c, 0);
+    }
+    /* Until every thread's active connections are done: this thread's idle
+     * ones are held, and watched, to the end of the run. */
+    while (atomic_load(&d->run->active_open) > 0)
+        turn(d, &next_sweep);
+
+    for (long i = d->active; i < d->total; i++)
+        conn_close(d, &d->conns[i], 0);
+    out->ended_ns = now_ns();
+    out->thread_cpu_s = thread_cpu_s() - cpu_at_start;
+
+    close(d->timerfd);
+    close(d->epfd);
+    free(d->conns);
+    return NULL;
 }
 
 void drive_events(const struct options *o, const struct net_addr *addr,
                   const struct workload *w, struct outcome *out)
 {
-    static struct driver d; /* one per run; its buffer is too big for the stack */
-    d = (struct driver){
-        .o = o, .w = w, .out = out, .total = o->clients + o->idle,
-        .open_loop = o->rate_rps > 0, .ns_per_request = o->rate_rps > 0 ? 1e9 / o->rate_rps : 0,
-        .run_planned = o->requests >= 0 ? o->clients * o->requests
-                                        : (long)(o->rate_rps * o->duration_s),
-    };
-    d.conns = calloc((size_t)d.total, sizeof *d.conns);
-    if (!d.conns)
-        die("out of memory for %ld connections", d.total);
-    d.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (d.epfd < 0)
-        die_errno("epoll_create1");
-    d.timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    if (d.timerfd < 0)
-        die_errno("timerfd_create");
-    struct epoll_event timer_ev = { .events = EPOLLIN, .data.u64 = TIMER_TOKEN };
-    if (epoll_ctl(d.epfd, EPOLL_CTL_ADD, d.timerfd, &timer_ev) < 0)
-        die_errno("epoll_ctl(ADD timerfd)");
+    long threads = o->threads;
+    long run_planned = o->requests >= 0 ? o->clients * o->requests : (long)(o->rate_rps * o->duration_s);
+    struct run run = { .out = out };
+    atomic_init(&run.completed, 0);
+    atomic_init(&run.active_open, o->clients);
+    if (pthread_barrier_init(&run.gate, NULL, (unsigned)threads) != 0)
+        die("pthread_barrier_init failed");
+    out->requests_planned = run_planned;
 
-    out->requests_planned = d.run_planned;
-    out->began_ns = now_ns();
-    d.active_open = o->clients;
-    for (long i = 0; i < d.total; i++) {
-        d.conns[i] = (struct conn){ .fd = -1, .phase = CLOSED, .idle = i >= o->clients };
-        d.conns[i].planned = d.conns[i].idle ? 0 : planned_for(&d, i);
+    /* One driver per thread, each with counts of its own (its buffer is too
+     * big for a thread's stack); thread 0 is this one. */
+    struct driver *drivers = calloc((size_t)threads, sizeof *drivers);
+    struct outcome *parts = calloc((size_t)threads, sizeof *parts);
+    pthread_t *ids = calloc((size_t)threads, sizeof *ids);
+    if (!drivers || !parts || !ids)
+        die("out of memory for %ld threads", threads);
+    for (long t = 0; t < threads; t++) {
+        outcome_init(&parts[t]);
+        drivers[t] = (struct driver){
+            .o = o, .w = w, .addr = addr, .out = &parts[t], .run = &run, .thread = t, .threads = threads,
+            .open_loop = o->rate_rps > 0, .ns_per_request = o->rate_rps > 0 ? 1e9 / o->rate_rps : 0,
+            .run_planned = run_planned,
+        };
     }
+    for (long t = 1; t < threads; t++)
+        if ((errno = pthread_create(&ids[t], NULL, run_driver, &drivers[t])) != 0)
+            die_errno("pthread_create (thread %ld of %ld)", t + 1, threads);
+    run_driver(&drivers[0]);
+    for (long t = 1; t < threads; t++)
+        pthread_join(ids[t], NULL);
 
-    /* Connect everything, a bounded number at a time; the gate opens when
-     * no connect is left in flight. */
-    uint64_t next_sweep = now_ns() + SWEEP_NS;
-    long next_to_connect = 0;
-    while (next_to_connect < d.total || d.connecting > 0) {
-        while (d.connecting < MAX_CONNECTING && next_to_connect < d.total)
-            start_connect(&d, &d.conns[next_to_connect++], addr);
-        if (d.connecting > 0)
-            turn(&d, &next_sweep);
+    /* The parts, added up into the one summary. */
+    out->began_ns = parts[0].began_ns;
+    out->ended_ns = out->last_reply_ns = 0;
+    out->first_send_ns = run.start_ns;
+    for (long t = 0; t < threads; t++) {
+        const struct outcome *p = &parts[t];
+        out->connected += p->connected;
+        out->lost += p->lost;
+        out->requests_ok += p->requests_ok;
+        out->server_reads += p->server_reads;
+        out->body_bytes_ok += p->body_bytes_ok;
+        out->idle_ok += p->idle_ok;
+        out->idle_failed += p->idle_failed;
+        out->warmup_excluded += p->warmup_excluded;
+        out->began_ns = p->began_ns < out->began_ns ? p->began_ns : out->began_ns;
+        out->ended_ns = p->ended_ns > out->ended_ns ? p->ended_ns : out->ended_ns;
+        out->last_reply_ns = p->last_reply_ns > out->last_reply_ns ? p->last_reply_ns : out->last_reply_ns;
+        hist_merge(&out->corrected, &p->corrected);
+        hist_merge(&out->uncorrected, &p->uncorrected);
+        outcome_free(&parts[t]);
     }
-
-    /* The gate opens. */
-    d.start_ns = out->first_send_ns = now_ns();
-    for (long i = 0; i < o->clients; i++) {
-        struct conn *c = &d.conns[i];
-        if (c->phase != HELD)
-            continue;
-        if (c->planned == 0)
-            conn_close(&d, c, 0);
-        else if (!d.open_loop)
-            exchange_begin(&d, c, 0);
-    }
-    while (d.active_open > 0)
-        turn(&d, &next_sweep);
-
-    /* The idle connections that are still there held to the end. */
-    for (long i = o->clients; i < d.total; i++)
-        conn_close(&d, &d.conns[i], 0);
-    out->ended_ns = now_ns();
-
-    close(d.timerfd);
-    close(d.epfd);
-    free(d.conns);
+    out->parts = parts;  /* kept for the report's per_thread; outcome_free frees them */
+    out->nparts = threads;
+    pthread_barrier_destroy(&run.gate);
+    free(ids);
+    free(drivers);
 }

@@ -50,6 +50,18 @@ void hist_record(struct histogram *h, uint64_t value)
         h->max = value;
 }
 
+void hist_merge(struct histogram *into, const struct histogram *from)
+{
+    for (size_t b = 0; b < HIST_BUCKETS; b++)
+        into->count[b] += from->count[b];
+    into->total += from->total;
+    into->sum += from->sum;
+    if (from->min < into->min)
+        into->min = from->min;
+    if (from->max > into->max)
+        into->max = from->max;
+}
+
 uint64_t hist_percentile(const struct histogram *h, double p)
 {
     if (h->total == 0)

@@ -28,6 +28,8 @@ struct histogram {
 
 void hist_init(struct histogram *h);
 void hist_record(struct histogram *h, uint64_t value);
+/* Add every sample of `from` to `into` (one histogram from many threads' own). */
+void hist_merge(struct histogram *into, const struct histogram *from);
 /* Nearest-rank percentile p (0 < p <= 100); 0 when empty. */
 uint64_t hist_percentile(const struct histogram *h, double p);
 

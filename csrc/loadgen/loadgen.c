@@ -3,7 +3,7 @@
  *   loadgen --port P [--host 127.0.0.1] --clients N --requests R
  *           [--service top|echo|sink] [--k K] [--size BYTES]
  *           [--timeout S] [--connect-timeout S]
- *           [--engine threads|events] [--rate R] [--duration S]
+ *           [--engine threads|events] [--threads N] [--rate R] [--duration S]
  *           [--warmup S|N] [--idle N] [--vary uniform|log] [--seed N]
  *           [--nodelay on|off] [--strategy many|writev|single|msg_more|cork
  *            --nbufs N --bufsize B --repetitions R]
@@ -11,8 +11,11 @@
  * Two drivers run the same exchanges (exchange.c):
  *   threads  one thread per connection, like the seed reports' client
  *            (the default, for experiment 1's fidelity to the seeds);
- *   events   one thread, epoll, so one process holds 10,000 connections;
- *            it alone does open loop (--rate), warm-up and idle connections.
+ *   events   event loops (epoll), one per CPU it may run on (--threads N),
+ *            each with its own connections, so one process holds 10,000
+ *            connections and does not become the bottleneck of a many-core
+ *            server; it alone does open loop (--rate), warm-up and idle
+ *            connections.
  * Closed loop: each connection does its exchanges back to back.  Open loop
  * (--rate): exchanges are due at fixed times spread over the connections,
  * and latency is measured from when each was due, so a server that stalls
@@ -37,6 +40,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -50,6 +54,9 @@
 #define MAX_SIZE (256L * 1024 * 1024)  /* echo/sink payload per request */
 #define MAX_RATE 10000000.0            /* open loop: total requests per second */
 #define FD_RESERVE 16                  /* descriptors libc/sanitizers/epoll may open */
+#define MAX_THREADS 1024               /* events: event loops */
+
+static long cpus_allowed(void);
 
 /* ------------------------------------------------------------------ options */
 
@@ -80,6 +87,9 @@ static void usage(FILE *to)
         "  --engine threads|events  one thread per connection (default), or one\n"
         "                         event-driven thread (epoll) for many connections\n"
         "events engine only:\n"
+        "  --threads N            event loops, each with its own connections (default:\n"
+        "                         one per CPU this process may run on, at most one per\n"
+        "                         connection)\n"
         "  --rate X               open loop: X requests/s in total, spread over the\n"
         "                         connections; latency counted from when each was due\n"
         "  --duration S           open loop: run S seconds instead of --requests\n"
@@ -160,6 +170,7 @@ static struct options parse_options(int argc, char **argv)
         { "timeout", required_argument, NULL, 't' },
         { "connect-timeout", required_argument, NULL, 'T' },
         { "engine", required_argument, NULL, 'e' },
+        { "threads", required_argument, NULL, 'j' },
         { "rate", required_argument, NULL, 'R' },
         { "duration", required_argument, NULL, 'd' },
         { "warmup", required_argument, NULL, 'w' },
@@ -206,6 +217,10 @@ static struct options parse_options(int argc, char **argv)
             if (strcmp(optarg, "threads") == 0) o.engine = ENGINE_THREADS;
             else if (strcmp(optarg, "events") == 0) o.engine = ENGINE_EVENTS;
             else bad_args("--engine '%s': expected threads or events", optarg);
+            break;
+        case 'j':
+            o.threads = parse_count("--threads", optarg, 1, MAX_THREADS);
+            events_only = events_only ? events_only : "--threads";
             break;
         case 'R':
             if (!parse_number(optarg, MAX_RATE, &o.rate_rps, &end) || *end != '\0')
@@ -308,10 +323,28 @@ static struct options parse_options(int argc, char **argv)
                  o.clients, o.requests, o.clients * o.requests, MAX_SAMPLES);
     if (o.duration_s > 0 && o.rate_rps * o.duration_s > (double)MAX_REQUESTS * MAX_CLIENTS)
         bad_args("--rate x --duration is too many requests: ask for fewer");
+    if (o.engine == ENGINE_EVENTS) {
+        if (o.threads == 0)
+            o.threads = cpus_allowed();
+        if (o.threads > o.clients)
+            o.threads = o.clients;  /* a loop with no active connection would only wait */
+    } else {
+        o.threads = o.clients;      /* one per connection */
+    }
     return o;
 }
 
 /* ----------------------------------------------------------------- setup */
+
+/* The CPUs this process may run on (its affinity: what labkit pinned it to). */
+static long cpus_allowed(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) < 0)
+        return 1;
+    long n = CPU_COUNT(&set);
+    return n > 0 ? n : 1;
+}
 
 static long open_descriptors(void)
 {

@@ -41,6 +41,7 @@ struct options {
     double timeout_s;
     double connect_timeout_s;
     enum engine engine;
+    long threads;                  /* events: event loops, each its own connections (--threads) */
     double rate_rps;               /* open loop: total requests/s; 0 = closed loop */
     double duration_s;             /* open loop: instead of --requests; 0 = not given */
     double warmup_s;               /* leave out exchanges meant to start this early ... */
@@ -93,6 +94,11 @@ struct outcome {
      * percentiles; NULL from the events driver. */
     uint64_t *exact_ns;
     size_t exact_count;
+    /* The events driver with --threads: each thread's own counts and
+     * histograms (already added up above), for the report's per_thread. */
+    struct outcome *parts;
+    long nparts;
+    double thread_cpu_s;           /* a part: the CPU time its thread used */
 };
 
 void outcome_init(struct outcome *out);

@@ -74,6 +74,8 @@ void outcome_free(struct outcome *out)
     pthread_mutex_destroy(&out->failures.lock);
     free(out->exact_ns);
     out->exact_ns = NULL;
+    free(out->parts);  /* each part was freed when it was added up */
+    out->parts = NULL;
 }
 
 void note_bad_reply(struct outcome *out, long connection, const struct exchange *x)
@@ -185,6 +187,22 @@ static void print_optional_count(const char *key, bool given, long value)
         printf("\"%s\":null,", key);
 }
 
+/* The events driver's threads, each: its exchanges, its CPU time and how busy
+ * that kept it, its histogram (their sum is the one above). */
+static void print_parts(const struct outcome *out, double elapsed)
+{
+    printf("\"per_thread\":[");
+    for (long t = 0; t < out->nparts; t++) {
+        const struct outcome *p = &out->parts[t];
+        printf("%s{\"requests_ok\":%ld,\"connections_ok\":%ld,\"cpu_s\":%.6f,", t ? "," : "", p->requests_ok,
+               p->connected, p->thread_cpu_s);
+        print_optional("busy", elapsed > 0, elapsed > 0 ? p->thread_cpu_s / elapsed : 0);
+        print_histogram_buckets(&p->corrected);
+        printf("}");
+    }
+    printf("],");
+}
+
 int report(const struct options *o, struct outcome *out)
 {
     bool open_loop = o->rate_rps > 0;
@@ -194,8 +212,8 @@ int report(const struct options *o, struct outcome *out)
 
     printf("{\"service\":\"%s\",\"host\":\"%s\",\"port\":%ld,", service_names[o->service],
            o->host, o->port);
-    printf("\"engine\":\"%s\",\"mode\":\"%s\",", engine_names[o->engine],
-           open_loop ? "open" : "closed");
+    printf("\"engine\":\"%s\",\"threads\":%ld,\"mode\":\"%s\",", engine_names[o->engine],
+           o->threads, open_loop ? "open" : "closed");
     printf("\"clients\":%ld,", o->clients);
     print_optional_count("requests_per_client", o->requests >= 0, o->requests);
     print_optional("rate_rps", open_loop, o->rate_rps);
@@ -265,16 +283,18 @@ int report(const struct options *o, struct outcome *out)
     putchar(',');
     print_histogram_buckets(&out->corrected);
     putchar(',');
+    print_parts(out, elapsed);
     print_errors(&out->failures);
     putchar(',');
     print_rusage();
     printf("}\n");
     fflush(stdout);
 
-    warn("%ld clients (+%ld idle) x %ld requests (%s, %s engine, %s loop): %ld ok, %ld failed, "
+    warn("%ld clients (+%ld idle) x %ld requests (%s, %s engine, %ld thread%s, %s loop): %ld ok, %ld failed, "
          "%ld connections failed, %ld lost, %.3f s", o->clients, o->idle,
          o->clients ? out->requests_planned / o->clients : 0, service_names[o->service],
-         engine_names[o->engine], open_loop ? "open" : "closed", out->requests_ok,
+         engine_names[o->engine], o->threads, o->threads == 1 ? "" : "s", open_loop ? "open" : "closed",
+         out->requests_ok,
          requests_failed, connections_failed, out->lost, elapsed);
     bool all_ok = requests_failed == 0 && connections_failed == 0 && out->idle_failed == 0;
     return all_ok ? 0 : 1;
