@@ -11,6 +11,8 @@ exist, too many clients for the open-file limit) is raised as LabError instead.
 
 from __future__ import annotations
 
+import contextlib
+
 import math
 import os
 import re
@@ -56,21 +58,23 @@ def _tail(text: str) -> str:
     return text if len(text) <= _STDERR_TAIL else "..." + text[-_STDERR_TAIL:]
 
 
-def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), events=None, link=None) -> dict:
+def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), events=None, link=None,
+          stacks: bool = False) -> dict:
     """Measure `load` against one freshly started `server`, each pinned as `pinning` says;
     with a `link` (labkit.netlink.Link, not made yet), each in its own network namespace
-    across it, the link made for this point and removed after it."""
+    across it, the link made for this point and removed after it.  With `stacks`, also
+    where the server's time goes: its sampled stacks and its system calls by name."""
     if link is None:
-        return _point(server, load, pinning, events, None)
+        return _point(server, load, pinning, events, None, stacks)
     with link:
         row = _point(replace(server, flags={**server.flags, "host": link.server_address}), load, pinning,
-                     events, link)
+                     events, link, stacks)
     row["link"] = link.shaping
     row.update(link.row_counters())
     return row
 
 
-def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link) -> dict:
+def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, stacks: bool = False) -> dict:
     from . import perf
 
     events = list(events or perf.DEFAULT_EVENTS)
@@ -86,9 +90,9 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link) -
         # They take --workers and default to one per CPU the server may use.
         _wait_for_workers(running.pid, server.workers or len(row["server_cpus"]) or 1)
 
-    client, attached, server_died = None, None, False
+    client, attached, server_died, where = None, None, False, None
     try:
-        with perf.attach_tree(running.pid, events) as attached:
+        with perf.attach_tree(running.pid, events) as attached, _where_the_time_goes(running.pid, stacks) as where:
             client = _run_client(row, running, load, pinning, events, link)
             server_died = not running.alive()
     except LabError:
@@ -123,9 +127,64 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link) -
         notes.append(client.note)
     _per_request(row)
     _syscalls_per_repetition(row, load)
+    if where is not None:
+        where.fill(row)
     row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
     row["counters_note"] = "; ".join(note for note in notes if note)
     return row
+
+
+class _WhereTheTimeGoes:
+    """The server's sampled stacks (perf record) and its system calls counted by name (perf's
+    tracepoints), over the same run as its counters; fill(row) writes them, or says why not."""
+
+    def __init__(self, pid: int):
+        import psutil
+
+        from . import perf
+
+        try:
+            self.pids = [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+        except psutil.Error:
+            self.pids = [pid]
+        self.syscall_events, self.syscalls_note = perf.syscall_tracepoints(perf.SERVER_SYSCALLS)
+        self._stack = contextlib.ExitStack()
+        self.sampling = self.counting = None
+
+    def __enter__(self):
+        from . import perf
+
+        with self._stack:
+            self.sampling = self._stack.enter_context(perf.sample_stacks(self.pids))
+            if self.syscall_events:
+                self.counting = self._stack.enter_context(perf.attach_tree(self.pids[0], self.syscall_events))
+            self._stack = self._stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stack.__exit__(*exc)
+
+    def fill(self, row: dict) -> None:
+        profile = self.sampling.profile
+        row.update(server_stacks=profile.stacks, stacks_samples=profile.samples, stacks_scope=profile.scope,
+                   stacks_note=profile.note)
+        requests = row.get("requests_ok") or 0
+        if self.counting is not None and self.counting.counters and requests:
+            counts = {event.split("sys_enter_", 1)[1]: value for event, value in self.counting.counters.items()}
+            row["server_syscalls_per_request"] = {name: value / requests for name, value in counts.items()
+                                                  if value == value and value > 0}  # NaN != NaN: not counted
+        else:
+            row["syscalls_note"] = self.syscalls_note or ("no request completed" if not requests else
+                                                          "perf could not attach to count them")
+
+
+@contextlib.contextmanager
+def _where_the_time_goes(pid: int, wanted: bool):
+    if not wanted:
+        yield None
+        return
+    with _WhereTheTimeGoes(pid) as where:
+        yield where
 
 
 def _wait_for_workers(pid: int, expected: int, within: float = 2.0) -> None:

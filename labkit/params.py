@@ -402,6 +402,34 @@ class Choice(Kind):
         return w.Dropdown(options=list(self.options), value=value)
 
 
+class Flag(Kind):
+    """On or off: a checkbox (papermill and the CLI also take "on"/"off", "yes"/"no", 1/0)."""
+
+    WORDS = {"on": True, "yes": True, "true": True, "1": True, "off": False, "no": False, "false": False, "0": False}
+
+    def check(self, name, value):
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word not in self.WORDS:
+            raise LabError(f"{name} must be on or off, got {value!r}", f"set {name} to on or off (True or False)")
+        return self.WORDS[word]
+
+    def describe(self):
+        return "on or off"
+
+    def widget(self, value):
+        import ipywidgets as w
+
+        return w.Checkbox(value=bool(value), indent=False)
+
+    def show(self, widget, value):
+        widget.value = bool(value)
+
+    def text(self, value) -> str:
+        return "on" if value else "off"
+
+
 class Warmup(Kind):
     """loadgen's --warmup: seconds with an 's' ('1s', '0.5s') or a count of exchanges ('1000')."""
 
@@ -571,6 +599,13 @@ def placement_params(placement=("same_host",), rate=None, delay_ms=(0,)) -> tupl
 
 # A same_host point's link parameters (it has no link).
 NO_LINK = {"link_rate": None, "link_delay_ms": 0, "link_loss_percent": 0.0, "link_jitter_ms": 0, "link_mtu": 1500}
+
+
+def profile_stacks_param(default: bool = False) -> Param:
+    """Where the server's time goes at every point: its stacks sampled by perf record and its
+    system calls counted by name (labkit.perf.stacks); a few seconds more per point."""
+    return Param("profile_stacks", Flag(), default, "record where the server's time goes at every point: "
+                 "sampled stacks (a flame chart) and system calls by name", to=SWEEP)
 
 
 def repeats_param(default: int = 3) -> Param:

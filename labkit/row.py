@@ -41,6 +41,11 @@ MEASURED = {
     # could use; saturated: it, not the server, was the limit (every event loop busy)
     "client_cpu_util": NAN, "client_threads": 1, "client_cpus_usable": NAN, "client_busiest_thread": NAN,
     "client_saturated": False,
+    # where the time goes (a point measured with stacks): the server's folded stacks
+    # {"epoll;main;...;tcp_sendmsg_[k]": samples}, what they could see, and its system
+    # calls per request by name; empty, with the reason in the notes, where not measurable
+    "server_stacks": {}, "stacks_samples": 0, "stacks_scope": "", "stacks_note": "",
+    "server_syscalls_per_request": {}, "syscalls_note": "",
 }
 # Each side's counters: "server_<event>" and "client_<event>" for the events
 # asked for, and these ratios derived from them (labkit.perf.derive).

@@ -82,6 +82,8 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
             link = declared.link(point)
             if link is not None:
                 extra["link"] = link
+            if params.get("profile_stacks"):
+                extra["stacks"] = True
             measured = measure(declared.server_spec(point), declared.load_spec(point),
                                declared.pinning(point, params.get("pinning_note", "")), **extra)
             row = {**point, **measured}  # what was measured wins (server_cpus: the CPUs it really had)

@@ -10,7 +10,7 @@ from labkit.procs import LoadSpec, Pinning, ServerSpec
 
 
 def point(model, clients, requests=1, service="top", workers=None, server_cpus=None, client_cpus=None,
-            timeout=60.0, **options):
+            timeout=60.0, stacks=False, **options):
     return measure_module.point(ServerSpec(model, service, workers), LoadSpec(clients, requests, service, options,
                                                                             timeout),
-                                Pinning(server_cpus, client_cpus))
+                                Pinning(server_cpus, client_cpus), stacks=stacks)

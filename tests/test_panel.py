@@ -12,7 +12,8 @@ from labkit import build, csource, experiments, friendly, paths
 from labkit.panel import ControlPanel
 from labkit.errors import BuildError, LabError
 
-NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "k", "server_cpus", "client_cpus", "placement",
+NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "profile_stacks", "k", "server_cpus", "client_cpus",
+                       "placement",
                        "link_rate", "link_delay_ms", "link_loss_percent", "link_jitter_ms", "link_mtu")
 
 
@@ -51,6 +52,7 @@ def test_set_then_values_round_trip(panel):
     panel.set(models=["select"], clients=[3, 6, 10], requests=4, repeats=2, k=3,
               server_cpus=[0], client_cpus="1")
     assert panel.values() == {"models": ["select"], "clients": [3, 6, 10], "requests": 4, "repeats": 2,
+                              "profile_stacks": False,
                               "k": 3, "server_cpus": "0", "client_cpus": "1", "placement": ["same_host"],
                               "link_rate": None, "link_delay_ms": [0], "link_loss_percent": 0.0,
                               "link_jitter_ms": 0, "link_mtu": 1500}

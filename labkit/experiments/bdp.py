@@ -10,7 +10,7 @@ outgrows.  The grid: connections x one-way delay, each point a fresh link of
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, IntList, Models, Param, Sizes, cpu_params, placement_params,
-                           repeats_param)
+                           profile_stacks_param, repeats_param)
 
 EXPERIMENT = Experiment(
     name="bdp",
@@ -21,6 +21,7 @@ EXPERIMENT = Experiment(
               "connections uploading at once (one and many)", label="connections"),
         Param("size", Sizes(least=1), [100 * 1024 ** 2], "bytes each connection uploads", label="upload size"),
         repeats_param(3),
+        profile_stacks_param(),
         Param("service", Choice("sink"), "sink", "the service the server runs", to=BOTH, fixed=True),
         Param("engine", Choice("events"), "events", "load generator engine", fixed=True),
         *cpu_params(),

@@ -3,7 +3,7 @@
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Param, cpu_params, placement_params,
-                           repeats_param)
+                           profile_stacks_param, repeats_param)
 
 # Every readiness model and every model with workers (not the iterative one,
 # which would serve 10,000 clients one after the other).
@@ -26,6 +26,7 @@ EXPERIMENT = Experiment(
         Param("workers", Int(least=1, optional=True, empty="one per CPU"), None,
               "processes or threads for the worker models (empty: one per CPU)", to=SERVER),
         repeats_param(3),
+        profile_stacks_param(True),
         Param("service", Choice("top", "echo", "sink"), "echo", "the service the server runs", to=BOTH,
               fixed=True),
         Param("engine", Choice("events", "threads"), "events",
@@ -35,7 +36,7 @@ EXPERIMENT = Experiment(
     ),
     x="clients",
     chart="bars",
-    profiles={"quick": {"models": ["threaded", "select", "poll", "epoll", "epoll_workers"],
+    profiles={"quick": {"profile_stacks": False, "models": ["threaded", "select", "poll", "epoll", "epoll_workers"],
                         "clients": [500, 2000], "exchanges": [20], "repeats": 1}},
     figures=(
         Figure("lat_p99_us", log_y=True), Figure("lat_p50_us", log_y=True), Figure("throughput_rps"),

@@ -4,7 +4,7 @@ descriptors that do nothing."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, cpu_params,
-                           placement_params, repeats_param)
+                           placement_params, profile_stacks_param, repeats_param)
 
 EXPERIMENT = Experiment(
     name="idle_conns",
@@ -22,6 +22,7 @@ EXPERIMENT = Experiment(
         Param("warmup", Warmup(), "1s", "left out of the latency figures: '1s' or a count of exchanges"),
         Param("size", Int(least=1), 64, "bytes per message"),
         repeats_param(3),
+        profile_stacks_param(True),
         Param("service", Choice("top", "echo", "sink"), "echo", "the service the server runs", to=BOTH,
               fixed=True),
         Param("engine", Choice("events", "threads"), "events", "load generator engine", fixed=True),
@@ -29,7 +30,7 @@ EXPERIMENT = Experiment(
         *placement_params(),
     ),
     x="idle",
-    profiles={"quick": {"idle": [0, 1000], "duration": 1, "warmup": "0.2s", "repeats": 1}},
+    profiles={"quick": {"profile_stacks": False, "idle": [0, 1000], "duration": 1, "warmup": "0.2s", "repeats": 1}},
     figures=(
         Figure("lat_p99_us"), Figure("lat_p50_us"), Figure("server_cpu_us_per_request"),
         Figure("server_cs_per_request"), Figure("throughput_rps"), Figure("server_task-clock"),

@@ -5,7 +5,7 @@ on Linux), unless the two writes become one (writev, single)."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,
-                           placement_params, repeats_param)
+                           placement_params, profile_stacks_param, repeats_param)
 
 EXPERIMENT = Experiment(
     name="nagle",
@@ -20,6 +20,7 @@ EXPERIMENT = Experiment(
         Param("clients", IntList(least=1, noun="connection count", unit="connections"), [1], "connections",
               label="connections"),
         repeats_param(3),
+        profile_stacks_param(),
         Param("service", Choice("sink"), "sink", "the service the server runs", to=BOTH, fixed=True),
         *cpu_params(),
         *placement_params(),

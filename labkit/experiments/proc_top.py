@@ -3,7 +3,7 @@ thread per connection vs select, 10 to 100 concurrent clients of one request."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Param, cpu_params, placement_params,
-                           repeats_param)
+                           profile_stacks_param, repeats_param)
 
 EXPERIMENT = Experiment(
     name="proc_top",
@@ -16,6 +16,7 @@ EXPERIMENT = Experiment(
         # the seeds' client sends one request per connection
         Param("requests", Int(least=1), 1, "requests each client sends on its connection"),
         repeats_param(3),
+        profile_stacks_param(),
         Param("k", Int(least=1), 2, "how many top processes each reply lists"),
         Param("service", Choice("top", "echo", "sink"), "top", "the service the server runs", to=BOTH,
               fixed=True),

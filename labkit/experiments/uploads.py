@@ -8,7 +8,7 @@ for the batch is recorded beside the client's."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, SWEEP, Choice, Int, IntList, Models, Number, Param, Size, Sizes,
-                           cpu_params, placement_params, repeats_param, size_text)
+                           cpu_params, placement_params, profile_stacks_param, repeats_param, size_text)
 
 UPLOAD_MODELS = ["threaded", "busypoll", "aio", "select", "epoll", "uring"]
 
@@ -39,6 +39,7 @@ EXPERIMENT = Experiment(
         Param("max_bytes", Size(), 16 * 1024 ** 3,
               "points moving more than this in all are left out (10k x 10MB would be 100GB)", to=SWEEP),
         repeats_param(3),
+        profile_stacks_param(),
         Param("service", Choice("top", "echo", "sink"), "sink", "the service the server runs", to=BOTH,
               fixed=True),
         Param("engine", Choice("events", "threads"), "events",

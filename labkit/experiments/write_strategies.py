@@ -5,7 +5,7 @@ them: system calls, TCP segments, the server's reads."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,
-                           placement_params, repeats_param)
+                           placement_params, profile_stacks_param, repeats_param)
 from labkit.perf import SYSCALL_EVENTS
 
 STRATEGIES = ("many", "writev", "single", "msg_more", "cork")
@@ -27,6 +27,7 @@ EXPERIMENT = Experiment(
         Param("clients", IntList(least=1, noun="connection count", unit="connections"), [1],
               "connections, each writing the whole upload", label="connections"),
         repeats_param(3),
+        profile_stacks_param(),
         Param("service", Choice("sink"), "sink", "the service the server runs", to=BOTH, fixed=True),
         Param("requests", Int(least=1), 1, "uploads per connection", fixed=True),
         *cpu_params(),

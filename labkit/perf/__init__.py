@@ -29,16 +29,19 @@ from labkit.perf.attach import (PROC_NOTE, Attached, TreeCounters, attach, attac
                                 read_output, wrap_command)
 from labkit.perf.derived import derive, fill_missing, rusage_counters
 from labkit.perf.parse import (ALIASES, DEFAULT_EVENTS, HARDWARE_EVENTS, KERNEL_ONLY_EVENTS, NAN, READ_SYSCALLS,
-                               SOFTWARE_EVENTS, SYSCALL_EVENTS, WRITE_SYSCALLS, Reading, canonical_event,
-                               parse_stat_csv, parse_stat_csv_detail)
+                               SERVER_SYSCALLS, SOFTWARE_EVENTS, SYSCALL_EVENTS, WRITE_SYSCALLS, Reading,
+                               canonical_event, parse_stat_csv, parse_stat_csv_detail)
 from labkit.perf.probe import (HARDWARE_FIX, HARDWARE_NOTE, PARANOID_FIX, PerfProbe, classify_failure, countable,
-                               install_fix, paranoid_meaning, probe, read_paranoid)
+                               install_fix, paranoid_meaning, probe, read_paranoid, syscall_tracepoints)
+from labkit.perf.stacks import Profile, StackSampler, fold, sample_stacks
 
 __all__ = [
     "ALIASES", "DEFAULT_EVENTS", "HARDWARE_EVENTS", "HARDWARE_FIX", "HARDWARE_NOTE", "KERNEL_ONLY_EVENTS",
-    "NAN", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SOFTWARE_EVENTS", "SYSCALL_EVENTS", "WRITE_SYSCALLS",
+    "NAN", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SERVER_SYSCALLS", "SOFTWARE_EVENTS", "SYSCALL_EVENTS",
+    "WRITE_SYSCALLS", "Profile", "StackSampler", "fold", "sample_stacks",
     "Attached", "PerfProbe", "Reading",
     "TreeCounters", "attach", "attach_tree", "canonical_event", "classify_failure", "countable", "derive",
     "fill_missing", "install_fix", "paranoid_meaning", "parse_stat_csv", "parse_stat_csv_detail",
-    "probe", "proc_snapshot", "read_output", "read_paranoid", "rusage_counters", "wrap_command",
+    "probe", "proc_snapshot", "read_output", "read_paranoid", "rusage_counters", "syscall_tracepoints",
+    "wrap_command",
 ]

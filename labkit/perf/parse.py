@@ -20,6 +20,13 @@ WRITE_SYSCALLS = ["syscalls:sys_enter_write", "syscalls:sys_enter_writev", "sysc
 READ_SYSCALLS = ["syscalls:sys_enter_read", "syscalls:sys_enter_readv", "syscalls:sys_enter_recvfrom",
                  "syscalls:sys_enter_recvmsg"]
 SYSCALL_EVENTS = WRITE_SYSCALLS + READ_SYSCALLS
+# "Where the time goes": the system calls a server model makes, counted by name.  Each
+# model's lesson is in one of them: select, poll and epoll_wait per wake-up, futex and
+# clone for threads, io_uring_enter for io_uring, read/write per message.
+SERVER_SYSCALLS = ["read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "accept",
+                   "accept4", "close", "select", "pselect6", "poll", "ppoll", "epoll_wait", "epoll_pwait",
+                   "epoll_ctl", "io_uring_enter", "futex", "clone", "clone3", "sched_yield", "nanosleep",
+                   "clock_nanosleep"]
 
 NAN = float("nan")
 

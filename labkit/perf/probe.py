@@ -199,6 +199,26 @@ def tracepoints_counted(events, found: PerfProbe) -> tuple[str, ...]:
     return _tracepoints[key]
 
 
+def syscall_tracepoints(names) -> tuple[list[str], str]:
+    """perf's tracepoints for the system calls `names` that this kernel has and perf counts
+    here ("syscalls:sys_enter_epoll_wait"), and why none are, if none are."""
+    found = probe()
+    if not found.usable:
+        return [], f"perf is not usable here ({found.problem})"
+    tracefs = next((root for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+                    if os.path.isdir(f"{root}/events/syscalls")), None)
+    if tracefs is None:
+        return [], ("the kernel's syscall tracepoints cannot be read (tracefs is not mounted or not readable: "
+                    "run as root, or sudo mount -t tracefs tracefs /sys/kernel/tracing)")
+    existing = [f"syscalls:sys_enter_{name}" for name in names
+                if os.path.isdir(f"{tracefs}/events/syscalls/sys_enter_{name}")]
+    counted = list(tracepoints_counted(existing, found))
+    if not counted:
+        return [], ("perf may not count the syscall tracepoints here (they need root, or "
+                    "sudo sysctl kernel.perf_event_paranoid=-1 and a readable tracefs)")
+    return counted, ""
+
+
 def countable(events, found: PerfProbe) -> tuple[list[str], list[str]]:
     """(events perf can count here, events it cannot) among the requested ones."""
     requested = list(events) if events is not None else list(DEFAULT_EVENTS)

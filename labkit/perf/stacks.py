@@ -1,0 +1,165 @@
+"""Where the time goes: perf record's cpu-clock samples of a running server, folded.
+
+    with perf.sample_stacks([server.pid]) as sampling:
+        run_the_clients()
+    sampling.profile.stacks    # {"epoll;main;server_main;loop_serve;write;...;tcp_sendmsg_[k]": 41, ...}
+    sampling.profile.scope     # "kernel and user stacks" or why only user stacks
+    sampling.profile.note      # why there are none, if there are none
+
+cpu-clock is a software event, so it samples where hardware counters are missing (a VM).
+perf walks each sample's stack by frame pointers: the lab's programs are built with
+-fno-omit-frame-pointer (csrc/Makefile), the kernel has its own unwinder, and a libc
+built without frame pointers shows its system-call wrapper with its caller beside it.
+Kernel frames are sampled where perf_event_paranoid allows it (1 or less, or root);
+otherwise only user frames (cpu-clock:u), and `scope` says so.
+
+Stacks are folded as flame graphs take them (Brendan Gregg's stackcollapse-perf): the
+process name, then the frames from the outermost to the leaf, joined by ";", kernel
+frames marked "_[k]", and the number of samples that had exactly that stack.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from labkit import launcher
+from labkit.perf.probe import perf_env, probe, read_paranoid
+
+FREQUENCY_HZ = 999  # not 1000: a sampler in step with the kernel's tick sees only what runs on it
+MOST_STACKS = 500   # the rest is folded into one "(other stacks)" entry: rows stay small
+OTHER = "(other stacks)"
+UNKNOWN = "[unknown]"  # a frame perf could not name (no symbol, or a broken frame-pointer chain)
+
+
+@dataclass
+class Profile:
+    """Folded stacks of one run, and what they could see."""
+
+    stacks: dict[str, int] = field(default_factory=dict)
+    samples: int = 0
+    scope: str = ""           # "kernel and user stacks", or why only user stacks
+    frequency_hz: int = FREQUENCY_HZ
+    note: str = ""            # why there are no samples, if there are none
+
+
+def fold(script: str) -> Counter:
+    """`perf script -F comm,ip,sym,dso` output -> {folded stack: samples}.
+
+    Each sample is its process name on a line, then one line per frame, the leaf first
+    ("    ffffffff8202787e __tcp_transmit_skb ([kernel.kallsyms])"), then a blank line."""
+    folded: Counter = Counter()
+    comm, frames = None, []
+
+    def flush():
+        if comm is not None:
+            path = [frame for i, frame in enumerate(reversed(frames))
+                    if not (frame == UNKNOWN and i and frames[-i] == UNKNOWN)]  # a run of unknowns is one
+            folded[";".join([comm, *path])] += 1
+
+    for line in script.splitlines():
+        if not line.strip():
+            flush()
+            comm, frames = None, []
+        elif not line[0].isspace():
+            flush()
+            comm, frames = line.split()[0], []
+        else:
+            frames.append(_frame(line.strip()))
+    flush()
+    return folded
+
+
+def _frame(line: str) -> str:
+    """One frame line -> its name: the symbol, "_[k]" for the kernel's, "[dso]" when unknown."""
+    parts = line.split(" ", 1)
+    rest = parts[1] if len(parts) > 1 else ""
+    symbol, _, dso = rest.rpartition(" (")
+    dso = dso.rstrip(")")
+    if not symbol or symbol == UNKNOWN:
+        return UNKNOWN if dso in ("", UNKNOWN) else f"[{Path(dso).name}]"
+    symbol = symbol.split("+0x")[0]
+    return f"{symbol}_[k]" if dso.startswith("[kernel") else symbol
+
+
+def _trimmed(folded: Counter) -> dict[str, int]:
+    if len(folded) <= MOST_STACKS:
+        return dict(folded.most_common())
+    kept = dict(folded.most_common(MOST_STACKS))
+    kept[OTHER] = sum(folded.values()) - sum(kept.values())
+    return kept
+
+
+class StackSampler:
+    """perf record of running processes (a server and its workers), as a context manager;
+    on exit .profile holds their folded stacks.  perf starts through the launcher (its
+    own session, the death signal, a pid file); its data goes to a temporary directory
+    removed on exit."""
+
+    def __init__(self, pids, frequency_hz: int = FREQUENCY_HZ):
+        self.pids = [int(pid) for pid in pids]
+        self.frequency_hz = frequency_hz
+        self.profile = Profile(frequency_hz=frequency_hz)
+        self._perf = None
+        self._dir = None
+
+    def __enter__(self) -> "StackSampler":
+        found = probe()
+        if not found.usable:
+            self.profile.note = f"perf is not usable here ({found.problem})"
+            return self
+        paranoid = read_paranoid()
+        kernel = os.geteuid() == 0 or (paranoid is not None and paranoid <= 1)
+        if paranoid is not None and paranoid > 2 and os.geteuid() != 0:
+            self.profile.note = (f"perf_event_paranoid is {paranoid}: no sampling at all for a normal user "
+                                 "(sudo sysctl kernel.perf_event_paranoid=1 allows it)")
+            return self
+        self.profile.scope = "kernel and user stacks" if kernel else (
+            f"user stacks only: perf_event_paranoid is {paranoid}, so the kernel's frames are not sampled "
+            "(sudo sysctl kernel.perf_event_paranoid=1 shows them)")
+        self._dir = tempfile.mkdtemp(prefix="labkit-stacks-")
+        cmd = [found.path, "record", "--quiet", "-F", str(self.frequency_hz), "-e",
+               "cpu-clock" if kernel else "cpu-clock:u", "-g", "-p", ",".join(map(str, self.pids)),
+               "-o", str(Path(self._dir) / "perf.data")]
+        self._perf = launcher.spawn(cmd, "perf", None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True, env=perf_env())
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if self._perf is not None:
+                launcher.stop_child(self._perf, 10.0, signal.SIGINT)  # it writes its data on SIGINT
+                said = self._perf.popen.stderr.read() if self._perf.popen.stderr else ""
+                if exc_type is None:
+                    self._read(said)
+        finally:
+            if self._dir:
+                shutil.rmtree(self._dir, ignore_errors=True)
+
+    def _read(self, said: str) -> None:
+        data = Path(self._dir) / "perf.data"
+        if not data.exists():
+            self.profile.note = f"perf record wrote nothing ({said.strip()[-300:] or 'no message'})"
+            return
+        found = probe()
+        child = launcher.spawn([found.path, "script", "-F", "comm,ip,sym,dso", "-i", str(data)], "perf", None,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=perf_env())
+        stdout, stderr = launcher.run_to_end(child, 120)
+        folded = fold(stdout.decode("utf-8", "replace"))
+        self.profile.stacks = _trimmed(folded)
+        self.profile.samples = sum(folded.values())
+        if not self.profile.samples:
+            self.profile.note = ("no samples: the server did not run on a CPU while it was sampled"
+                                 if child.popen.returncode == 0 else
+                                 f"perf script failed: {stderr.decode('utf-8', 'replace').strip()[-300:]}")
+
+
+def sample_stacks(pids, frequency_hz: int = FREQUENCY_HZ) -> StackSampler:
+    """perf record's cpu-clock samples of `pids`, folded (see StackSampler)."""
+    return StackSampler(pids, frequency_hz)
