@@ -1,4 +1,4 @@
-"""The lab measured against its anchors: `labkit bench rtt | throughput | events`.
+"""The lab measured against its anchors: `labkit bench rtt | throughput | events | upload | scaling`.
 
   rtt         the lab's load generator against the epoll echo server, one
               connection, ping-pong, beside sockperf against sockperf's own
@@ -16,6 +16,10 @@
               (sink), beside iperf3's single TCP stream: same pinning,
               interleaved rounds.  Target: the best model's goodput at
               UPLOAD_TARGET x iperf3's or better.
+  scaling     a worker model (epoll_workers) at 1, 2, 4 ... workers, each on
+              CPUs of its own, against the load generator on all the other
+              CPUs (one event loop each).  Target: W workers serve at least
+              SCALING_TARGET x W times one worker, the generator never the limit.
 
 Each function returns its figures (a dict or a pandas DataFrame) and the
 format_* functions turn them into the text the CLI prints, environment
@@ -220,7 +224,9 @@ def rtt(rounds: int = 3, seconds: int = 2, exchanges: int = 20000, engine: str =
             values = [r[figure] for r in result[tool]]
             result[f"{tool}_{figure}"] = statistics.median(values) if values else NAN
     result["ratio"] = result["lab_p50_us"] / result["sockperf_p50_us"] if sockperf else NAN
-    result["verdict"] = ("PASS" if result["ratio"] <= RTT_TARGET else "MISS") if sockperf else "no anchor"
+    result["p99_ratio"] = result["lab_p99_us"] / result["sockperf_p99_us"] if sockperf else NAN
+    result["verdict"] = ("PASS" if max(result["ratio"], result["p99_ratio"]) <= RTT_TARGET else "MISS") \
+        if sockperf else "no anchor"
     return result
 
 
@@ -236,8 +242,8 @@ def format_rtt(result: dict) -> str:
     lines.append(f"  lab = build/bin/loadgen --engine {result['engine']} -> build/bin/epoll --service echo")
     if result["sockperf"]:
         lines.append("  sockperf = sockperf ping-pong --tcp --full-rtt -m 64 -> sockperf server --tcp")
-        lines.append(f"ratio lab/sockperf (median round trip): {result['ratio']:.3f}  "
-                     f"target <= {result['target']:.2f}: {result['verdict']}")
+        lines.append(f"ratio lab/sockperf: p50 {result['ratio']:.3f}, p99 {result['p99_ratio']:.3f}  "
+                     f"target both <= {result['target']:.2f}: {result['verdict']}")
     else:
         lines.append(f"sockperf is not installed: no ratio. Install it with: {SOCKPERF_INSTALL}")
     return "\n".join(lines)
@@ -303,6 +309,93 @@ def format_throughput(frame) -> str:
         lines.append("server CPU per request: not measurable here (neither perf nor /proc counted task-clock)")
     if frame.attrs.get("saved_to"):
         lines.append(f"saved to {frame.attrs['saved_to']}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# scaling: a worker model at 1, 2, 4 ... workers, the generator never the limit
+
+SCALING_TARGET = 0.7  # the issue's goal: W workers serve at least 0.7 x W times one worker
+
+
+def scaling_plan(workers, cpus: list[int]) -> list[tuple[int, list[int], list[int]]]:
+    """(workers, server CPUs, generator CPUs) for each worker count this machine can hold:
+    the server on the first W CPUs, the generator on all the others but never fewer than
+    W of them (an echo exchange costs the client about what it costs the server)."""
+    plan = []
+    for count in workers:
+        if count < 1:
+            raise LabError(f"a worker count of {count} makes no server", "give worker counts of 1 or more")
+        if 2 * count > len(cpus):
+            continue  # past the machine's limit: the generator would have fewer CPUs than the server
+        plan.append((count, cpus[:count], cpus[count:]))
+    if not plan:
+        raise LabError(f"this machine has {len(cpus)} CPU(s): not enough for a server and a generator with "
+                       f"CPUs of their own at {min(workers)} worker(s)",
+                       "run it on a machine with at least 2 CPUs per worker (1 worker: 2 CPUs)")
+    return plan
+
+
+def scaling(model: str = "epoll_workers", workers=(1, 2, 4, 8, 16, 32), clients: int = 400,
+            requests: int = 2000, rounds: int = 3) -> dict:
+    """Closed-loop 64-byte echo against `model` at each worker count, the server pinned to
+    as many CPUs as workers and the load generator (events engine, one loop per CPU) to all
+    the others; the median over `rounds` of req/s, the ratio to one worker, and whether
+    every one of the generator's loops was busy (then it, not the server, was the limit)."""
+    if model not in build.models() or not procs.has_workers(model):
+        workers_models = [m for m in build.models() if procs.has_workers(m)] + ["threaded", "pool"]
+        raise LabError(f"{model!r} is not a model with a worker count",
+                       f"choose one of: {', '.join(sorted(set(workers_models) & set(build.models())))}")
+    if clients < 1 or requests < 1 or rounds < 1:
+        raise LabError(f"clients, requests and rounds must be at least 1 (got {clients}, {requests}, {rounds})",
+                       "use e.g. --clients 400 --requests 2000 --rounds 3")
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    procs.ensure_nofile(clients)
+    result = {"kind": "scaling", "model": model, "clients": clients, "requests": requests, "rounds": rounds,
+              "cpus": len(cpus), "points": [], "target": SCALING_TARGET,
+              "pinning": "the server on CPUs 0..W-1, the generator on the others (per row below)"}
+    for count, server_cpus, client_cpus in scaling_plan(workers, cpus):
+        rates, busiest, saturated = [], [], []
+        for _ in range(rounds):
+            with procs.start_server(ServerSpec(model, "echo", workers=count), cpus=server_cpus) as server:
+                load = LoadSpec(clients, requests, "echo", {"engine": "events", "warmup": clients * requests // 10})
+                run = procs.run_load(load, server.port, cpus=client_cpus)
+            summary = run.summary
+            if summary.get("requests_failed") or not summary.get("throughput_rps"):
+                raise LabError(f"{model} with {count} worker(s) failed requests: {summary.get('errors')}",
+                               "run the same point with labkit sweep to see why")
+            busy = [part["busy"] for part in summary.get("per_thread") or [] if part.get("busy") is not None]
+            rates.append(summary["throughput_rps"])
+            busiest.append(max(busy) if busy else NAN)
+            saturated.append(bool(busy) and min(busy) >= measure.SATURATION)
+        result["points"].append({"workers": count, "server_cpus": server_cpus, "client_cpus": client_cpus,
+                                 "generator_threads": summary.get("threads"),
+                                 "throughput_rps": statistics.median(rates), "per_round": rates,
+                                 "generator_busiest": statistics.median(busiest),
+                                 "generator_saturated": any(saturated)})
+    one = result["points"][0]["throughput_rps"] / result["points"][0]["workers"]
+    for point in result["points"]:
+        point["ratio"] = point["throughput_rps"] / one
+        point["goal"] = SCALING_TARGET * point["workers"]
+        point["verdict"] = "PASS" if point["ratio"] >= point["goal"] and not point["generator_saturated"] else (
+            "generator-bound" if point["generator_saturated"] else "MISS")
+    return result
+
+
+def format_scaling(result: dict) -> str:
+    lines = [_environment_line(result), "",
+             f"{result['model']}, closed-loop 64-byte echo, {result['clients']} connections x {result['requests']} "
+             f"exchanges (first 10% warm-up), median of {result['rounds']} round(s), on a {result['cpus']}-CPU "
+             "machine; the server on W CPUs, the load generator (one event loop per CPU) on the others:",
+             f"  {'workers':>7} {'gen. CPUs':>9} {'req/s':>12} {'x 1 worker':>10} {'goal':>6} "
+             f"{'busiest gen. loop':>17}  verdict"]
+    for p in result["points"]:
+        lines.append(f"  {p['workers']:>7} {len(p['client_cpus']):>9} {p['throughput_rps']:>12,.0f} "
+                     f"{p['ratio']:>10.2f} {p['goal']:>6.1f} {p['generator_busiest']:>17.0%}  {p['verdict']}")
+    lines.append(f"goal: W workers at least {result['target']} x W times one worker, the generator never "
+                 "saturated (every loop busy)")
     return "\n".join(lines)
 
 
@@ -505,7 +598,7 @@ def format_events(frame) -> str:
 
 def _environment_line(attrs: dict) -> str:
     env = system.environment()
-    pinned = f"server CPUs {attrs.get('server_cpus')}"
+    pinned = attrs.get("pinning") or f"server CPUs {attrs.get('server_cpus')}"
     if attrs.get("client_cpus") is not None:
         pinned += f", client CPUs {attrs.get('client_cpus')}"
     line = (f"machine: {env['cpu_model']}, {env['cores']} cores, kernel {env['kernel']}; pinning: {pinned}; "
@@ -547,11 +640,15 @@ def run_command(args) -> str:
         return format_rtt(rtt(rounds=args.rounds, seconds=args.seconds, exchanges=args.exchanges,
                               engine=args.engine, server_cpus=server_cpus, client_cpus=client_cpus,
                               use_sockperf=use_sockperf))
+    if args.bench == "scaling":
+        return format_scaling(scaling(model=args.model, workers=args.workers, clients=args.clients or 400,
+                                      requests=args.requests or 2000, rounds=args.rounds))
     if args.bench == "upload":
         return format_upload(upload(rounds=args.rounds, seconds=args.seconds, server_cpus=server_cpus,
                                     client_cpus=client_cpus))
     if args.bench == "throughput":
-        return format_throughput(throughput(models=args.models, clients=args.clients, requests=args.requests,
+        return format_throughput(throughput(models=args.models, clients=args.clients or 100,
+                                            requests=args.requests or 200,
                                             server_cpus=server_cpus, client_cpus=client_cpus))
     return format_events(events(descriptors=args.descriptors, active=args.active, writes=args.writes,
                                 runs=args.runs))

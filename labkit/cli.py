@@ -183,11 +183,12 @@ def parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=_sweep)
 
     bench = commands.add_parser("bench", help="the lab against its anchors: rtt (vs sockperf), throughput, events, "
-                                                   "upload (vs iperf3)")
-    bench.add_argument("bench", choices=("rtt", "throughput", "events", "upload"),
+                                                   "upload (vs iperf3), scaling")
+    bench.add_argument("bench", choices=("rtt", "throughput", "events", "upload", "scaling"),
                        help="rtt: round trip vs sockperf; throughput: every model at 100 connections; "
                             "events: select/poll/epoll cost vs watched descriptors; "
-                            "upload: one connection's 10 MB uploads to each model vs iperf3")
+                            "upload: one connection's 10 MB uploads to each model vs iperf3; "
+                            "scaling: a worker model at 1, 2, 4 ... workers, the generator on the other CPUs")
     bench.add_argument("--server-cpus", nargs="+", type=int, help="CPUs for the server (default: the first)")
     bench.add_argument("--client-cpus", nargs="+", type=int, help="CPUs for the client (default: the second)")
     bench.add_argument("--rounds", type=int, default=3, help="rtt, upload: interleaved rounds of each tool (default 3)")
@@ -195,8 +196,12 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--exchanges", type=int, default=20000, help="rtt: ping-pongs per lab round (default 20000)")
     bench.add_argument("--engine", choices=("events", "threads"), default="events", help="rtt: loadgen engine")
     bench.add_argument("--models", nargs="+", help="throughput: server models (default: all)")
-    bench.add_argument("--clients", type=int, default=100, help="throughput: connections (default 100)")
-    bench.add_argument("--requests", type=int, default=200, help="throughput: exchanges per connection (default 200)")
+    bench.add_argument("--model", default="epoll_workers", help="scaling: the worker model (default epoll_workers)")
+    bench.add_argument("--workers", nargs="+", type=int, default=[1, 2, 4, 8, 16, 32],
+                       help="scaling: worker counts, as many as the machine holds (default 1 2 4 ... 32)")
+    bench.add_argument("--clients", type=int, help="throughput, scaling: connections (default 100; scaling 400)")
+    bench.add_argument("--requests", type=int,
+                       help="throughput, scaling: exchanges per connection (default 200; scaling 2000)")
     bench.add_argument("--descriptors", nargs="+", type=int, default=[100, 1000, 10000],
                        help="events: watched descriptor counts (default 100 1000 10000)")
     bench.add_argument("--active", type=int, default=1, help="events: active descriptors (default 1)")

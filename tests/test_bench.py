@@ -2,6 +2,7 @@
 figures.  No timing is asserted: how fast this machine is is not a test."""
 
 import math
+import os
 import re
 import shutil
 
@@ -71,8 +72,9 @@ def test_rtt_against_sockperf_prints_both_and_their_ratio(built_bin):
     assert result["verdict"] in ("PASS", "MISS")
     assert result["server_cpus"] and result["client_cpus"]
     text = bench.format_rtt(result)
-    assert re.search(r"^ratio lab/sockperf \(median round trip\): \d+\.\d{3}  target <= 1\.15: (PASS|MISS)$",
+    assert re.search(r"^ratio lab/sockperf: p50 \d+\.\d{3}, p99 \d+\.\d{3}  target both <= 1\.15: (PASS|MISS)$",
                      text, re.M)
+    assert result["p99_ratio"] == pytest.approx(result["lab_p99_us"] / result["sockperf_p99_us"])
     assert "kernel" in text and "pinning" in text
 
 
@@ -157,3 +159,26 @@ def test_upload_bench_without_iperf3_says_how_to_install(monkeypatch, built_bin)
 def test_upload_bench_refuses_an_unknown_model(built_bin):
     with pytest.raises(LabError, match="unknown model"):
         bench.upload(models=("nope",))
+
+
+def test_scaling_plan_gives_the_generator_at_least_as_many_cpus_as_the_server():
+    plan = bench.scaling_plan([1, 2, 4, 8, 16], list(range(16)))
+    assert [(w, len(s), len(c)) for w, s, c in plan] == [(1, 1, 15), (2, 2, 14), (4, 4, 12), (8, 8, 8)]
+    assert plan[1][1] == [0, 1] and plan[1][2][0] == 2  # CPUs of their own, never shared
+    with pytest.raises(LabError) as refused:
+        bench.scaling_plan([2], [0, 1])
+    assert "2 CPU(s)" in refused.value.what and "2 CPUs per worker" in refused.value.fix
+
+
+def test_scaling_runs_the_worker_counts_this_machine_holds_and_prints_the_ratio(built_bin):
+    result = bench.scaling(workers=(1, 2, 4), clients=40, requests=100, rounds=1)
+    cpus = len(os.sched_getaffinity(0))
+    assert [p["workers"] for p in result["points"]] == [w for w in (1, 2, 4) if 2 * w <= cpus]
+    first = result["points"][0]
+    assert first["ratio"] == pytest.approx(1.0) and first["throughput_rps"] > 0
+    assert first["generator_threads"] == min(len(first["client_cpus"]), 40)
+    assert 0 < first["generator_busiest"] <= 1.05
+    text = bench.format_scaling(result)
+    assert re.search(r"^ +1 +\d+ +[\d,]+ +1\.00 +0\.7 +\d+%  (PASS|MISS|generator-bound)$", text, re.M)
+    with pytest.raises(LabError, match="not a model with a worker count"):
+        bench.scaling(model="epoll")
