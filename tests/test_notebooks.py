@@ -147,7 +147,8 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     # Both quick sweeps measured into the temporary file only.
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     scale = [r for r in rows if r["experiment"] == "echo_scale"]
-    idle = [r for r in rows if r["experiment"] == "idle_conns"]
+    idle = [r for r in rows if r["experiment"] == "idle_conns" and r["idle"] != 800]
+    where = [r for r in rows if r["experiment"] == "idle_conns" and r["idle"] == 800]
     assert sorted((r["model"], r["clients"]) for r in scale) == sorted(
         (m, c) for m in ("threaded", "select", "poll", "epoll", "epoll_workers") for c in (500, 2000))
     assert all(r["status"] == "ok" for r in scale if r["model"] != "select"), [r["error"] for r in scale]
@@ -171,6 +172,19 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
     printed = "".join(o.get("text", "") for o in outputs(nb, "refusals = "))
     assert "select with 1000 idle connections" in printed and "descriptor 1024 is too high" in printed
+    # Where the time goes: a flame chart per model with 800 idle connections, and the calls by name.
+    assert sorted(r["model"] for r in where) == ["epoll", "poll", "select", "threaded"]
+    assert all(r["status"] == "ok" and r["stacks_samples"] > 0 for r in where), [r["stacks_note"] for r in where]
+    by_model = {r["model"]: r for r in where}
+    if os.geteuid() == 0:  # kernel frames and the syscall tracepoints are root's here
+        assert any("do_select_[k]" in stack for stack in by_model["select"]["server_stacks"])
+        assert any("do_sys_poll_[k]" in stack for stack in by_model["poll"]["server_stacks"])
+        assert not any("do_select" in stack or "do_sys_poll" in stack for stack in by_model["epoll"]["server_stacks"])
+        assert "pselect6" in by_model["select"]["server_syscalls_per_request"]
+        assert "epoll_wait" in by_model["epoll"]["server_syscalls_per_request"]
+    flames = outputs(nb, "from labkit import flame, sweep")
+    assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in flames)
+    assert "pselect6" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "syscalls = "))
     # Seed 003's observations beside the student's.
     table = outputs(nb, 'plots.observations_table(df, seeds.table("003"))')[0]["data"]["text/html"]
     assert "seed 003" in table and "0.007262" in table and "yours" in table
