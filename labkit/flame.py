@@ -98,14 +98,16 @@ def side_by_side(df: pd.DataFrame, models=None, where: dict | None = None) -> go
     if missing:
         notes.append(f"no stacks for {', '.join(missing)}")
     fig.update_layout(title=dict(text=title, subtitle=dict(text="; ".join(notes))), height=600,
-                      margin=dict(l=5, r=5, t=90 if notes else 70, b=5))
+                      margin=dict(l=5, r=5, t=110 if notes else 95, b=5))
+    fig.update_annotations(yshift=8)  # the model names, above their charts
     return fig
 
 
 def _subtitle(row: pd.Series) -> str:
     requests = row.get("requests_ok") or 0
-    per = f", {row['stacks_samples'] / requests * 1000:.1f} samples per 1,000 requests" if requests else ""
-    return f"{row['model']}{per}"
+    per = f"<br><sup>{row['stacks_samples'] / requests * 1000:,.1f} samples per 1,000 requests</sup>" \
+        if requests else ""
+    return f"<b>{row['model']}</b>{per}"
 
 
 def syscalls_table(df: pd.DataFrame, where: dict | None = None) -> pd.DataFrame:
