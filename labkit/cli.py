@@ -1,4 +1,4 @@
-"""`labkit doctor | build | experiments | sweep | bench | export | grade | release`: the lab from a terminal.
+"""`labkit doctor | build | experiments | sweep | bench | export | grade | worker | release`: the lab from a terminal.
 
 Exit status: 0 done, 1 the work ran but something failed (a failed build
 output, failed points), 2 a LabError (message and fix on stderr, no traceback).
@@ -9,6 +9,7 @@ them, so `python3 -m labkit build` works with the system python3.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -136,10 +137,23 @@ def _grade(args) -> int:
     from .instructor import grade
 
     _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
-                             timeout_s=args.timeout, notebooks=args.notebooks)
+                             timeout_s=args.timeout, notebooks=args.notebooks, scheduler=args.scheduler)
     print(summary)
     print(f"gradebook: {args.out / 'gradebook.csv'}; feedback: {args.out / 'feedback'}/<student>.html")
     return EXIT_OK
+
+
+def _worker(args) -> int:
+    """Check this machine can grade, then become a Dask worker with one grading slot."""
+    from .instructor import cluster
+
+    problems = cluster.check_worker_machine()
+    if problems:
+        raise LabError("this machine cannot be a grading worker: " + "; ".join(problems),
+                       "fix the above, then run labkit worker ADDRESS again")
+    command = cluster.worker_command(args.address, args.name)
+    print(f"labkit {cluster.lab_identity()}: {' '.join(command)}", file=sys.stderr, flush=True)
+    os.execv(command[0], command)
 
 
 def _release(args) -> int:
@@ -233,7 +247,16 @@ def parser() -> argparse.ArgumentParser:
                                                                   "(default 300)")
     grade.add_argument("--notebooks", nargs="+", help="notebook names to grade, e.g. 01_proc_service "
                                                       "(default: every notebook with checks)")
+    grade.add_argument("--scheduler", help="a Dask scheduler's address (tcp://host:8786): each notebook runs as a "
+                                           "task on its grading workers (default: LABKIT_DASK_SCHEDULER, else "
+                                           "this machine)")
     grade.set_defaults(run=_grade)
+
+    worker = commands.add_parser("worker", help="make this machine a grading worker of a Dask cluster (as root, "
+                                                "the lab built): one grading slot")
+    worker.add_argument("address", help="the Dask scheduler's address, e.g. tcp://10.0.0.1:8786")
+    worker.add_argument("--name", help="the worker's name on the dashboard (default: Dask's)")
+    worker.set_defaults(run=_worker)
 
     release = commands.add_parser("release", help="the students' copy of the notebooks: solutions replaced by "
                                                   "stubs, hidden checks removed, outputs cleared")

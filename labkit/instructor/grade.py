@@ -17,6 +17,11 @@ the same total.  Anything that goes wrong with one student's notebook becomes
 that student's error rows; the batch always finishes.
 
 OUT_DIR/gradebook.csv        student, notebook, check, points, max_points, status, hidden, message
+                             (rewritten as each notebook is graded)
+OUT_DIR/graded.jsonl         the ledger: each graded notebook's rows with the digest of what was
+                             graded (the submission and the instructor's notebook); grading again
+                             grades only what has no row for the same content (an interrupted batch
+                             resumes)
 OUT_DIR/feedback/<s>.html    each check with its message, totals per notebook
 OUT_DIR/executed/<s>/        the executed notebooks (partial when a run was stopped; long outputs cut)
 OUT_DIR/logs/<s>/            papermill's and the checks' output for each run
@@ -64,8 +69,70 @@ class Task:
 class Outcome:
     task: Task
     rows: list[dict]
-    run: sandbox.RunResult | None
+    run: "sandbox.RunResult | Recorded | None"
     note: str                # how the run ended, for the feedback page
+
+
+@dataclass
+class Recorded:
+    """What the feedback page needs of a run that happened elsewhere (a Dask worker) or earlier
+    (the ledger)."""
+
+    cell_errors: list[str]
+
+
+class Ledger:
+    """OUT_DIR/graded.jsonl: one line per graded notebook, appended as it is graded."""
+
+    def __init__(self, out_dir: Path):
+        self.path = out_dir / "graded.jsonl"
+        self.done: dict[tuple[str, str], dict] = {}
+        if self.path.is_file():
+            import json
+
+            for line in self.path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                    self.done[(entry["student"], entry["notebook"])] = entry
+                except (ValueError, KeyError):
+                    continue  # a line cut by a kill: that notebook is graded again
+
+    def outcome(self, task: Task, digest: str) -> Outcome | None:
+        """The recorded outcome of `task` if what it grades has not changed since."""
+        entry = self.done.get((task.student, task.notebook))
+        if entry is None or entry.get("digest") != digest:
+            return None
+        return Outcome(task, entry["rows"], Recorded(entry.get("cell_errors", [])),
+                       entry.get("note", "") + " (graded in an earlier run; the submission has not changed)")
+
+    def add(self, outcome: Outcome, digest: str) -> None:
+        import json
+
+        entry = {"student": outcome.task.student, "notebook": outcome.task.notebook, "digest": digest,
+                 "rows": outcome.rows, "note": outcome.note,
+                 "cell_errors": list(getattr(outcome.run, "cell_errors", []) or [])}
+        with open(self.path, "a") as ledger:
+            ledger.write(json.dumps(entry) + "\n")
+        self.done[(outcome.task.student, outcome.task.notebook)] = entry
+
+
+def digest(task: Task, instructor_bytes: bytes) -> str:
+    """What a grade depends on: the submitted notebook, the student's C exercise files, and
+    the instructor's notebook (its checks)."""
+    import hashlib
+
+    hashed = hashlib.sha256(instructor_bytes)
+    if task.submitted is None:
+        hashed.update(b"not submitted")
+        return hashed.hexdigest()
+    for path in [task.submitted, *sorted((task.submitted.parent / EXERCISES_C).rglob("*"))]:
+        try:
+            data = read_regular(path, limit=MAX_KEPT_NOTEBOOK * 4, what=path.name) \
+                if not os.path.isdir(path) else b""
+        except Refused as refused:
+            data = f"refused: {refused}".encode()
+        hashed.update(str(path.relative_to(task.submitted.parent)).encode() + b"\0" + data + b"\0")
+    return hashed.hexdigest()
 
 
 def _never_ran(run: sandbox.RunResult | None, reason: str | None) -> tuple[str, str]:
@@ -143,6 +210,13 @@ class Grader:
     def __init__(self, instructor_dir: Path, out_dir: Path, jobs: int, profile: str | None,
                  limits: sandbox.Limits):
         import nbformat
+
+        from .. import build
+
+        # Every run gets a copy of build/ that its uid cannot write into: what the checks load
+        # (the programs, the cffi module for these compiler flags) must be built before.
+        build.build()
+        build.procstat()
 
         self.instructor = {path.stem: nbformat.read(path, as_version=4)
                            for path in sorted(Path(instructor_dir).glob("*.ipynb"))}
@@ -299,7 +373,7 @@ def write_feedback(out_dir: Path, student: str, outcomes: list[Outcome]) -> Path
     return target
 
 
-def summary(frame, wall_s: float, jobs: int) -> str:
+def summary(frame, wall_s: float, jobs: int, scheduler: str | None = None) -> str:
     import pandas as pd
 
     totals = frame.groupby("student")[["points", "max_points"]].sum()
@@ -311,7 +385,7 @@ def summary(frame, wall_s: float, jobs: int) -> str:
         "per student:", table.to_string(float_format=lambda v: f"{v:g}"),
         "statuses: " + ", ".join(f"{status} {count}" for status, count in counts.items()),
         f"graded {frame['student'].nunique()} student(s) x {frame['notebook'].nunique()} notebook(s) "
-        f"in {wall_s:.1f} s with {jobs} job(s)",
+        f"in {wall_s:.1f} s " + (f"on the Dask cluster at {scheduler}" if scheduler else f"with {jobs} job(s)"),
         f"isolation: {sandbox.isolation_note()}",
     ])
 
@@ -319,13 +393,18 @@ def summary(frame, wall_s: float, jobs: int) -> str:
 def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profile: str | None = "quick",
           timeout_s: float = 300.0, notebooks: list[str] | None = None,
           instructor_dir: Path | str | None = None, limits: sandbox.Limits | None = None,
-          progress: bool = True):
+          progress: bool = True, scheduler: str | None = None):
     """Grade every student's notebooks; write the gradebook, feedback and executed
-    notebooks under `out_dir`; return (gradebook DataFrame, summary text)."""
-    import pandas as pd
-    from tqdm.auto import tqdm
+    notebooks under `out_dir`; return (gradebook DataFrame, summary text).
+
+    On this machine with `jobs` notebooks at a time, or with `scheduler` (a Dask
+    scheduler's address; LABKIT_DASK_SCHEDULER too) each notebook as a task on a
+    cluster's grading workers (labkit.instructor.cluster).  Either way only what has
+    no row in the ledger for the same content is graded."""
+    from . import cluster
 
     submissions, out_dir = Path(submissions), Path(out_dir)
+    scheduler = scheduler or os.environ.get(cluster.SCHEDULER_ENV) or None
     if not submissions.is_dir():
         raise LabError(f"{submissions} is not a folder", "give the folder holding one folder per student")
     if jobs < 1:
@@ -335,7 +414,11 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
     started = time.monotonic()
     out_dir.mkdir(parents=True, exist_ok=True)
     out_dir.chmod(0o700)  # other students' notebooks and grades: never readable by a grading uid
-    grader = Grader(Path(instructor_dir or paths.NOTEBOOKS), out_dir, jobs, profile, limits)
+    instructor_dir = Path(instructor_dir or paths.NOTEBOOKS)
+    instructor_bytes = {path.stem: path.read_bytes() for path in sorted(instructor_dir.glob("*.ipynb"))}
+    grader = Grader(instructor_dir, out_dir, jobs, profile, limits)
+    ledger = Ledger(out_dir)
+    outcomes: list[Outcome] = []
     try:
         graded = [n for n, catalog in grader.catalogs.items() if catalog]
         notebooks = notebooks or graded
@@ -344,23 +427,91 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
             raise LabError(f"no checks to grade in {', '.join(unknown)}",
                            f"grade notebooks with checks: {', '.join(graded) or '(none found)'}")
         tasks = find_tasks(submissions, notebooks)
-        outcomes: list[Outcome] = []
-        with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = [pool.submit(grader.grade, task) for task in tasks]
-            bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="notebook",
-                       desc="grading", disable=not progress, file=sys.stderr)
-            for future in bar:
-                outcome = future.result()
-                outcomes.append(outcome)
-                bar.write(f"{outcome.task.student}/{outcome.task.notebook}: {outcome.note}", file=sys.stderr)
+        digests = {(t.student, t.notebook): digest(t, instructor_bytes[t.notebook]) for t in tasks}
+        todo = []
+        for task in tasks:
+            earlier = ledger.outcome(task, digests[(task.student, task.notebook)])
+            outcomes.append(earlier) if earlier else todo.append(task)
+        if len(todo) < len(tasks):
+            print(f"{len(tasks) - len(todo)} notebook(s) graded in an earlier run and unchanged: kept",
+                  file=sys.stderr)
+
+        def finished(outcome: Outcome) -> None:
+            ledger.add(outcome, digests[(outcome.task.student, outcome.task.notebook)])
+            outcomes.append(outcome)
+            _write_gradebook(out_dir, tasks, outcomes)
+
+        if scheduler and todo:
+            _grade_on_cluster(todo, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
+                              timeout_s)
+        elif todo:
+            _grade_here(todo, grader, jobs, finished, progress)
     finally:
         grader.close()
+    frame = _write_gradebook(out_dir, tasks, outcomes)
     order = {(t.student, t.notebook): i for i, t in enumerate(tasks)}
     outcomes.sort(key=lambda o: order[(o.task.student, o.task.notebook)])
-    frame = pd.DataFrame([row for o in outcomes for row in o.rows], columns=COLUMNS)
-    frame.to_csv(out_dir / "gradebook.csv", index=False)
     for student in dict.fromkeys(o.task.student for o in outcomes):
         write_feedback(out_dir, student, [o for o in outcomes if o.task.student == student])
-    text = summary(frame, time.monotonic() - started, jobs)
+    text = summary(frame, time.monotonic() - started, jobs, scheduler)
     (out_dir / "summary.txt").write_text(text + "\n")
     return frame, text
+
+
+def _grade_here(tasks: list[Task], grader: Grader, jobs: int, finished, progress: bool) -> None:
+    from tqdm.auto import tqdm
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(grader.grade, task) for task in tasks]
+        bar = tqdm(concurrent.futures.as_completed(futures), total=len(futures), unit="notebook",
+                   desc="grading", disable=not progress, file=sys.stderr)
+        for future in bar:
+            outcome = future.result()
+            finished(outcome)
+            bar.write(f"{outcome.task.student}/{outcome.task.notebook}: {outcome.note}", file=sys.stderr)
+
+
+def _grade_on_cluster(tasks, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
+                      timeout_s) -> None:
+    """Each task on a Dask worker (cluster.run); the results written here as they come."""
+    from . import cluster
+    from .submissions import safe_name
+
+    identity = cluster.lab_identity()
+    payloads = [cluster.payload_for(task, instructor_bytes, profile, timeout_s, identity) for task in tasks]
+    kept: dict[tuple[str, str], Outcome] = {}
+
+    def on_result(task: Task, result) -> None:
+        if isinstance(result, cluster.Result):
+            student = safe_name(task.student)
+            for folder, data, suffix in (("executed", result.executed, "ipynb"), ("logs", result.log, "log")):
+                if data:
+                    (out_dir / folder / student).mkdir(parents=True, exist_ok=True)
+                    (out_dir / folder / student / f"{task.notebook}.{suffix}").write_bytes(data)
+            outcome = Outcome(task, result.rows, Recorded(result.cell_errors), f"{result.note} (on {result.worker})")
+        else:
+            reason = (f"the grading task failed twice on the cluster ({type(result).__name__}: {result})"
+                      if not isinstance(result, cluster.WrongLab) else f"not graded: {result}")
+            outcome = Outcome(task, rows_for(task, grader.catalogs[task.notebook], None, reason=reason), None,
+                              reason)
+        kept[(task.student, task.notebook)] = outcome
+
+    restarted = cluster.run(tasks, payloads, scheduler, on_result, progress)
+    for key, outcome in kept.items():
+        if key in restarted:
+            outcome.note = f"{outcome.note}; {restarted[key]}"
+        finished(outcome)
+
+
+def _write_gradebook(out_dir: Path, tasks: list[Task], outcomes: list[Outcome]):
+    """gradebook.csv from the outcomes so far, in the tasks' order, written whole then renamed
+    (a reader never sees half a file)."""
+    import pandas as pd
+
+    order = {(t.student, t.notebook): i for i, t in enumerate(tasks)}
+    ordered = sorted(outcomes, key=lambda o: order[(o.task.student, o.task.notebook)])
+    frame = pd.DataFrame([row for o in ordered for row in o.rows], columns=COLUMNS)
+    partial = out_dir / "gradebook.csv.part"
+    frame.to_csv(partial, index=False)
+    partial.replace(out_dir / "gradebook.csv")
+    return frame

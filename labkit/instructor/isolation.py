@@ -121,10 +121,13 @@ class Walls:
         else:
             steps.append(f'exec {drop} "$@"')
         shell = ["sh", "-c", " && ".join(steps), "labkit-walls"]
+        # The death signal: if the grader is killed (kill -9, a cluster worker lost mid-task),
+        # unshare dies with it and --kill-child takes the run's whole PID namespace along.
+        dies_with_grader = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         if self.namespaces:
-            return ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
-                    "--", *shell]
-        return shell
+            return [*dies_with_grader, "unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",
+                    "--propagation", "private", "--", *shell]
+        return [*dies_with_grader, *shell]
 
     def _root_steps(self) -> list[str]:
         root = self.root

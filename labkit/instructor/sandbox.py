@@ -160,9 +160,23 @@ def make_base() -> Path:
     import tempfile
 
     parent = "/var/lib" if running_as_root() and os.access("/var/lib", os.W_OK) else None
-    base = Path(tempfile.mkdtemp(prefix="labkit-grade-", dir=parent))
+    _remove_stale_bases(Path(parent or tempfile.gettempdir()))
+    base = Path(tempfile.mkdtemp(prefix=f"labkit-grade-{os.getpid()}-", dir=parent))
     base.chmod(0o711)
     return base
+
+
+def _remove_stale_bases(parent: Path) -> None:
+    """Bases of graders that were killed (kill -9, a lost cluster worker): their name
+    carries the grader's pid, and a grader that is gone cannot remove its own."""
+    import re
+
+    import psutil
+
+    for base in parent.glob("labkit-grade-*"):
+        found = re.match(r"labkit-grade-(\d+)-", base.name)
+        if found and not psutil.pid_exists(int(found.group(1))) and base.is_dir() and not base.is_symlink():
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def private_folder(base: Path, name: str) -> Path:

@@ -1,0 +1,244 @@
+"""Grading a class on a Dask cluster (labkit.instructor.cluster): a real `dask scheduler`
+and two `labkit worker` processes on 127.0.0.1 grade the same class as local grading,
+with the same gradebook; a worker killed with SIGKILL mid-task still gives a complete
+one, and says so; a worker of another commit refuses with the reason; grading again
+grades nothing new; no process of the test is left.
+
+The class is a tiny instructor notebook (two checks, one hidden), so the test is about
+the cluster, not about how long a notebook takes: one correct student, one wrong, one
+that hangs, one that forks without end."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import psutil
+import pytest
+
+from labkit import paths
+from labkit.instructor import cluster, grade, release
+from test_grade import FORK_BOMB, processes_of_grading_uids
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading workers run as root"),
+              pytest.mark.timeout(600)]
+
+NOTEBOOK = "tiny_quiz"
+TIMEOUT_S = 10  # per notebook: the hanging student's run is stopped after this
+
+
+def instructor_notebook():
+    cell = nbformat.v4.new_code_cell
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "labkit", "display_name": "Python (labkit)",
+                                                           "language": "python"}})
+    nb.cells = [
+        cell('profile = "full"', metadata={"tags": ["parameters"]}),
+        cell(f'from labkit.instructor import checks\nex = checks.Checker(notebook="{NOTEBOOK}")'),
+        cell("# BEGIN SOLUTION\n# STUB: answer = None\nanswer = 6 * 7\n# END SOLUTION"),
+        cell('@ex.check("answer_is_42", points=2)\ndef _():\n    assert answer == 42, "six times seven"'),
+        cell('@ex.check("answer_is_even", points=1, hidden=True)\ndef _():\n    assert answer % 2 == 0',
+             metadata={"tags": ["hidden-check"]}),
+        cell("ex.summary();"),
+    ]
+    return nb
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    """The instructor's folder and a class of four: correct, wrong, hanging, forking."""
+    root = tmp_path_factory.mktemp("dask-course")
+    teacher = instructor_notebook()
+    (root / "instructor").mkdir()
+    nbformat.write(teacher, root / "instructor" / f"{NOTEBOOK}.ipynb")
+    student, _ = release.release_notebook(nbformat.from_dict(teacher), NOTEBOOK)
+    answers = {"correct": "answer = 42", "wrong": "answer = 41",
+               "hanging": "import time\ntime.sleep(600)\nanswer = 42", "forking": FORK_BOMB}
+    for name, source in answers.items():
+        nb = nbformat.from_dict(student)
+        nb.cells[2].source = source
+        (root / "class" / name).mkdir(parents=True)
+        nbformat.write(nb, root / "class" / name / f"{NOTEBOOK}.ipynb")
+    return root
+
+
+class Cluster:
+    """`dask scheduler` and grading workers on 127.0.0.1, each in a process group of its own."""
+
+    def __init__(self, folder: Path, workers: int, worker_env=None):
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.processes: list[subprocess.Popen] = []
+        env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1")
+        address_file = folder / "scheduler.json"
+        self.processes.append(subprocess.Popen(
+            [str(Path(sys.executable).with_name("dask")), "scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--no-dashboard", "--scheduler-file", str(address_file)], env=env, start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=open(folder / "scheduler.log", "w")))
+        deadline = time.monotonic() + 30
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        import json
+
+        self.address = json.loads(address_file.read_text())["address"]
+        self.workers = [self.add_worker(f"w{i}", worker_env) for i in range(workers)]
+        self.wait_for(workers)
+
+    def add_worker(self, name, env=None) -> subprocess.Popen:
+        worker = subprocess.Popen([sys.executable, "-m", "labkit", "worker", self.address, "--name", name],
+                                  cwd=paths.ROOT, env=dict(os.environ, **(env or {})), start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=open(self.folder / f"{name}.log", "w"))
+        self.processes.append(worker)
+        return worker
+
+    def wait_for(self, count: int) -> None:
+        client = cluster.connect(self.address)
+        try:
+            client.wait_for_workers(count, timeout=60)
+        finally:
+            client.close()
+
+    def kill_group(self, process: subprocess.Popen) -> None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        process.wait()
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            self.kill_group(process)
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    running = Cluster(tmp_path_factory.mktemp("dask"), workers=2)
+    yield running
+    running.stop()
+
+
+def grade_with(course, out, **options):
+    return grade.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
+                       timeout_s=TIMEOUT_S, profile=None, progress=False, **options)
+
+
+def comparable(book: pd.DataFrame) -> list[tuple]:
+    return sorted(book[["student", "notebook", "check", "points", "max_points", "status", "hidden"]]
+                  .itertuples(index=False, name=None))
+
+
+@pytest.fixture(scope="module")
+def graded_both_ways(course, dask_cluster, tmp_path_factory):
+    out = tmp_path_factory.mktemp("graded")
+    started = time.monotonic()
+    local, _ = grade_with(course, out / "local", jobs=2)
+    local_s = time.monotonic() - started
+    started = time.monotonic()
+    remote, text = grade_with(course, out / "dask", scheduler=dask_cluster.address)
+    return {"local": local, "dask": remote, "text": text, "out": out, "local_s": local_s,
+            "dask_s": time.monotonic() - started}
+
+
+def test_the_cluster_writes_the_gradebook_local_grading_writes(graded_both_ways):
+    local, remote = graded_both_ways["local"], graded_both_ways["dask"]
+    assert comparable(remote) == comparable(local)
+    by = {(r.student, r.check): r.status for r in remote.itertuples()}
+    assert by[("correct", "answer_is_42")] == by[("correct", "answer_is_even")] == "passed"
+    assert by[("wrong", "answer_is_42")] == by[("wrong", "answer_is_even")] == "failed"
+    assert by[("hanging", "answer_is_42")] == "timeout"
+    assert by[("forking", "answer_is_42")] == "error"
+    out = graded_both_ways["out"] / "dask"
+    assert (out / "feedback" / "correct.html").is_file() and (out / "executed" / "correct" / f"{NOTEBOOK}.ipynb").is_file()
+    assert "on the Dask cluster at tcp://127.0.0.1:" in graded_both_ways["text"]
+    print(f"4 notebooks: local with 2 jobs {graded_both_ways['local_s']:.1f} s, "
+          f"Dask with 2 workers {graded_both_ways['dask_s']:.1f} s")
+
+
+def test_grading_again_grades_nothing_new_and_a_changed_submission_again(graded_both_ways, course, dask_cluster,
+                                                                         capfd):
+    out = graded_both_ways["out"] / "dask"
+    before = (out / "graded.jsonl").read_text().count("\n")
+    again, _ = grade_with(course, out, scheduler=dask_cluster.address)
+    assert comparable(again) == comparable(graded_both_ways["dask"])
+    assert (out / "graded.jsonl").read_text().count("\n") == before  # nothing was sent
+    assert "4 notebook(s) graded in an earlier run and unchanged: kept" in capfd.readouterr().err
+    wrong = course / "class" / "wrong" / f"{NOTEBOOK}.ipynb"
+    nb = nbformat.read(wrong, as_version=4)
+    nb.cells[2].source = "answer = 42"
+    nbformat.write(nb, wrong)
+    regraded, _ = grade_with(course, out, scheduler=dask_cluster.address)
+    assert (out / "graded.jsonl").read_text().count("\n") == before + 1  # only the changed one
+    assert set(regraded[regraded["student"] == "wrong"]["status"]) == {"passed"}
+
+
+def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, tmp_path):
+    running = Cluster(tmp_path / "cluster", workers=1)
+    try:
+        hanging = tmp_path / "one"
+        (hanging / "hanging").mkdir(parents=True)
+        (hanging / "hanging" / f"{NOTEBOOK}.ipynb").write_bytes(
+            (course / "class" / "hanging" / f"{NOTEBOOK}.ipynb").read_bytes())
+        grader = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from labkit.instructor import grade; "
+             f"grade.grade(sys.argv[1], sys.argv[2], notebooks=['{NOTEBOOK}'], instructor_dir=sys.argv[3], "
+             f"timeout_s={TIMEOUT_S}, profile=None, progress=False, scheduler=sys.argv[4])",
+             str(hanging), str(tmp_path / "out"), str(course / "instructor"), running.address],
+            cwd=paths.ROOT, stderr=subprocess.PIPE, text=True)
+        first = running.workers[0]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _runs_a_notebook(first.pid):
+            time.sleep(0.2)
+        assert _runs_a_notebook(first.pid), "the first worker never started the notebook"
+        running.kill_group(first)  # kill -9, mid-task
+        running.add_worker("second")
+        _, err = grader.communicate(timeout=240)
+        assert grader.returncode == 0, err[-2000:]
+        book = pd.read_csv(tmp_path / "out" / "gradebook.csv")
+        assert sorted(book["check"]) == ["answer_is_42", "answer_is_even"]
+        assert set(book["status"]) == {"timeout"}  # graded to the end on the second worker
+        feedback = (tmp_path / "out" / "feedback" / "hanging.html").read_text()
+        assert "stopped mid-run (Dask ran it again)" in feedback
+    finally:
+        running.stop()
+    time.sleep(1)
+    assert processes_of_grading_uids() == [], "the killed worker's run outlived it"
+
+
+def _runs_a_notebook(pid: int) -> bool:
+    try:
+        return any("labkit.instructor" in " ".join(child.cmdline()) or "papermill" in " ".join(child.cmdline())
+                   for child in psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return False
+
+
+def test_a_worker_of_another_commit_refuses_with_the_reason(course, tmp_path):
+    running = Cluster(tmp_path / "cluster", workers=1, worker_env={"LABKIT_COMMIT": "0000000"})
+    try:
+        book, _ = grade_with(course, tmp_path / "out", scheduler=running.address)
+    finally:
+        running.stop()
+    assert set(book["status"]) == {"error"} and set(book["points"]) == {0.0}
+    message = book["message"].iloc[0]
+    assert "at commit 0000000" in message and cluster.lab_identity()["commit"] in message
+    assert "git pull && make setup build" in message
+
+
+def test_no_process_of_the_clusters_is_left(graded_both_ways, dask_cluster):
+    dask_cluster.stop()
+    time.sleep(1)
+    left = [p for p in psutil.process_iter(["cmdline"])
+            if any("dask" in part and ("scheduler" in " ".join(p.info["cmdline"] or [])
+                                       or "worker" in " ".join(p.info["cmdline"] or []))
+                   for part in (p.info["cmdline"] or [])[:3])]
+    assert left == []
+    assert processes_of_grading_uids() == []
+
+
+def test_labkit_worker_refuses_a_machine_that_cannot_grade(monkeypatch):
+    monkeypatch.setattr(cluster.os, "geteuid", lambda: 1000)
+    problems = cluster.check_worker_machine()
+    assert any("runs as root" in p for p in problems)
