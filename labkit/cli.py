@@ -96,19 +96,38 @@ def _sweep(args) -> int:
     params = experiment.resolve(args.profile, **_given(args))
     if params.get("pinning_note"):
         print(f"note: {params['pinning_note']}", file=sys.stderr)
-    frame = sweep.run(experiment.name, params, results=args.results, resume=not args.resume_off)
+    results = args.results or os.environ.get("LABKIT_RESULTS") or None  # the notebooks' rule too
+    frame = sweep.run(experiment.name, params, results=results, resume=not args.resume_off)
+    if frame.attrs.get("reused"):
+        print(f"note: {frame.attrs['reused']} of {frame.attrs['planned']} point(s) were already measured in "
+              f"{frame.attrs['results']} and were reused, not measured again (--no-resume measures them again)",
+              file=sys.stderr)
     table = sweep.median_table(frame, experiment.axis_columns)
     if not (frame["status"] == "ok").any():
         print("no point was measured successfully")
     print("median of the repeats that succeeded (n of them; failed: how many did not), per point:\n"
-          + table.to_string(float_format=lambda v: f"{v:.4g}", na_rep="-", sparsify=False))
+          + table.to_string(float_format=_readable, na_rep="-", sparsify=False))
     failed = frame[frame["status"] != "ok"] if not frame.empty else frame
     for _, row in failed.iterrows():
         where = " ".join(f"{axis}={row[axis]}" for axis in experiment.axis_columns)
         print(f"FAILED {where} repeat {row['repeat']}: {row['error']}", file=sys.stderr)
-    where = args.results or store.results_path(experiment.name)
+    where = results or store.results_path(experiment.name)
     print(f"{len(frame)} rows in {where}")
     return EXIT_FAILED if len(failed) else EXIT_OK
+
+
+def _readable(value: float) -> str:
+    """A number as a person reads it: 20,160 and 0.0083, never 2.016e+04."""
+    size = abs(value)
+    if value == int(value) and size < 1e15:
+        return f"{int(value):,}"
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 10:
+        return f"{value:,.1f}"
+    if size >= 0.01:
+        return f"{value:.3f}"
+    return f"{value:.3g}"  # 0.00169; an exponent only below 0.0001
 
 
 def _bench(args) -> int:

@@ -40,6 +40,16 @@ def _display_data(obj) -> dict:
     return {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
 
 
+def _on_change(widget, callback) -> None:
+    """Call `callback` when the value of `widget` changes, or of any of its children (a row of
+    checkboxes)."""
+    if hasattr(widget, "children") and not hasattr(widget, "value"):
+        for child in widget.children:
+            _on_change(child, callback)
+    else:
+        widget.observe(callback, names="value")
+
+
 class ControlPanel:
     """ControlPanel("proc_top", params) where params = experiments.resolve(...).
 
@@ -59,8 +69,13 @@ class ControlPanel:
 
         self.names = tuple(p.name for p in self.experiment.fields)
         self.fields = {p.name: p.kind.widget(params[p.name]) for p in self.experiment.fields}
-        rows = [w.HBox([w.Label(p.name, layout=w.Layout(width="110px")), self.fields[p.name],
-                        w.HTML(f"<span style='color:#666'>{html.escape(p.help)}</span>")])
+        # A value a field cannot take is explained under the field, as soon as it is typed.
+        self.messages = {p.name: w.HTML() for p in self.experiment.fields}
+        for param in self.experiment.fields:
+            _on_change(self.fields[param.name], lambda change, param=param: self._check_field(param))
+        rows = [w.VBox([w.HBox([w.Label(p.name, layout=w.Layout(width="110px")), self.fields[p.name],
+                                w.HTML(f"<span style='color:#666'>{html.escape(p.help)}</span>")]),
+                        self.messages[p.name]])
                 for p in self.experiment.fields]
 
         options = [(plots.label(f.metric), f.metric) for f in self.experiment.figures]
@@ -95,6 +110,17 @@ class ControlPanel:
         for name, value in values.items():
             self.experiment.param(name).kind.show(self.fields[name], value)
 
+    def _check_field(self, param) -> bool:
+        """Check one field's value by its parameter's kind; say what is wrong under it."""
+        try:
+            param.kind.check(param.name, param.kind.read(self.fields[param.name]))
+        except LabError as problem:
+            self.messages[param.name].value = (f"<span style='color:#b00020'>{html.escape(problem.what)}: "
+                                               f"{html.escape(problem.fix)}</span>")
+            return False
+        self.messages[param.name].value = ""
+        return True
+
     # -- running -----------------------------------------------------------
     def run(self):
         """Resolve the fields, run the sweep, refresh figure and table.  Returns the
@@ -103,6 +129,8 @@ class ControlPanel:
         self.last_error = None
         self.run_button.disabled = True
         try:
+            for param in self.experiment.fields:
+                self._check_field(param)  # every rejected value explained where it was typed
             self.params = self.experiment.resolve(self.profile, **self.values())
             self.progress.value, self.progress.bar_style = 0, ""
             self.status.value = "starting..."

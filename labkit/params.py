@@ -176,7 +176,9 @@ class IntList(Kind):
     def widget(self, value):
         import ipywidgets as w
 
-        return w.IntsInput(value=list(value), min=self.least, **({"max": self.most} if self.most is not None else {}))
+        # No min/max on the widget: its frontend would drop a 0 without a word; check() says why instead.
+        return w.IntsInput(value=list(value), placeholder="type a number, then Enter",
+                           layout=w.Layout(border="1px solid #bbb", min_width="220px"))
 
     def read(self, widget):
         return list(widget.value)

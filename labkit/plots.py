@@ -237,11 +237,24 @@ def _not_measurable(why: str, separator: str = " ") -> str:
     return f"not measurable on this machine:{separator}{why}"
 
 
+def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
+    """Whether the measured values of `metric` span `decades` or more (500 us to 1 s does):
+    then a linear axis flattens all but the largest, and the figure takes a log axis."""
+    if metric not in df.columns:
+        return False
+    rows = df[df["status"] == "ok"] if "status" in df.columns else df
+    values = pd.to_numeric(rows[metric], errors="coerce")
+    values = values[values > 0]
+    return len(values) > 1 and values.max() / values.min() >= 10 ** decades
+
+
 def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, title: str | None = None,
-              log_x: bool = False, log_y: bool = False, x_title: str | None = None) -> go.Figure:
+              log_x: bool = False, log_y: bool | None = None, x_title: str | None = None) -> go.Figure:
     """`metric` against column `x`, one line per model (and per value of every other axis
     of the grid, `series`): median of the repeats, min-max error bars, failed points
-    as crosses with the reason in the hover."""
+    as crosses with the reason in the hover.  log_y=None: a log axis where the values
+    span two decades or more."""
+    log_y = spans_decades(df, metric) if log_y is None else log_y
     series = _series_of(df, x, series)
     x_title = x_title or axis_title(df, x)
     summary = summarize(df, metric, x, series)
@@ -366,12 +379,14 @@ def _varying(df: pd.DataFrame, axes: list[str]) -> list[str]:
 
 
 def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None = None,
-                    include_failed: bool = False, log_y: bool = False) -> go.Figure:
+                    include_failed: bool = False, log_y: bool | None = None) -> go.Figure:
     """One group of bars per grid point (a value of each of `axes`: clients x exchanges),
     one bar per model (its colour), the median of the repeats with min-max whiskers.
     A point with a failed repeat is marked with a red cross at its bar (or at 0), the
     reasons in the hover.  include_failed=True takes the values of failed repeats too
-    (lost connections are measured *because* the point failed)."""
+    (lost connections are measured *because* the point failed).  log_y=None: a log axis
+    where the values span two decades or more."""
+    log_y = spans_decades(df, metric) if log_y is None else log_y
     axes = _varying(df, _point_axes(df, axes))
     _require(df, ["model", *axes, "status"])
     if metric not in df.columns:
@@ -509,22 +524,57 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
 
 
 def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFrame:
-    """Seed 003's Observations table beside yours: rows = clients / exchanges; the
-    seed's response time per model (s, as printed), then your median p50 response
-    time (s) and your lost connections per model (blank where not measured)."""
+    """Seed 003's Observations table beside yours, only where both measured the same point
+    (clients x exchanges): per point, the seed's response time per model (s, as printed),
+    your median p50 response time (s) and your lost connections.  Written for reading:
+    "failed" where every repeat of yours failed, "—" where a side has no number.  Where
+    the grids do not meet (the quick profile's), both are listed apart and the table's
+    attrs["note"] says so; the note also names the points only one side has."""
     seed = seed_table.pivot_table(index=["clients", "exchanges"], columns="model", values="value")
-    seed.columns = pd.MultiIndex.from_product([["seed 003: response time (s)"], seed.columns])
     exchanges = df["exchanges"] if "exchanges" in df.columns else df["requests"]  # rows older than the column
     measured = df.assign(exchanges=exchanges.astype(int), clients=df["clients"].astype(int))
     ok = measured[measured["status"] == "ok"]
-    yours = (ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
-                            aggfunc="median") / 1e6) if not ok.empty else pd.DataFrame()
-    yours.columns = pd.MultiIndex.from_product([["yours: p50 response time (s)"], yours.columns])
+    yours = ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
+                           aggfunc="median") / 1e6 if not ok.empty else pd.DataFrame()
     lost = measured.pivot_table(index=["clients", "exchanges"], columns="model", values="lost_connections",
                                 aggfunc="median")
-    lost.columns = pd.MultiIndex.from_product([["yours: lost connections"], lost.columns])
-    table = pd.concat([seed, yours, lost], axis=1).sort_index()
-    table.index.names = ["clients", "exchanges"]
+    ran = measured.groupby(["clients", "exchanges", "model"])["status"].agg(lambda s: (s == "ok").any())
+    models = list(dict.fromkeys([*seed.columns, *sorted(measured["model"].unique())]))
+    common = [key for key in seed.index if key in lost.index]
+    yours_only = [key for key in lost.index if key not in seed.index]
+    seed_only = [key for key in seed.index if key not in lost.index]
+
+    def seconds(frame, key, model):
+        value = frame.at[key, model] if key in frame.index and model in frame.columns else math.nan
+        if (key[0], key[1], model) in ran.index and not ran[(key[0], key[1], model)]:
+            return "failed"
+        return "—" if pd.isna(value) else f"{value:.6f}".rstrip("0").rstrip(".")
+
+    def count(key, model):
+        value = lost.at[key, model] if key in lost.index and model in lost.columns else math.nan
+        return "—" if pd.isna(value) else f"{int(round(value)):,}"
+
+    rows = []
+    for key in (common or [*seed.index, *lost.index]):
+        label = f"{key[0]:,} clients / {key[1]:,} exchanges"
+        if key in seed.index:
+            rows.append({"point": label, "": "seed 003: response time (s)",
+                         **{m: "—" if pd.isna(seed.at[key, m]) else f"{seed.at[key, m]:g}" if m in seed.columns
+                            else "—" for m in models}})
+        if key in lost.index:
+            rows.append({"point": label, "": "yours: p50 response time (s)", **{m: seconds(yours, key, m) for m in models}})
+            rows.append({"point": label, "": "yours: lost connections", **{m: count(key, m) for m in models}})
+    table = pd.DataFrame(rows).set_index(["point", ""])
+    notes = []
+    if not common:
+        notes.append("your grid and seed 003's share no point (seed 003: 5,000 and 10,000 clients x 200 and 300 "
+                     "exchanges), so both are listed apart: run the full profile to compare point by point")
+    else:
+        if seed_only:
+            notes.append("not measured by you: " + ", ".join(f"{c:,} x {e:,}" for c, e in seed_only))
+        if yours_only:
+            notes.append("not in seed 003: " + ", ".join(f"{c:,} x {e:,}" for c, e in yours_only))
+    table.attrs["note"] = "; ".join(notes)
     return table
 
 
@@ -717,6 +767,22 @@ def saturation_warning(df: pd.DataFrame) -> str | None:
             "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
 
 
+def counters_note(df: pd.DataFrame) -> str:
+    """The rows' counters notes as one line to read: each remark once, and the events that
+    were not measurable gathered into one list (every row would repeat them)."""
+    remarks, missing = [], []
+    notes = df["counters_note"].dropna().astype(str) if "counters_note" in df.columns else []
+    for note in notes:
+        for remark in (part.strip() for part in note.split("; ")):
+            if remark.startswith("not measurable here: "):
+                missing += [event.strip() for event in remark.removeprefix("not measurable here: ").split(",")]
+            elif remark and remark not in remarks:
+                remarks.append(remark)
+    if missing:
+        remarks.append("not measurable here: " + ", ".join(dict.fromkeys(missing)))
+    return "counters note: " + ("; ".join(remarks) if remarks else "every counter was measured")
+
+
 def failed_points(df: pd.DataFrame) -> pd.DataFrame:
     """The failed rows, with the reason: model, the grid's axes, repeat, error."""
     if "status" not in df.columns:
@@ -728,15 +794,20 @@ def failed_points(df: pd.DataFrame) -> pd.DataFrame:
 def _add_failures(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, col=None,
                   x_noun: str = "clients") -> None:
     """Draw every point with a failed repeat as a red cross: at its median when other
-    repeats succeeded, else at the bottom of the plot; the reasons are in the hover."""
+    repeats succeeded, else below every measured point, marked "failed" (at the lowest
+    measured value it would sit on another model's point); the reasons are in the hover."""
     failed = summary[summary["failed"] > 0]
     if failed.empty:
         return
     measured = summary["median"].dropna()
-    floor = float(measured.min()) if not measured.empty else 0.0
-    y = failed["median"].fillna(floor)
+    low, high = (float(measured.min()), float(measured.max())) if not measured.empty else (0.0, 1.0)
+    log_axis = fig.layout.yaxis.type == "log"
+    below = low / 1.6 if log_axis and low > 0 else low - 0.08 * ((high - low) or abs(low) or 1.0)
+    y = failed["median"].fillna(below)
     fig.add_trace(go.Scatter(
-        x=failed[x], y=y, mode="markers", name="failed",
+        x=failed[x], y=y, mode="markers+text", name="failed",
+        text=["failed" if pd.isna(m) else "" for m in failed["median"]], textposition="middle right",
+        textfont=dict(color=FAILED_COLOR),
         marker=dict(symbol="x", size=13, color=FAILED_COLOR, line=dict(width=1, color="white")),
         customdata=failed.assign(total=failed["failed"] + failed["ok"])[
             ["model", "failed", "total", "errors"]].to_numpy(),

@@ -73,9 +73,11 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     run_id = uuid.uuid4().hex[:12]
     environment = _environment()
     advance, close = _progress_reporter(progress, len(points), declared.axis_columns)
+    reused = 0
     try:
         for (point, repeat), key in zip(points, keys):
             if key in measured_ok:
+                reused += 1
                 advance({**point, "repeat": repeat, "status": "skipped (already measured)"})
                 continue
             extra = {"events": [*perf.DEFAULT_EVENTS, *declared.events]} if declared.events else {}
@@ -112,9 +114,11 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     wanted = set(keys)
     rows = [row for row in store.read_rows(path) if row.get("point_key") in wanted]
     frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    return frame.drop_duplicates("point_key", keep="last").reset_index(drop=True)
+    if not frame.empty:
+        frame = frame.drop_duplicates("point_key", keep="last").reset_index(drop=True)
+    # how many points were already in the results file and were not measured again
+    frame.attrs.update(reused=reused, planned=len(points), results=str(path))
+    return frame
 
 
 def median_table(frame, axes: list[str], columns=("elapsed_s", "throughput_rps", "lat_p50_us", "lat_p99_us",

@@ -1,6 +1,7 @@
 """`python -m labkit ...`: exit codes, messages without tracebacks, a real small sweep."""
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -78,13 +79,31 @@ def test_a_small_sweep_prints_a_median_table_and_resumes(tmp_path, no_perf):
     if expected_source:
         assert {row["counters_source"] for row in rows} == {expected_source}
 
+    assert not re.search(r"\d\.\d+e[+-]\d", done.stdout), done.stdout  # 20,160 and 0.008, never 2.016e+04
+
     again = labkit(*args, env={"LABKIT_NO_PERF": no_perf})
     assert again.returncode == 0
     assert len(results.read_text().splitlines()) == 2  # resumed: nothing measured twice
+    assert f"2 of 2 point(s) were already measured in {results} and were reused" in again.stderr
 
     fresh = labkit(*args, "--no-resume", env={"LABKIT_NO_PERF": no_perf})
     assert fresh.returncode == 0
     assert len(results.read_text().splitlines()) == 4
+
+
+def test_sweep_writes_where_labkit_results_says_as_the_notebooks_do(tmp_path):
+    results = tmp_path / "from-env.jsonl"
+    done = labkit("sweep", "proc_top", "--profile", "quick", "--models", "select", "--clients", "2",
+                  "--repeats", "1", env={"LABKIT_RESULTS": str(results), "LABKIT_NO_PERF": "1"})
+    assert done.returncode == 0, done.stderr
+    assert len(results.read_text().splitlines()) == 1 and f"1 rows in {results}" in done.stdout
+
+
+def test_numbers_are_printed_readably():
+    from labkit.cli import _readable
+
+    assert [_readable(v) for v in (20160.0, 2016.4, 12.345, 0.008259, 0.0000123, 0.0, 3.0)] == \
+        ["20,160", "2,016", "12.3", "0.00826", "1.23e-05", "0", "3"]
 
 
 def test_doctor_exit_code_follows_its_checks():

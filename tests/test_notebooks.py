@@ -186,8 +186,11 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in flames)
     assert "pselect6" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "syscalls = "))
     # Seed 003's observations beside the student's.
-    table = outputs(nb, 'plots.observations_table(df, seeds.table("003"))')[0]["data"]["text/html"]
-    assert "seed 003" in table and "0.007262" in table and "yours" in table
+    shown = outputs(nb, 'observations = plots.observations_table(df, seeds.table("003"))')
+    table = "".join(o.get("data", {}).get("text/html", "") for o in shown)
+    assert "seed 003" in table and "0.007262" in table and "yours" in table and "NaN" not in table
+    # the quick grid does not meet the seed's: said, not shown as a table of blanks
+    assert "share no point" in "".join(o.get("text", "") for o in shown)
 
 
 def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path):

@@ -168,3 +168,20 @@ def test_every_experiments_panel_reads_back_what_it_was_given(experiment, built_
         if param.name == "models":
             mine, theirs = sorted(mine), sorted(theirs)  # the panel lists models in build order
         assert mine == theirs, param.name
+
+
+def test_a_rejected_value_is_explained_under_its_field_and_nothing_runs(panel):
+    panel.set(clients=[0, 5])
+    message = panel.messages["clients"].value
+    assert "client count 0 is below 1" in message and "use 1 or more clients" in message
+    assert panel.messages["requests"].value == ""
+    assert panel.run() is None and "client count 0 is below 1" in panel.last_error.what
+    assert panel.status.value == "stopped: see the message below" and panel.df is None
+    panel.set(clients=[3])
+    assert panel.messages["clients"].value == ""  # fixed: the message goes
+
+
+def test_list_fields_look_editable_and_take_any_number_to_check(panel):
+    field = panel.fields["clients"]
+    assert field.placeholder == "type a number, then Enter" and field.layout.border
+    assert field.min is None  # the browser would drop a 0 silently; the kind says why instead

@@ -86,6 +86,11 @@ def test_failed_points_are_drawn_with_their_reason():
     assert points[("select", 6)][1] == 3  # three failed repeats
     # select's line skips 6 clients (nothing measured) but keeps 3 and 10.
     assert list(_model_traces(fig)["select"].x) == [3, 10]
+    # the wholly failed point sits below every measured one, marked, not on another model's point
+    ys = dict(zip(((row[0], x) for row, x in zip(cross.customdata, cross.x)), cross.y))
+    lowest = min(min(t.y) for t in _model_traces(fig).values())
+    assert ys[("select", 6)] < lowest
+    assert dict(zip(ys, cross.text)) == {("threaded", 10): "", ("select", 6): "failed"}
 
 
 def test_unmeasurable_metric_says_why_instead_of_plotting_zero():
@@ -280,3 +285,40 @@ def test_latency_histogram_sums_the_repeats_into_bins_per_decade():
     assert count == 6 and lower == pytest.approx(10 ** 4.6)
     assert sum(lines["strategy single, nodelay off"].values()) == 6
     assert fig.layout.xaxis.type == "log"
+
+
+def test_an_axis_takes_a_log_scale_where_the_values_span_decades():
+    wide = pd.DataFrame([dict(model=m, clients=c, status="ok", lat_p99_us=v, repeat=0, error="")
+                         for m, c, v in (("epoll", 10, 500.0), ("epoll", 100, 900.0), ("threaded", 10, 2e5),
+                                         ("threaded", 100, 1e6))])
+    narrow = wide.assign(lat_p99_us=[500.0, 700.0, 900.0, 1000.0])
+    assert plots.spans_decades(wide, "lat_p99_us") and not plots.spans_decades(narrow, "lat_p99_us")
+    assert plots.metric_by_point(wide, "lat_p99_us").layout.yaxis.type == "log"
+    assert plots.metric_by_point(narrow, "lat_p99_us").layout.yaxis.type in (None, "linear")
+    assert plots.metric_vs(wide, "lat_p99_us").layout.yaxis.type == "log"
+    assert plots.metric_vs(wide, "lat_p99_us", log_y=False).layout.yaxis.type in (None, "linear")  # asked: kept
+
+
+def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
+    rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
+                 lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
+            for m in ("threaded", "select", "epoll") for c, e in ((5000, 200), (10000, 200), (500, 20))]
+    table = plots.observations_table(pd.DataFrame(rows), seeds.table("003"))
+    points = list(dict.fromkeys(table.index.get_level_values(0)))
+    assert points == ["5,000 clients / 200 exchanges", "10,000 clients / 200 exchanges"]  # shared ones only
+    assert table.loc[("10,000 clients / 200 exchanges", "yours: p50 response time (s)"), "select"] == "failed"
+    assert table.loc[("5,000 clients / 200 exchanges", "yours: lost connections"), "select"] == "7"
+    assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll"] == "0.008002"
+    assert "not measured by you: 5,000 x 300, 10,000 x 300" in table.attrs["note"]
+    assert "not in seed 003: 500 x 20" in table.attrs["note"]
+    assert not table.isna().any().any()
+
+
+def test_the_counters_note_says_each_remark_once_and_lists_what_was_missing_once():
+    df = pd.DataFrame({"counters_note": [
+        "perf ok; not measurable here: cycles, instructions",
+        "perf ok; not measurable here: cycles, instructions, branches",
+        "", None]})
+    assert plots.counters_note(df) == "counters note: perf ok; not measurable here: cycles, instructions, branches"
+    assert plots.counters_note(pd.DataFrame({"counters_note": ["", None]})) == \
+        "counters note: every counter was measured"

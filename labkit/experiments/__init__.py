@@ -40,7 +40,7 @@ class Figure:
     """A metric the experiment plots (a results column), as the panel offers it."""
 
     metric: str
-    log_y: bool = False
+    log_y: bool | None = None  # None: a log axis where the measured values span two decades or more
     include_failed: bool = False  # take failed repeats' values too (lost connections: measured *because* it failed)
 
 
