@@ -4,17 +4,23 @@ the compiler's own words where there are some, and no traceback."""
 from __future__ import annotations
 
 import html
+import re
 
 from .errors import BuildError, LabError
 
 
+def _text_html(text: str) -> str:
+    """A message as HTML: escaped, its `commands` set as code (messages mark them with backticks)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def error_html(problem: LabError) -> str:
     parts = ["<div style='border-left:4px solid #B00020;padding:4px 10px;background:#FDECEA'>",
-             f"<b>Problem:</b> {html.escape(problem.what)}"]
+             f"<b>Problem:</b> {_text_html(problem.what)}"]
     if isinstance(problem, BuildError) and problem.output:
         parts.append(f"<pre style='white-space:pre-wrap'>{html.escape(problem.output)}</pre>")
     if problem.fix:
-        parts.append(f"<br><b>What to do:</b> {html.escape(problem.fix)}")
+        parts.append(f"<br><b>What to do:</b> {_text_html(problem.fix)}")
     parts.append("</div>")
     return "".join(parts)
 

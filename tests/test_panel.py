@@ -185,3 +185,9 @@ def test_list_fields_look_editable_and_take_any_number_to_check(panel):
     field = panel.fields["clients"]
     assert field.placeholder == "type a number, then Enter" and field.layout.border
     assert field.min is None  # the browser would drop a 0 silently; the kind says why instead
+
+
+def test_an_error_message_sets_its_commands_as_code_not_as_literal_backticks():
+    page = friendly.error_html(LabError("the `ip` command failed", "run `make build`, then <retry>"))
+    assert "<code>ip</code>" in page and "<code>make build</code>" in page
+    assert "`" not in page and "&lt;retry&gt;" in page
