@@ -679,14 +679,21 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
 
 
 def style_counters(table: pd.DataFrame):
-    """counters_table() ready to display: thousands separators, NaN as "not supported"."""
+    """counters_table() ready to display: thousands separators, NaN as "not supported", and
+    the counters this machine supports for no point folded into one line of the caption
+    (a VM's five missing hardware counters would run the table off the page)."""
+    unsupported = [c for c in table.columns if table[c].isna().all()]
+    table = table.drop(columns=unsupported)
+    caption = table.attrs.get("caption", "")
+    if unsupported:
+        caption += f"; not supported on this machine: {', '.join(unsupported)}"
     formats = {c: "{:,.0f}" for c in table.columns}
     formats.update({_EVENT_LABELS["task-clock"]: "{:,.2f}", _EVENT_LABELS["cpus-utilized"]: "{:.3f}",
                     _EVENT_LABELS["ipc"]: "{:.2f}"})
     formats = {c: f for c, f in formats.items() if c in table.columns}
     return (table.style.format(formats, na_rep="not supported")
             .map(lambda v: "color: #999; font-style: italic; white-space: nowrap" if pd.isna(v) else "")
-            .set_caption(table.attrs.get("caption", "")))
+            .set_caption(caption))
 
 
 def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> go.Figure:
