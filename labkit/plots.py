@@ -749,7 +749,7 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
     fig.update_xaxes(tickvals=sorted(summary["clients"].unique()) if not summary.empty else None,
                      row=1, col=1)
     fig.update_xaxes(tickvals=sorted(seed_rows["clients"].unique()), row=1, col=2)
-    fig.update_yaxes(title_text=ylabel, row=1, col=1)
+    fig.update_yaxes(title_text=ylabel)  # both panels: the seed's has its own scale, and says of what
     return fig
 
 

@@ -165,6 +165,7 @@ def test_seed_comparison_puts_the_seed_beside_your_numbers():
     assert list(threaded.y) == [4, 26, 50]
     left = {t.name: t for t in fig.data if t.xaxis == "x"}
     assert list(left["threaded"].y) == [2 * c * 2 for c in (3, 6, 10)]
+    assert fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text == fig.layout.yaxis.title.text
 
 
 def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():
