@@ -2,6 +2,7 @@
 the errno each side sees, the server's own words, and a server that still serves.
 Nothing a case starts outlives it."""
 
+import re
 import psutil
 import pytest
 
@@ -50,9 +51,12 @@ def test_too_many_open_files_the_client_refuses_and_the_server_sheds(model):
     case = failures.too_many_open_files(model, clients=120, limit=64)
     assert "(a) the load generator refused its arguments" in case.client_said
     assert "at most" in case.client_said and "ulimit -n" in case.client_said
-    # the shed connections were connected and then closed or reset by the server
+    # the shed connections were connected and then closed or reset by the server; how many depends
+    # on how fast the served ones free their descriptors (then the waiting ones are accepted), so the
+    # exact count is what adds up: every upload either got its OK or was shed
     assert case.client_errors and set(case.client_errors) <= {"EOF", "ECONNRESET", "EPIPE"}
-    assert sum(case.client_errors.values()) >= 120 - 64
+    ok = int(re.search(r"(\d+) ok, (\d+) failed", case.client_said).group(1))
+    assert ok + sum(case.client_errors.values()) == 120 and ok >= 64 - 20
     assert "out of file descriptors (limit 64): shed a connection" in case.server_said
     assert "the server still serves" in case.still_serves
     _no_children_left()
