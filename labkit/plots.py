@@ -545,8 +545,9 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     seed_only = [key for key in seed.index if key not in lost.index]
 
     def seconds(frame, key, model):
+        """A time in s as printed (0.008002), "failed" where every repeat of yours failed, "—" if none."""
         value = frame.at[key, model] if key in frame.index and model in frame.columns else math.nan
-        if (key[0], key[1], model) in ran.index and not ran[(key[0], key[1], model)]:
+        if frame is not seed and (key[0], key[1], model) in ran.index and not ran[(key[0], key[1], model)]:
             return "failed"
         return "—" if pd.isna(value) else f"{value:.6f}".rstrip("0").rstrip(".")
 
@@ -559,8 +560,7 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
         label = f"{key[0]:,} clients / {key[1]:,} exchanges"
         if key in seed.index:
             rows.append({"point": label, "": "seed 003: response time (s)",
-                         **{m: "—" if pd.isna(seed.at[key, m]) else f"{seed.at[key, m]:g}" if m in seed.columns
-                            else "—" for m in models}})
+                         **{m: seconds(seed, key, m) for m in models}})
         if key in lost.index:
             rows.append({"point": label, "": "yours: p50 response time (s)", **{m: seconds(yours, key, m) for m in models}})
             rows.append({"point": label, "": "yours: lost connections", **{m: count(key, m) for m in models}})

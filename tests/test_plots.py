@@ -305,13 +305,17 @@ def test_an_axis_takes_a_log_scale_where_the_values_span_decades():
 def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
     rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
                  lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
-            for m in ("threaded", "select", "epoll") for c, e in ((5000, 200), (10000, 200), (500, 20))]
+            for m in ("threaded", "select", "epoll", "epoll_workers")
+            for c, e in ((5000, 200), (10000, 200), (500, 20))]
     table = plots.observations_table(pd.DataFrame(rows), seeds.table("003"))
     points = list(dict.fromkeys(table.index.get_level_values(0)))
     assert points == ["5,000 clients / 200 exchanges", "10,000 clients / 200 exchanges"]  # shared ones only
     assert table.loc[("10,000 clients / 200 exchanges", "yours: p50 response time (s)"), "select"] == "failed"
     assert table.loc[("5,000 clients / 200 exchanges", "yours: lost connections"), "select"] == "7"
     assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll"] == "0.008002"
+    # a model the seed did not have: a dash on its side, yours beside it
+    assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll_workers"] == "—"
+    assert table.loc[("5,000 clients / 200 exchanges", "yours: p50 response time (s)"), "epoll_workers"] == "0.002"
     assert "not measured by you: 5,000 x 300, 10,000 x 300" in table.attrs["note"]
     assert "not in seed 003: 500 x 20" in table.attrs["note"]
     assert not table.isna().any().any()
