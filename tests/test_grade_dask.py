@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -201,6 +202,10 @@ def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, tmp_p
         assert set(book["status"]) == {"timeout"}  # graded to the end on the second worker
         feedback = (tmp_path / "out" / "feedback" / "hanging.html").read_text()
         assert "stopped mid-run (Dask ran it again)" in feedback
+        # the killed worker's task folder went when the next task began (its name carries the dead pid)
+        left = [p.name for p in Path(tempfile.gettempdir()).glob("labkit-task-*")
+                if not psutil.pid_exists(int(p.name.split("-")[2]))]
+        assert left == []
     finally:
         running.stop()
     time.sleep(1)

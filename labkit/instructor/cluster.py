@@ -97,7 +97,7 @@ def grade_remote(payload: Payload) -> Result:
                        f"{payload.identity['version']} at {payload.identity['commit']}: update the worker "
                        "(git pull && make setup build) or the grader, then grade again")
     _log_start(payload, worker)
-    work = Path(tempfile.mkdtemp(prefix="labkit-task-"))  # 0700: the grading uids cannot read it
+    work = sandbox.owned_folder("labkit-task", Path(tempfile.gettempdir()))  # 0700: no grading uid reads it
     try:
         instructor_dir = work / "instructor"
         instructor_dir.mkdir()
