@@ -35,6 +35,7 @@ import shutil
 import socket
 import statistics
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 
@@ -298,7 +299,7 @@ def throughput(models=None, clients: int = 100, requests: int = 200, server_cpus
 def format_throughput(frame) -> str:
     shown = frame[["model", "throughput_rps", "lat_p50_us", "lat_p99_us", "server_cpu_us_per_request",
                    "counters_source", "error"]]
-    table = shown.to_string(index=False, na_rep="n/a", float_format=lambda v: f"{v:,.1f}")
+    table = shown.to_string(index=False, na_rep="not measurable", float_format=lambda v: f"{v:,.1f}")
     clients, requests = frame["clients"].iloc[0], frame["requests"].iloc[0]
     lines = [_environment_line(frame.attrs), "",
              f"closed-loop echo, {clients} connections x {requests} exchanges of {RTT_SIZE} B "
@@ -306,7 +307,7 @@ def format_throughput(frame) -> str:
              "and every worker process (perf, or /proc) over the requests served:",
              table]
     if frame["server_cpu_us_per_request"].isna().all():
-        lines.append("server CPU per request: not measurable here (neither perf nor /proc counted task-clock)")
+        lines.append("server CPU per request: not measurable on this machine (neither perf nor /proc counted task-clock)")
     if frame.attrs.get("saved_to"):
         lines.append(f"saved to {frame.attrs['saved_to']}")
     return "\n".join(lines)
@@ -580,16 +581,22 @@ def format_events(frame) -> str:
     per_poll = frame.pivot(index="descriptors", columns="backend", values="ns_per_poll")
     per_poll = per_poll[[b for b in BACKENDS if b in per_poll.columns]] / 1000.0
     active, writes = frame["active"].iloc[0], frame["writes"].iloc[0]
-    lines = [_environment_line(frame.attrs), "",
-             f"ev_bench (libevent's bench.c): {active} active of N watched eventfds, a chain of {writes} "
-             "events per run; microseconds per poll call (median of runs):",
+    lines = [_prose(_environment_line(frame.attrs)), "",
+             _prose(f"ev_bench (libevent's bench.c): {active} active of N watched eventfds, a chain of {writes} "
+                    "events per run; microseconds per poll call (median of runs):"),
              per_poll.to_string(na_rep="refused", float_format=lambda v: f"{v:,.2f}"),
-             "select and poll pass every watched descriptor to the kernel on each call, so their cost "
-             "grows with N; epoll's follows the active ones."]
-    lines += [f"note: {n}" for n in frame["note"] if n]
+             _prose("select and poll pass every watched descriptor to the kernel on each call, so their cost "
+                    "grows with N; epoll's follows the active ones.")]
+    lines += [_prose(f"note: {n}") for n in frame["note"] if n]
     if frame.attrs.get("saved_to"):
         lines.append(f"saved to {frame.attrs['saved_to']}")
     return "\n".join(lines)
+
+
+def _prose(text: str, width: int = 100) -> str:
+    """A report's sentence folded between words (a notebook would break it mid-word)."""
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False,
+                                    break_on_hyphens=False) for line in text.splitlines())
 
 
 # ---------------------------------------------------------------------------

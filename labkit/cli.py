@@ -90,7 +90,7 @@ def _given(args) -> dict:
 
 
 def _sweep(args) -> int:
-    from . import experiments, store, sweep
+    from . import experiments, plots, store, sweep
 
     experiment = experiments.get(args.experiment)
     params = experiment.resolve(args.profile, **_given(args))
@@ -106,7 +106,7 @@ def _sweep(args) -> int:
     if not (frame["status"] == "ok").any():
         print("no point was measured successfully")
     print("median of the repeats that succeeded (n of them; failed: how many did not), per point:\n"
-          + table.to_string(float_format=_readable, na_rep="-", sparsify=False))
+          + table.to_string(float_format=plots.readable, na_rep="—", sparsify=False))
     failed = frame[frame["status"] != "ok"] if not frame.empty else frame
     for _, row in failed.iterrows():
         where = " ".join(f"{axis}={row[axis]}" for axis in experiment.axis_columns)
@@ -114,20 +114,6 @@ def _sweep(args) -> int:
     where = results or store.results_path(experiment.name)
     print(f"{len(frame)} rows in {where}")
     return EXIT_FAILED if len(failed) else EXIT_OK
-
-
-def _readable(value: float) -> str:
-    """A number as a person reads it: 20,160 and 0.0083, never 2.016e+04."""
-    size = abs(value)
-    if value == int(value) and size < 1e15:
-        return f"{int(value):,}"
-    if size >= 1000:
-        return f"{value:,.0f}"
-    if size >= 10:
-        return f"{value:,.1f}"
-    if size >= 0.01:
-        return f"{value:.3f}"
-    return f"{value:.3g}"  # 0.00169; an exponent only below 0.0001
 
 
 def _bench(args) -> int:

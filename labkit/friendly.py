@@ -1,5 +1,6 @@
-"""A LabError as a student should see it in a notebook: what happened, what to do,
-the compiler's own words where there are some, and no traceback."""
+"""What a student reads in a notebook besides the plots: a LabError as what happened,
+what to do, the compiler's own words where there are some, and no traceback; and a
+Note, a sentence that wraps at words at any width of the page."""
 
 from __future__ import annotations
 
@@ -12,6 +13,26 @@ from .errors import BuildError, LabError
 def _text_html(text: str) -> str:
     """A message as HTML: escaped, its `commands` set as code (messages mark them with backticks)."""
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+class Note(str):
+    """A line of text for a notebook to show (`plots.counters_note(df)`): the string
+    itself, displayed as a paragraph that wraps between words.  print() would put it
+    in JupyterLab's <pre>, which breaks a line wider than the page mid-word
+    ("summed ov / er")."""
+
+    def _repr_html_(self) -> str:
+        return f"<p style='margin:2px 0;max-width:100ch'>{_text_html(self)}</p>"
+
+    def _repr_pretty_(self, printer, cycle) -> None:
+        printer.text(str(self))
+
+
+def say(*parts, sep: str = " ") -> None:
+    """print() for a sentence: show `parts` as a Note, which wraps between words."""
+    from IPython.display import display
+
+    display(Note(sep.join(str(part) for part in parts)))
 
 
 def error_html(problem: LabError) -> str:

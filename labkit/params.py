@@ -73,8 +73,13 @@ class Kind:
         """Where a value goes in a table's rows (its own order, unless the kind says)."""
         return value
 
+    # what no value (None) means, as text
+    none_text = "default"
+
     def text(self, value) -> str:
         """One value as a plot's tick or legend shows it."""
+        if value is None:
+            return self.none_text
         return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
@@ -176,15 +181,17 @@ class IntList(Kind):
     def widget(self, value):
         import ipywidgets as w
 
-        # No min/max on the widget: its frontend would drop a 0 without a word; check() says why instead.
-        return w.IntsInput(value=list(value), placeholder="type a number, then Enter",
-                           layout=w.Layout(border="1px solid #bbb", min_width="220px"))
+        # A text box like every other list field ("10, 50"): ipywidgets' IntsInput hides its
+        # text box once it holds tags, and its frontend drops a value out of range without
+        # a word; check() says what is wrong instead, under the field.
+        return w.Text(value=", ".join(str(v) for v in value), placeholder="e.g. 10, 50, 100")
 
     def read(self, widget):
-        return list(widget.value)
+        """The numbers typed, as numbers; anything else as typed, for check() to name."""
+        return [int(word) if word.lstrip("-").isdigit() else word for word in _words(widget.value)]
 
     def show(self, widget, value):
-        widget.value = [whole_number("value", v) for v in _words(value)]
+        widget.value = ", ".join(str(v) for v in _words(value))
 
 
 # Byte units: binary, as the seed's clients counted (1 KB = 1024 bytes).
@@ -269,6 +276,9 @@ class Size(Kind):
     def describe(self):
         return "a size with a unit, e.g. 4GB"
 
+    def text(self, value):
+        return size_text(int(value))
+
     def widget(self, value):
         import ipywidgets as w
 
@@ -332,6 +342,7 @@ class Int(Kind):
         self.least = least
         self.optional = optional
         self.empty = empty  # what an empty field means, shown as its placeholder
+        self.none_text = empty or Kind.none_text
 
     def check(self, name, value):
         if self.optional and (value is None or (isinstance(value, str) and not value.strip())):
@@ -531,6 +542,8 @@ def cpu_params() -> tuple[Param, Param]:
 
 class LinkRate(Kind):
     """A link's rate in tc's units ('100mbit', '1gbit'); empty: not shaped."""
+
+    none_text = "not shaped"
 
     def check(self, name, value):
         if value is None or not str(value).strip():

@@ -20,6 +20,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from labkit.errors import LabError
+from labkit.friendly import Note
+from labkit.perf.parse import NOT_MEASURABLE
 
 # One colour per model, everywhere (Okabe-Ito: distinguishable with colour-blindness).
 MODEL_COLORS = {
@@ -111,6 +113,23 @@ def color(model: str) -> str:
     if model in MODEL_COLORS:
         return MODEL_COLORS[model]
     return _SPARE_COLORS[sum(map(ord, model)) % len(_SPARE_COLORS)]
+
+
+def readable(value: float) -> str:
+    """A number as a person reads it: 20,160 and 0.0083, never 2.016e+04; integers as
+    integers, "—" for none (`table.style.format(plots.readable)`)."""
+    if pd.isna(value):
+        return "—"
+    size = abs(value)
+    if value == int(value) and size < 1e15:
+        return f"{int(value):,}"
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 10:
+        return f"{value:,.1f}"
+    if size >= 0.01:
+        return f"{value:.3f}"
+    return f"{value:.3g}"  # 0.00169; an exponent only below 0.0001
 
 
 def label(column: str) -> str:
@@ -232,9 +251,9 @@ def why_missing(df: pd.DataFrame, metric: str) -> str:
 def _not_measurable(why: str, separator: str = " ") -> str:
     """'not measurable on this machine: <why>', without saying it twice when
     the recorded note already starts with it."""
-    if why.startswith("not measurable"):
-        return why.replace("not measurable here", "not measurable on this machine", 1)
-    return f"not measurable on this machine:{separator}{why}"
+    if why.startswith(NOT_MEASURABLE):
+        return why
+    return f"{NOT_MEASURABLE}:{separator}{why}"
 
 
 def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
@@ -657,7 +676,7 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
     """Median perf counters per grid point (model x the grid's axes), like the seed
     reports' tables.
 
-    NaN means not measurable here; show it with style_counters(), which says so."""
+    NaN means not measurable on this machine; show it with style_counters(), which says so."""
     if side not in ("server", "client"):
         raise LabError(f"side must be 'server' or 'client', not {side!r}",
                        "counters_table(df, side='server') or side='client'")
@@ -679,19 +698,19 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
 
 
 def style_counters(table: pd.DataFrame):
-    """counters_table() ready to display: thousands separators, NaN as "not supported", and
+    """counters_table() ready to display: thousands separators, NaN as "not measurable", and
     the counters this machine supports for no point folded into one line of the caption
     (a VM's five missing hardware counters would run the table off the page)."""
-    unsupported = [c for c in table.columns if table[c].isna().all()]
-    table = table.drop(columns=unsupported)
+    unmeasured = [c for c in table.columns if table[c].isna().all()]
+    table = table.drop(columns=unmeasured)
     caption = table.attrs.get("caption", "")
-    if unsupported:
-        caption += f"; not supported on this machine: {', '.join(unsupported)}"
+    if unmeasured:
+        caption += f"; {NOT_MEASURABLE}: {', '.join(unmeasured)}"
     formats = {c: "{:,.0f}" for c in table.columns}
     formats.update({_EVENT_LABELS["task-clock"]: "{:,.2f}", _EVENT_LABELS["cpus-utilized"]: "{:.3f}",
                     _EVENT_LABELS["ipc"]: "{:.2f}"})
     formats = {c: f for c, f in formats.items() if c in table.columns}
-    return (table.style.format(formats, na_rep="not supported")
+    return (table.style.format(formats, na_rep="not measurable")
             .map(lambda v: "color: #999; font-style: italic; white-space: nowrap" if pd.isna(v) else "")
             .set_caption(caption))
 
@@ -774,20 +793,20 @@ def saturation_warning(df: pd.DataFrame) -> str | None:
             "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
 
 
-def counters_note(df: pd.DataFrame) -> str:
+def counters_note(df: pd.DataFrame) -> Note:
     """The rows' counters notes as one line to read: each remark once, and the events that
     were not measurable gathered into one list (every row would repeat them)."""
     remarks, missing = [], []
     notes = df["counters_note"].dropna().astype(str) if "counters_note" in df.columns else []
     for note in notes:
         for remark in (part.strip() for part in note.split("; ")):
-            if remark.startswith("not measurable here: "):
-                missing += [event.strip() for event in remark.removeprefix("not measurable here: ").split(",")]
+            if remark.startswith(NOT_MEASURABLE + ": "):
+                missing += [event.strip() for event in remark.removeprefix(NOT_MEASURABLE + ": ").split(",")]
             elif remark and remark not in remarks:
                 remarks.append(remark)
     if missing:
-        remarks.append("not measurable here: " + ", ".join(dict.fromkeys(missing)))
-    return "counters note: " + ("; ".join(remarks) if remarks else "every counter was measured")
+        remarks.append(NOT_MEASURABLE + ": " + ", ".join(dict.fromkeys(missing)))
+    return Note("counters note: " + ("; ".join(remarks) if remarks else "every counter was measured"))
 
 
 def failed_points(df: pd.DataFrame) -> pd.DataFrame:

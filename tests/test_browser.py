@@ -1,5 +1,8 @@
-"""A student's path through the lab, in a real browser: open notebook 01 in
-JupyterLab, run all cells, press the control panel's Run button, see a plot.
+"""A student's path through the lab, in a real browser: open each notebook in
+JupyterLab, run all cells, judge what is on the page (no NaN in a table, no table
+or printed line cut at the page's edge, no traceback), type a bad value into a
+control panel and see it explained where it was typed, press Run, see a plot.
+Screenshots of each notebook's main table and panel are kept in build/test-artifacts/.
 
 JupyterLab runs from the venv on a free loopback port with its own token and
 temporary runtime/settings folders; Chromium is Debian's /usr/bin/chromium
@@ -22,7 +25,7 @@ import pytest
 from labkit import paths
 
 CHROMIUM = Path("/usr/bin/chromium")
-NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
+NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 ARTIFACTS = paths.BUILD / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -31,8 +34,6 @@ pytestmark = [
     pytest.mark.browser,
     pytest.mark.slow,
     pytest.mark.timeout(180),
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason=f"{CHROMIUM} is absent (on Ubuntu Chromium is a snap, unusable headless)"),
 ]
 
 
@@ -161,48 +162,174 @@ def _wait_until_every_cell_ran(page, timeout=120):
         pytest.fail(f"Run All stopped: code cells {not_run} did not run.\n{last_error}", pytrace=False)
 
 
-def test_run_all_then_run_button_draws_a_plotly_chart(jupyter_lab):
+# What a student must not see on a page, checked in the page itself: a table cell
+# that reads NaN, a table or printed line running past the output's right edge or
+# broken mid-word (JupyterLab sets printed output with word-break: break-all), a
+# traceback, or markdown's backticks shown literally in an HTML message.
+_WHAT_IS_WRONG_ON_THE_PAGE = """() => {
+  const problems = [];
+  const short = (text) => text.replace(/\\s+/g, " ").trim().slice(0, 100);
+  for (const out of document.querySelectorAll(".jp-Notebook .jp-OutputArea-output")) {
+    const right = out.getBoundingClientRect().right + 1;
+    if (out.getAttribute("data-mime-type") === "application/vnd.jupyter.stderr"
+        && /Traceback|Error:/.test(out.textContent)) {
+      problems.push("an error: " + short(out.textContent));
+    }
+    for (const table of out.querySelectorAll("table")) {
+      for (const cell of table.querySelectorAll("td, th")) {
+        if (/^(nan|NaN|None|<NA>|NaT)$/.test(cell.textContent.trim())) {
+          problems.push("a table cell reads " + cell.textContent.trim() + ": " + short(table.textContent));
+          break;
+        }
+      }
+      if (table.getBoundingClientRect().right > right) {
+        problems.push("a table runs past the page's edge: " + short(table.textContent));
+      }
+    }
+    for (const pre of out.querySelectorAll("pre")) {
+      // A <pre> set to wrap at words (white-space: pre-wrap; word-break: normal) is fine.
+      if (getComputedStyle(pre).wordBreak !== "break-all") continue;
+      // Laid out unbroken, does any line run wider than the output?
+      const [breaking, wrapping] = [pre.style.wordBreak, pre.style.whiteSpace];
+      pre.style.wordBreak = "normal";
+      pre.style.whiteSpace = "pre";
+      const wide = pre.scrollWidth > pre.clientWidth + 1;
+      [pre.style.wordBreak, pre.style.whiteSpace] = [breaking, wrapping];
+      if (wide) {
+        const longest = pre.textContent.split("\\n").reduce((a, b) => (b.length > a.length ? b : a), "");
+        problems.push(`a printed line is broken mid-word (${longest.length} characters): ` + short(longest));
+      }
+    }
+    for (const html of out.querySelectorAll(".jp-RenderedHTMLCommon")) {
+      const copy = html.cloneNode(true);
+      copy.querySelectorAll("code, pre, script, style").forEach((node) => node.remove());
+      if (copy.textContent.includes("`")) problems.push("a message shows backticks: " + short(copy.textContent));
+    }
+  }
+  return problems;
+}"""
+
+
+def _nothing_wrong_on_the_page(page, when: str) -> None:
+    problems = page.evaluate(_WHAT_IS_WRONG_ON_THE_PAGE)
+    assert not problems, f"{when}:\n  " + "\n  ".join(dict.fromkeys(problems))
+
+
+def _run_all(page, base, token, notebook, timeout):
+    from playwright.sync_api import expect
+
+    page.goto(f"{base}/lab/tree/{notebook.name}?token={token}")
+    # The notebook is open and the labkit kernel has started (Run All before
+    # that would ask which kernel to use).
+    expect(page.locator("#jp-main-statusbar")).to_contain_text("Python (labkit) | Idle", timeout=60_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
+    _wait_until_every_cell_ran(page, timeout)
+
+
+def _field(panel, name):
+    """The row of the panel's field `name`: its label, input and message line."""
+    return panel.locator(f".widget-vbox:has(> .widget-hbox > .widget-label:text-is('{name}'))")
+
+
+def _bad_values_are_explained_where_typed(panel):
+    """A CPU that does not exist, and a client count of 0 typed into its list:
+    each gets a red message under its own field, which goes when it is put right."""
+    from playwright.sync_api import expect
+
+    row = _field(panel, "server_cpus")
+    cpus, message = row.locator("input").first, row.locator("span[style*='b00020']")
+    was = cpus.input_value()
+    cpus.fill("99")
+    expect(message).to_be_visible()
+    expect(message).to_contain_text("CPU 99")
+    cpus.fill(was)
+    expect(message).to_have_count(0)
+
+    row = _field(panel, "clients")
+    clients, message = row.locator("input").first, row.locator("span[style*='b00020']")
+    was = clients.input_value()
+    clients.fill(was + ", 0")
+    expect(message).to_be_visible()
+    expect(message).to_contain_text(re.compile(r"\b0 is below 1"))
+    clients.fill(was)
+    expect(message).to_have_count(0)
+
+
+# Run All in the quick profile, as papermill runs it; 05 builds namespaces and links.
+_RUN_ALL_SECONDS = {"05_different_hosts": 420}
+# The cell whose output is each notebook's main table, kept as a screenshot.
+_MAIN_TABLE = {
+    "00_setup": 'table["shown"] = ',
+    "01_proc_service": 'plots.style_counters(plots.counters_table(df, side="server"))',
+    "02_multiplexing": "observations = plots.observations_table(",
+    "03_uploads": 'plots.seed_times_table(df, seeds.table("002"))',
+    "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
+    "05_different_hosts": "for model in upload_params[\"models\"]:",
+}
+
+
+def _screenshot_of_output(page, code, path):
+    """A screenshot of the output of the code cell that contains `code`."""
+    from playwright.sync_api import expect
+
+    cell = page.locator(".jp-CodeCell", has=page.locator(".cm-content", has_text=code))
+    expect(cell).to_have_count(1)
+    output = cell.locator(".jp-OutputArea").first
+    output.scroll_into_view_if_needed()
+    output.screenshot(path=path)
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
     from playwright.sync_api import expect, sync_playwright
 
+    if not CHROMIUM.exists():
+        pytest.fail(f"{CHROMIUM} is absent: `make setup` installs it on Debian (Ubuntu has it only as a "
+                    "snap, unusable headless); or run make test PYTEST_ARGS='-m \"not browser\"'", pytrace=False)
     base, token, work = jupyter_lab
-    notebook = _quick_copy(NOTEBOOK, work)
+    copy = _quick_copy(notebook, work)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    screenshot = ARTIFACTS / f"browser-{notebook.stem}.png"
-
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        # a laptop's width; tall enough that a whole panel fits in one screenshot
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
         try:
-            page.goto(f"{base}/lab/tree/{notebook.name}?token={token}")
-            # The notebook is open and the labkit kernel has started (Run All before
-            # that would ask which kernel to use).
-            expect(page.locator("#jp-main-statusbar")).to_contain_text(
-                "Python (labkit) | Idle", timeout=60_000)
+            _run_all(page, base, token, copy, _RUN_ALL_SECONDS.get(notebook.stem, 300))
+            _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
+            _screenshot_of_output(page, _MAIN_TABLE[notebook.stem], ARTIFACTS / f"{notebook.stem}-table.png")
 
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
-            _wait_until_every_cell_ran(page)
-
-            # The control panel, after the notebook's own run of the sweep.
-            # (ipywidgets' description is the button's text; its accessible name
-            # also carries the icon's glyph, so match the text.)
+            # The first control panel, if the notebook has one (00 checks the machine: none).
             run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
-            panel = page.locator(".jp-OutputArea-output", has=run_button)
+            if run_button.count() == 0:
+                assert notebook.stem == "00_setup", f"{notebook.name} shows no control panel"
+                return
+            run_button = run_button.first
+            panel = run_button.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), "
+                                       "' jp-OutputArea-output ')][1]")
             run_button.scroll_into_view_if_needed()
-            expect(panel.get_by_text("done:")).to_be_visible()
-            expect(panel.locator(".js-plotly-plot .legendtext", has_text="iterative")).to_have_count(1)
+            expect(panel.get_by_text(re.compile("^done: "))).to_be_visible()
 
-            # A student's change: leave out the iterative server, press Run, and
-            # the panel's chart is drawn again without it.
-            panel.get_by_label("iterative").uncheck()
+            _bad_values_are_explained_where_typed(panel)
+            # A student's change: leave out the first model, press Run, and the
+            # chart is drawn again without it.
+            boxes = _field(panel, "models").locator(".widget-checkbox")
+            checked = [boxes.nth(i) for i in range(boxes.count()) if boxes.nth(i).locator("input").is_checked()]
+            left_out = None
+            if len(checked) > 1:
+                left_out = checked[0].inner_text().strip()
+                checked[0].locator("input").uncheck()
             run_button.click()
-            chart = panel.locator(".js-plotly-plot svg.main-svg").first
-            expect(panel.locator(".js-plotly-plot .legendtext", has_text="iterative")
-                   ).to_have_count(0, timeout=60_000)
-            expect(chart).to_be_visible()
-            expect(panel.locator(".js-plotly-plot .legendtext", has_text="select")).to_have_count(1)
-            expect(panel.get_by_text("done:")).to_be_visible()
-            chart.scroll_into_view_if_needed()
+            expect(panel.get_by_text(re.compile("^done: "))).to_be_visible(timeout=120_000)
+            expect(panel.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
+            if left_out:
+                legend = panel.locator(".js-plotly-plot .legendtext")
+                expect(legend.first).to_be_visible()
+                expect(legend.filter(has_text=re.compile(f"^{re.escape(left_out)}(,|$)"))).to_have_count(0)
+            expect(panel.locator("table")).to_have_count(1)  # the counters table
+            _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
+            panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
         finally:
-            page.screenshot(path=screenshot, full_page=True)
+            page.screenshot(path=ARTIFACTS / f"{notebook.stem}-page.png")  # what was on screen last
             browser.close()

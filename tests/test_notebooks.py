@@ -71,6 +71,11 @@ def outputs(nb, cell_source_start: str) -> list:
     raise AssertionError(f"no cell starts with {cell_source_start!r}")
 
 
+def shown_text(cell_outputs) -> str:
+    """What a cell printed, or said (labkit.friendly.say displays a Note), as text."""
+    return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell_outputs)
+
+
 def no_errors(nb) -> None:
     for index, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
@@ -114,10 +119,10 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
     traces = figure[0]["data"]["application/vnd.plotly.v1+json"]["data"]
     assert {t["name"] for t in traces} >= {"iterative", "threaded", "select"}
 
-    # Counters tables: a counter is a number or "not supported", never a made-up 0 for cycles.
+    # Counters tables: a counter is a number or "not measurable", never a made-up 0 for cycles.
     cycles_measured = any(r.get("server_cycles") is not None for r in rows)
     table = outputs(nb, 'plots.style_counters(plots.counters_table(df, side="server"))')[0]["data"]["text/html"]
-    assert ("not supported" in table) != cycles_measured
+    assert ("not measurable on this machine: cycles" in table) != cycles_measured
     # Every plot cell produced a figure.
     for start in ('plots.metric_vs(df, "elapsed_s")', "plots.latency_vs(df)",
                   'plots.seed_comparison(df, seeds.table("001"), "cycles")'):
@@ -190,7 +195,7 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     table = "".join(o.get("data", {}).get("text/html", "") for o in shown)
     assert "seed 003" in table and "0.007262" in table and "yours" in table and "NaN" not in table
     # the quick grid does not meet the seed's: said, not shown as a table of blanks
-    assert "share no point" in "".join(o.get("text", "") for o in shown)
+    assert "share no point" in shown_text(shown)
 
 
 def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path):
@@ -228,7 +233,7 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path
     assert after == results_before, "the notebook wrote into data/results/"
 
     # iperf3's ceiling measured in the same run, drawn as a line on the throughput plot.
-    assert "iperf3, one stream:" in "".join(o.get("text", "") for o in outputs(nb, "try:\n    ceiling ="))
+    assert "iperf3, one stream:" in shown_text(outputs(nb, "try:\n    ceiling ="))
     figure = [o for o in outputs(nb, "largest = ") if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert figure and figure[0]["data"]["application/vnd.plotly.v1+json"]["layout"].get("shapes")
     for start in ('uploads.plot(df, "transfer_s")', 'figure = plots.metric_vs(df[df["clients"]',
@@ -281,7 +286,7 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle(tmp_path
 
     table = outputs(nb, "with_nagle = ")[0]["data"]["text/html"]
     assert "seed 004 (Gbit/s)" in table and "10.69" in table and "yours (Gbit/s)" in table
-    assert "iperf3, one stream:" in "".join(o.get("text", "") for o in outputs(nb, "try:\n    ceiling ="))
+    assert "iperf3, one stream:" in shown_text(outputs(nb, "try:\n    ceiling ="))
     for start in ('writes.plot(df, "send_gbit_s")', 'writes.plot(df, "client_write_syscalls_per_repetition")',
                   'writes.plot(df, "data_segments_per_repetition")', "plots.latency_histogram(nagle_df)"):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start

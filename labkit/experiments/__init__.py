@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Callable
 
 from labkit.errors import LabError
+from labkit.friendly import Note
 from labkit.params import BOTH, FROM_MACHINE, LOAD, NO_LINK, SERVER, SWEEP, Param
 
 EXTRA_DIRS_ENV = "LABKIT_EXPERIMENTS"
@@ -154,6 +155,17 @@ class Experiment:
         axis's column with one value, every other parameter (but repeats) as it is."""
         return [point for point in self._every_point(params)
                 if not (self.leave_out and self.leave_out(point, params))]
+
+    def describe(self, params: dict) -> Note:
+        """The chosen values in a line to read before a sweep: "proc_top (profile quick):
+        models iterative, select; clients 10, 50; ..."."""
+        def shown(param):
+            value = params[param.name]
+            values = value if isinstance(value, (list, tuple)) else [value]
+            return ", ".join(param.kind.text(v) for v in values) or "none"
+
+        return Note(f"{self.name} (profile {params.get('profile', 'full')}): "
+                    + "; ".join(f"{p.name} {shown(p)}" for p in self.fields))
 
     def left_out(self, params: dict) -> list[tuple[dict, str]]:
         """The grid points leave_out drops, each with the reason."""

@@ -35,7 +35,6 @@ from ..errors import LabError
 from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
 DEFAULT_OUT = paths.BUILD / "export"
-LAB_NOTEBOOKS = ("00_setup.ipynb", "01_proc_service.ipynb", "02_multiplexing.ipynb")
 EXECUTE_TIMEOUT_S = 900  # one notebook, quick profile: about a minute; generous for slow machines
 TABLE_FORMATS = ("csv", "md", "tex")
 MAX_NAME = 60
@@ -289,7 +288,7 @@ def collect(nb, notebook_path: Path, taken: set[str]) -> tuple[list[Figure], lis
 def to_markdown(frame: pd.DataFrame) -> str:
     """A GitHub-flavoured Markdown table (pandas' to_markdown needs tabulate; this does not)."""
     def cell(value) -> str:
-        return "" if pd.isna(value) else str(value).replace("|", "\\|")
+        return "—" if pd.isna(value) else str(value).replace("|", "\\|")
 
     header = "| " + " | ".join(cell(c) for c in frame.columns) + " |"
     rule = "|" + "|".join("---:" if pd.api.types.is_numeric_dtype(frame[c]) else "---"
@@ -304,7 +303,7 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
     table.frame.to_csv(written[0], index=False)
     written[1].write_text(to_markdown(table.frame))
     # ".15g": a number read back from the notebook prints as it was shown, not as 912.580000
-    written[2].write_text(table.frame.to_latex(index=False, na_rep="n/a", caption=table.caption,
+    written[2].write_text(table.frame.to_latex(index=False, na_rep="—", caption=table.caption,
                                                label=f"tab:{table.name}", escape=True,
                                                float_format=lambda v: format(v, ".15g")))
     return written
@@ -481,4 +480,5 @@ def _lab_kernel() -> str:
 
 
 def lab_notebooks() -> list[Path]:
-    return [paths.NOTEBOOKS / name for name in LAB_NOTEBOOKS if (paths.NOTEBOOKS / name).exists()]
+    """Every notebook of the lab, in order: 00_setup.ipynb, 01_..., as many as there are."""
+    return sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))

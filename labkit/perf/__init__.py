@@ -28,7 +28,8 @@ Root (CAP_SYS_ADMIN / CAP_PERFMON) is not limited by any of these levels.
 from labkit.perf.attach import (PROC_NOTE, Attached, TreeCounters, attach, attach_tree, proc_snapshot,
                                 read_output, wrap_command)
 from labkit.perf.derived import derive, fill_missing, rusage_counters
-from labkit.perf.parse import (ALIASES, DEFAULT_EVENTS, HARDWARE_EVENTS, KERNEL_ONLY_EVENTS, NAN, READ_SYSCALLS,
+from labkit.perf.parse import (ALIASES, DEFAULT_EVENTS, HARDWARE_EVENTS, KERNEL_ONLY_EVENTS, NAN, NOT_MEASURABLE,
+                               READ_SYSCALLS,
                                SERVER_SYSCALLS, SOFTWARE_EVENTS, SYSCALL_EVENTS, WRITE_SYSCALLS, Reading,
                                canonical_event, parse_stat_csv, parse_stat_csv_detail)
 from labkit.perf.probe import (HARDWARE_FIX, HARDWARE_NOTE, PARANOID_FIX, PerfProbe, classify_failure, countable,
@@ -37,7 +38,7 @@ from labkit.perf.stacks import Profile, StackSampler, fold, sample_stacks
 
 __all__ = [
     "ALIASES", "DEFAULT_EVENTS", "HARDWARE_EVENTS", "HARDWARE_FIX", "HARDWARE_NOTE", "KERNEL_ONLY_EVENTS",
-    "NAN", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SERVER_SYSCALLS", "SOFTWARE_EVENTS", "SYSCALL_EVENTS",
+    "NAN", "NOT_MEASURABLE", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SERVER_SYSCALLS", "SOFTWARE_EVENTS", "SYSCALL_EVENTS",
     "WRITE_SYSCALLS", "Profile", "StackSampler", "fold", "sample_stacks",
     "Attached", "PerfProbe", "Reading",
     "TreeCounters", "attach", "attach_tree", "canonical_event", "classify_failure", "countable", "derive",

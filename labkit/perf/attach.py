@@ -19,7 +19,7 @@ from pathlib import Path
 
 from labkit import launcher
 from labkit.errors import LabError
-from labkit.perf.parse import (DEFAULT_EVENTS, NAN, SOFTWARE_EVENTS, Reading, complete, parse_stat_csv,
+from labkit.perf.parse import (DEFAULT_EVENTS, NAN, NOT_MEASURABLE, SOFTWARE_EVENTS, Reading, complete, parse_stat_csv,
                                parse_stat_csv_detail)
 from labkit.perf.probe import PerfProbe, countable, perf_env, probe
 
@@ -143,7 +143,7 @@ def _difference(before: dict | None, after: dict | None) -> dict[str, float]:
 PROC_NOTE = ("counters from /proc: task-clock from utime+stime (resolution {tick:.0f} ms), "
              "page-faults from minflt+majflt, context-switches summed over the threads alive "
              "at the end (threads that exited lose theirs); cpu-migrations and hardware "
-             "events not measurable")
+             "events not measurable on this machine")
 
 
 class Attached:
@@ -267,7 +267,7 @@ class Attached:
         self.counters = complete(values, self.events)
         missing = [e for e, v in self.counters.items() if math.isnan(v)]
         if missing:
-            self._notes.append(f"not measurable here: {', '.join(missing)}")
+            self._notes.append(f"{NOT_MEASURABLE}: {', '.join(missing)}")
         self.note = "; ".join(self._notes)
         return self.counters
 
