@@ -114,9 +114,10 @@ def _server_words(server: procs.Server) -> str:
 
 
 def _wait_for(server: procs.Server, text: str, within: float) -> bool:
+    """Whether the server says `text` (a report on stdout, a warning on stderr) within the time."""
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
-        if text in server.stdout_text():
+        if text in _server_words(server):
             return True
         time.sleep(0.02)
     return False
@@ -230,14 +231,23 @@ def too_many_open_files(model: str = "threaded", clients: int = 200, limit: int 
     except LabError as refusal:
         client_refusal = refusal.what
     with procs.start_server(ServerSpec(model, "sink"), cpus=pinning.server_cpus, prefix=lowered) as server:
-        run = _load(_uploads(clients, 1024, timeout=5), server.port, pinning)
-        said = _server_words(server)
+        # `limit` connections held open by this process fill the server first, whatever the
+        # timing (1 KB uploads alone can finish and free their descriptors as fast as they
+        # come, and the limit might never be reached); then the uploads arrive.
+        held = [socket.create_connection(("127.0.0.1", server.port), timeout=5) for _ in range(limit)]
+        try:
+            full = _wait_for(server, "shed a connection", within=5.0)
+            run = _load(_uploads(clients - limit, 1024, timeout=5), server.port, pinning)
+            said = _server_words(server) or ("(nothing: the server never reached its limit)" if not full else "")
+        finally:
+            for connection in held:
+                connection.close()
         after = _still_serves(server)
     return FailureCase(
         title="4. Too many open files",
         provoked=(f"(a) the load generator with its open-file limit lowered to {limit} (prlimit), asked for "
-                  f"{clients} connections; (b) the {model} server with its limit lowered to {limit}, and "
-                  f"{clients} uploads."),
+                  f"{clients} connections; (b) the {model} server with its limit lowered to {limit}: "
+                  f"{limit} connections held open and silent by the notebook, then {clients - limit} uploads."),
         client_errors=run.summary["errors"],
         client_said=f"(a) {client_refusal}\n(b) {_summary_line(run)}",
         server_said=said,

@@ -120,7 +120,10 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
     elapsed = _fill_client(row, client) if client is not None else NAN
     notes = [running.note]
     if attached is not None and attached.counters:
-        row.update(_prefixed("server", perf.derive(dict(attached.counters), elapsed), events))
+        # perf's own "CPUs utilized": task-clock over the time it counted, which is longer
+        # than the client's run (a busy-polling server spins through all of it)
+        window = attached.seconds if attached.seconds == attached.seconds else elapsed
+        row.update(_prefixed("server", perf.derive(dict(attached.counters), window), events))
         notes.append(attached.note)
     if client is not None:
         row.update(_prefixed("client", perf.derive(dict(client.counters), elapsed), events))

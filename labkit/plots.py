@@ -91,7 +91,7 @@ _COLUMN_LABELS = {
     "server_reads_per_request": "server reads per upload",
     "body_bytes_ok": "bytes uploaded",
     "send_s": "sending time (s)",
-    "send_gbit_s": "Gbit/s over the sending time",
+    "send_gbit_s": "Gbit/s while sending",
     "write_calls_per_repetition": "write calls per repetition (the client's count)",
     "client_write_syscalls_per_repetition": "client write-family system calls per repetition (perf)",
     "data_segments_per_repetition": "TCP segments sent per repetition",
@@ -435,13 +435,13 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
                          high=measured.max() if len(measured) else math.nan, n=len(measured)))
         if len(failed):
             reasons = "; ".join(sorted({_wrap(_escape(str(e)), 90) for e in failed["error"].fillna("")}))
-            failures.append(dict(model=model, point=where,
-                                 y=0.0 if math.isnan(median) or log_y else median,
+            failures.append(dict(model=model, point=where, y=median,
                                  text=f"{len(failed)} of {len(point)} repeats failed<br>{reasons}"))
     summary = pd.DataFrame(rows)
     kinds = [_kind_of(df, axis) for axis in axes]
     # many grid points: slanted labels, with room made below them for the axis title
-    fig.update_xaxes(automargin=True, title_standoff=16)
+    # type category: labels like "500" and "2,000" would otherwise make plotly a numeric axis
+    fig.update_xaxes(automargin=True, title_standoff=16, type="category")
     if df.groupby(axes).ngroups > 8:
         fig.update_xaxes(tickangle=-40)
     order = [_point_label(df, axes, values) for values in sorted(
@@ -458,6 +458,9 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         ))
     if failures:
         failed = pd.DataFrame(failures)
+        # a point with no value: at 0, or on a log axis (no 0) below the lowest bar
+        lowest = summary["median"].min()
+        failed["y"] = failed["y"].fillna(lowest / 1.6 if log_y and lowest > 0 else 0.0)
         for model, marks in failed.groupby("model", sort=False):
             fig.add_trace(go.Scatter(
                 x=marks["point"], y=marks["y"], mode="markers", name="failed", legendgroup="failed",
@@ -674,14 +677,17 @@ def seed_placements_table(df: pd.DataFrame, seed_table: pd.DataFrame, model: str
 
 def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:
     """Median perf counters per grid point (model x the grid's axes), like the seed
-    reports' tables.
+    reports' tables.  An axis with one value in the whole sweep (placement same_host)
+    names no row: it is said once, in the caption.
 
     NaN means not measurable on this machine; show it with style_counters(), which says so."""
     if side not in ("server", "client"):
         raise LabError(f"side must be 'server' or 'client', not {side!r}",
                        "counters_table(df, side='server') or side='client'")
-    axes = ["model", *_point_axes(df, axes)]
-    _require(df, [*axes, "status"])
+    every = _point_axes(df, axes)
+    _require(df, ["model", *every, "status"])
+    axes = ["model", *_varying(df, every)]
+    constant = [f"{axis} {value_text(df, axis, df[axis].iloc[0])}" for axis in every if axis not in axes]
     ok = df[df["status"] == "ok"]
     columns = {}
     for event in COUNTER_EVENTS:
@@ -693,7 +699,11 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
         wide[axis] = ok[axis]
     # median() skips NaN, so a group with no measured value stays NaN (never 0).
     table = wide.groupby(axes).median(numeric_only=True)
-    table.attrs["caption"] = f"{side} side: median of the repeats of each point"
+    table.attrs["caption"] = (f"{side} side: median of the repeats of each point"
+                              + (f" ({', '.join(constant)})" if constant else ""))
+    # the index keeps the values (table.loc[("select", 10485760)]); shown as written: 10MB
+    table.attrs["index_text"] = {axis: {value: value_text(df, axis, value) for value in ok[axis].unique()}
+                                 for axis in axes}
     return table
 
 
@@ -710,7 +720,12 @@ def style_counters(table: pd.DataFrame):
     formats.update({_EVENT_LABELS["task-clock"]: "{:,.2f}", _EVENT_LABELS["cpus-utilized"]: "{:.3f}",
                     _EVENT_LABELS["ipc"]: "{:.2f}"})
     formats = {c: f for c, f in formats.items() if c in table.columns}
-    return (table.style.format(formats, na_rep="not measurable")
+    styler = table.style
+    for level, axis in enumerate(table.index.names):
+        shown = table.attrs.get("index_text", {}).get(axis)
+        if shown:
+            styler = styler.format_index(lambda value, shown=shown: shown.get(value, value), level=level)
+    return (styler.format(formats, na_rep="not measurable")
             .map(lambda v: "color: #999; font-style: italic; white-space: nowrap" if pd.isna(v) else "")
             .set_caption(caption))
 
@@ -788,8 +803,13 @@ def saturation_warning(df: pd.DataFrame) -> str | None:
     if saturated.empty:
         return None
     axes = _point_axes(df, None)
-    points = ", ".join(dict.fromkeys(_where(df, row, axes) for _, row in saturated.sort_values(["model", *axes]).iterrows()))
-    return ("WARNING: the client saturated its CPU at " + points + ". There it measured itself, "
+    named = _varying(df, axes)  # an axis with one value in the whole sweep names no point
+    points = list(dict.fromkeys(_where(df, row, named)
+                                for _, row in saturated.sort_values(["model", *axes]).iterrows()))
+    total = len(dict.fromkeys(_where(df, row, named) for _, row in df.iterrows()))
+    shown = "; ".join(points[:4]) + (f"; and {len(points) - 4} more (grey ◇ in the plots)" if len(points) > 4 else "")
+    where = f"{len(points)} of {total} points: {shown}" if len(points) > 1 else shown
+    return ("WARNING: the client saturated its CPU at " + where + ". There it measured itself, "
             "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
 
 

@@ -51,12 +51,11 @@ def test_too_many_open_files_the_client_refuses_and_the_server_sheds(model):
     case = failures.too_many_open_files(model, clients=120, limit=64)
     assert "(a) the load generator refused its arguments" in case.client_said
     assert "at most" in case.client_said and "ulimit -n" in case.client_said
-    # the shed connections were connected and then closed or reset by the server; how many depends
-    # on how fast the served ones free their descriptors (then the waiting ones are accepted), so the
-    # exact count is what adds up: every upload either got its OK or was shed
-    assert case.client_errors and set(case.client_errors) <= {"EOF", "ECONNRESET", "EPIPE"}
-    ok = int(re.search(r"(\d+) ok, (\d+) failed", case.client_said).group(1))
-    assert ok + sum(case.client_errors.values()) == 120 and ok >= 64 - 20
+    # 64 connections held open first fill the server, whatever the timing; then each of
+    # the 56 uploads is accepted and closed at once (shed), and none is lost unexplained
+    assert set(case.client_errors) <= {"EOF", "ECONNRESET", "EPIPE"}
+    assert "56 clients (+0 idle)" in case.client_said and "0 ok, 56 failed" in case.client_said
+    assert sum(case.client_errors.values()) == 56
     assert "out of file descriptors (limit 64): shed a connection" in case.server_said
     assert "the server still serves" in case.still_serves
     _no_children_left()

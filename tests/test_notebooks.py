@@ -146,7 +146,7 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
                                    for o in outputs(nb, 'csource.show_diff("loop/ev_poll.c"') if "data" in o)
 
     # select's wall by hand: the server's own refusal, and the other connections still echoed.
-    wall = "".join(o.get("text", "") for o in outputs(nb, "procs.ensure_nofile(1100)"))
+    wall = shown_text(outputs(nb, "procs.ensure_nofile(1100)"))
     assert "FD_SETSIZE" in wall and "refused" in wall and not wall.startswith("0 connections echoed")
 
     # Both quick sweeps measured into the temporary file only.
@@ -175,8 +175,8 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
                   'plots.metric_vs(idle_df, "lat_p99_us", x="idle")',
                   'plots.metric_vs(idle_df, "server_cpu_us_per_request", x="idle")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
-    printed = "".join(o.get("text", "") for o in outputs(nb, "refusals = "))
-    assert "select with 1000 idle connections" in printed and "descriptor 1024 is too high" in printed
+    refusals = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "refusals = "))
+    assert ">select<" in refusals and ">1000<" in refusals and "descriptor 1024 is too high" in refusals
     # Where the time goes: a flame chart per model with 800 idle connections, and the calls by name.
     assert sorted(r["model"] for r in where) == ["epoll", "poll", "select", "threaded"]
     assert all(r["status"] == "ok" and r["stacks_samples"] > 0 for r in where), [r["stacks_note"] for r in where]

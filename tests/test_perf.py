@@ -485,3 +485,25 @@ def test_wrap_command_unchanged_without_perf(monkeypatch, tmp_path):
     assert perf.wrap_command(cmd, tmp_path / "x.csv") == cmd
     values = perf.read_output(tmp_path / "x.csv")  # perf never wrote it
     assert set(values) == set(perf.DEFAULT_EVENTS) and all(nan(v) for v in values.values())
+
+
+@pytest.mark.parametrize("source", ["perf", "proc"])
+def test_a_spinning_process_uses_one_cpu_over_the_time_counted(source, monkeypatch):
+    """counting.seconds is the window the counters cover: a process that spins through
+    all of it used one CPU there (a busy-polling server measured against the client's
+    shorter run read 300 CPUs on a 2-CPU machine)."""
+    if source == "proc":
+        monkeypatch.setenv("LABKIT_NO_PERF", "1")
+    elif not perf.probe().usable:
+        pytest.fail("perf is not usable here: run the tests as root, or see labkit doctor", pytrace=False)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)
+        with perf.attach(spinner.pid, ["task-clock"]) as counting:
+            time.sleep(0.5)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert 0.45 < counting.seconds < 2.0
+    used = perf.derive(counting.counters, counting.seconds)["cpus-utilized"]
+    assert 0.7 < used < 1.1

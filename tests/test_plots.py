@@ -122,6 +122,11 @@ def test_saturated_points_are_marked_and_warned_about():
     warning = plots.saturation_warning(df)
     assert "select @ 10 clients" in warning and "threaded" not in warning
     assert plots.saturation_warning(synthetic()) is None
+    # many saturated points: counted, four named, the rest left to the plot's grey marks
+    every = synthetic(saturated=[(m, c) for m in ("iterative", "threaded", "select") for c in (3, 6, 10)])
+    warning = plots.saturation_warning(every)
+    assert "at 9 of 9 points: " in warning and "; and 5 more (grey ◇ in the plots)" in warning
+    assert warning.count(" @ ") == 4
 
 
 def test_latency_figure_has_p50_and_p99_per_model():
@@ -302,6 +307,18 @@ def test_an_axis_takes_a_log_scale_where_the_values_span_decades():
     assert plots.metric_vs(wide, "lat_p99_us", log_y=False).layout.yaxis.type in (None, "linear")  # asked: kept
 
 
+def test_bars_stand_at_their_points_named_and_a_failed_one_shows_on_a_log_axis():
+    rows = pd.DataFrame([dict(model=m, clients=c, status=st, lat_p99_us=v, repeat=0, error=e)
+                         for m, c, st, v, e in (("epoll", 500, "ok", 500.0, ""), ("epoll", 2000, "ok", 900.0, ""),
+                                                ("threaded", 500, "ok", 2e5, ""),
+                                                ("select", 2000, "failed", math.nan, "descriptor 1024"))])
+    fig = plots.metric_by_point(rows, "lat_p99_us")
+    # "500" and "2,000" name groups of bars; plotly would read them as numbers on a linear axis
+    assert fig.layout.xaxis.type == "category" and fig.layout.yaxis.type == "log"
+    [cross] = [t for t in fig.data if t.name == "failed"]
+    assert list(cross.x) == ["2,000"] and 0 < cross.y[0] < 500.0  # below the lowest bar, not at log(0)
+
+
 def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
     rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
                  lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
@@ -329,3 +346,14 @@ def test_the_counters_note_says_each_remark_once_and_lists_what_was_missing_once
     assert plots.counters_note(df) == "counters note: perf ok; not measurable on this machine: cycles, instructions, branches"
     assert plots.counters_note(pd.DataFrame({"counters_note": ["", None]})) == \
         "counters note: every counter was measured"
+
+
+def test_the_counters_table_writes_its_points_as_their_parameters_do():
+    rows = [dict(experiment="uploads", model="epoll", clients=1, size=size, placement="same_host", link_delay_ms=0,
+                 repeat=0, status="ok", **{"server_task-clock": 1.0}) for size in (102400, 10485760)]
+    table = plots.counters_table(pd.DataFrame(rows))
+    assert table.loc[("epoll", 10485760), "task-clock (ms)"] == 1.0  # the values stay
+    # the axes with one value are said once, in the caption
+    assert "(clients 1, placement same_host, link_delay_ms 0)" in table.attrs["caption"]
+    html = plots.style_counters(table).to_html()
+    assert ">100KB<" in html and ">10MB<" in html and "10485760" not in html

@@ -152,6 +152,7 @@ class Attached:
         with perf.attach(server.pid) as counting:
             run_the_clients()
         counting.counters   # {event: value}, every requested event, NaN = not measurable
+        counting.seconds    # how long it counted (the server's CPUs utilized divide by it)
         counting.source     # "perf" or "proc"
         counting.note       # what was not measurable, in words
 
@@ -173,6 +174,8 @@ class Attached:
         self.source = "proc"
         self.note = ""
         self.attach_seconds: float | None = None
+        self.seconds = NAN  # how long it counted: perf's "CPUs utilized" is task-clock over this
+        self._since: float | None = None
         self._perf: launcher.Child | None = None
         self._output = None  # the unlinked file perf writes its counts to
         self._before: dict | None = None
@@ -191,6 +194,7 @@ class Attached:
         elif not found.usable and found.problem:
             self._notes.append(f"perf not used ({found.problem})")
         self._before = proc_snapshot(self.pid)
+        self._since = time.monotonic()
         return self
 
     def _start_perf(self, found: PerfProbe, events: list[str]) -> None:
@@ -241,6 +245,8 @@ class Attached:
             self._output = None
 
     def stop(self) -> dict[str, float]:
+        if self._since is not None:
+            self.seconds = time.monotonic() - self._since
         after = proc_snapshot(self.pid)
         proc_values = _difference(self._before, after)
         if self.source == "perf":
@@ -316,6 +322,7 @@ class TreeCounters:
         self.pid = pid
         self.events = list(events) if events is not None else list(DEFAULT_EVENTS)
         self.counters: dict = {}
+        self.seconds = NAN
         self.note = ""
         self.source = ""
         self._stack = contextlib.ExitStack()
@@ -346,6 +353,7 @@ class TreeCounters:
             return
         self.counters = {event: sum(NAN if part.counters.get(event) is None else float(part.counters[event])
                                     for part in parts) for event in parts[0].counters}
+        self.seconds = max(part.seconds for part in parts)
         notes = [part.note for part in parts if part.note]
         if len(parts) > 1:
             # The supervisor only waits for its workers: that it "did not run" is expected.
