@@ -2,7 +2,6 @@
 the errno each side sees, the server's own words, and a server that still serves.
 Nothing a case starts outlives it."""
 
-import re
 import psutil
 import pytest
 
