@@ -167,7 +167,9 @@ def test_a_test_experiment_runs_through_the_panel_and_the_plots(toy, tmp_path, b
     panel.plot_choice.value = "throughput_rps"
     assert panel.figure.layout.yaxis.title.text == "throughput (requests/s)"
     table = plots.counters_table(df)
-    assert table.index.names == ["model", "size", "clients"] and len(table) == 2
+    # clients, at its one value, is said in the caption, not repeated on every row
+    assert table.index.names == ["model", "size"] and len(table) == 2
+    assert "(clients 3" in table.attrs["caption"]
     assert list(plots.failed_points(df).columns) == ["model", "size", "clients", "repeat", "error"]
 
 
