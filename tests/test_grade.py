@@ -134,7 +134,26 @@ def processes_of_grading_uids() -> list[psutil.Process]:
                 continue  # leased by a grader that is running now
             left += [p for p in psutil.process_iter(["uids", "status"])
                      if p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+            os.unlink(lock.name)  # while locked, as a lease does: nothing left in /tmp
     return left
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="grading uids are leased by root only")
+def test_a_lease_leaves_no_lock_file_and_two_leases_never_share_a_uid():
+    first, second = sandbox.UidLease(2), sandbox.UidLease(2)
+    try:
+        assert not set(first.uids) & set(second.uids)
+        files = [sandbox.UidLease.LOCKS / f"labkit-grade-uid-{uid}.lock" for uid in first.uids + second.uids]
+        assert all(path.exists() for path in files)
+    finally:
+        first.close()
+        second.close()
+    assert not any(path.exists() for path in files)
+    third = sandbox.UidLease(1)  # the removed files are made again
+    try:
+        assert third.uids[0] == min(first.uids + second.uids)
+    finally:
+        third.close()
 
 
 # ---------------------------------------------------------------------------

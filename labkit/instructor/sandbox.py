@@ -26,6 +26,7 @@ session and clears its environment escapes.  `isolation_note()` says so.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -131,11 +132,8 @@ class UidLease:
                 self.close()
                 raise LabError(f"no free grading uid in {FIRST_GRADING_UID}..{uid - 1}",
                                "wait for the other graders to finish, or use fewer --jobs")
-            lock = open(self.LOCKS / f"labkit-grade-uid-{uid}.lock", "a")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                lock.close()
+            lock = self._lock(uid)
+            if lock is None:
                 uid += 1
                 continue
             kill_all(uid, "", None)
@@ -143,8 +141,29 @@ class UidLease:
             self._locks.append(lock)
             uid += 1
 
+    def _lock(self, uid: int):
+        """The locked file of `uid`, or None while another grader holds it.  Its last holder
+        removes it; one who opened it just before that holds a removed file, so the lock
+        counts only if the path still names the file we locked."""
+        path = self.LOCKS / f"labkit-grade-uid-{uid}.lock"
+        while True:
+            lock = open(path, "a")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                lock.close()
+                return None
+            try:
+                if os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino:
+                    return lock
+            except FileNotFoundError:
+                pass
+            lock.close()  # removed under us: lock the file that is there now
+
     def close(self) -> None:
         for lock in self._locks:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(lock.name)  # while still locked: no file is left in /tmp
             lock.close()  # closing releases the flock
         self._locks = []
 
