@@ -189,12 +189,12 @@ class Attached:
         found = self.found or probe()
         can, _ = countable(self.events, found)
         self._notes = []
+        self._since = time.monotonic()  # perf counts from its start to its stop: the window is that
         if found.usable and can:
             self._start_perf(found, can)
         elif not found.usable and found.problem:
             self._notes.append(f"perf not used ({found.problem})")
         self._before = proc_snapshot(self.pid)
-        self._since = time.monotonic()
         return self
 
     def _start_perf(self, found: PerfProbe, events: list[str]) -> None:
@@ -245,12 +245,13 @@ class Attached:
             self._output = None
 
     def stop(self) -> dict[str, float]:
-        if self._since is not None:
-            self.seconds = time.monotonic() - self._since
         after = proc_snapshot(self.pid)
         proc_values = _difference(self._before, after)
         if self.source == "perf":
             self._stop_perf()
+        if self._since is not None:
+            self.seconds = time.monotonic() - self._since
+        if self.source == "perf":
             text = _read_log(self._output) if self._output else ""
             self._forget_output()
             self.readings = parse_stat_csv_detail(text)
