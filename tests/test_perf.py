@@ -506,4 +506,6 @@ def test_a_spinning_process_uses_one_cpu_over_the_time_counted(source, monkeypat
         spinner.wait()
     assert 0.95 < counting.seconds < 3.0
     used = perf.derive(counting.counters, counting.seconds)["cpus-utilized"]
-    assert 0.7 < used < 1.1
+    # at most the one CPU it spins on (a window taken too short read 1.6, and 333 for a server);
+    # less where other work shares the CPUs
+    assert 0.3 < used < 1.05
