@@ -1,4 +1,5 @@
-"""`labkit doctor | build | experiments | sweep | bench | export | grade | worker | release`: the lab from a terminal.
+"""`labkit doctor | build | experiments | sweep | bench | export | grade | release | cluster init | scheduler |
+worker`: the lab from a terminal.
 
 Exit status: 0 done, 1 the work ran but something failed (a failed build
 output, failed points), 2 a LabError (message and fix on stderr, no traceback).
@@ -28,7 +29,7 @@ def _doctor(args) -> int:
         else:
             print("nothing to clean: no process or pid file left behind by labkit")
         return EXIT_OK
-    checks = doctor.checks()
+    checks = doctor.checks(args.certs)
     print(doctor.report(checks))
     # A "fail" means the lab cannot build or measure here; warnings still let it run.
     return EXIT_FAILED if any(check.status == doctor.FAIL for check in checks) else EXIT_OK
@@ -142,7 +143,8 @@ def _grade(args) -> int:
     from .instructor import grade
 
     _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
-                             timeout_s=args.timeout, notebooks=args.notebooks, scheduler=args.scheduler)
+                             timeout_s=args.timeout, notebooks=args.notebooks, scheduler=args.scheduler,
+                             certs=args.certs)
     print(summary)
     print(f"gradebook: {args.out / 'gradebook.csv'}; feedback: {args.out / 'feedback'}/<student>.html")
     return EXIT_OK
@@ -152,13 +154,34 @@ def _worker(args) -> int:
     """Check this machine can grade, then become a Dask worker with one grading slot."""
     from .instructor import cluster
 
+    command = cluster.worker_command(args.address, args.name, certs=args.certs, host=args.host)
     problems = cluster.check_worker_machine()
     if problems:
         raise LabError("this machine cannot be a grading worker: " + "; ".join(problems),
                        "fix the above, then run labkit worker ADDRESS again")
-    command = cluster.worker_command(args.address, args.name)
-    print(f"labkit {cluster.lab_identity()}: {' '.join(command)}", file=sys.stderr, flush=True)
-    os.execv(command[0], command)
+    print(f"labkit {cluster.lab_identity()}: {' '.join(command.argv)}", file=sys.stderr, flush=True)
+    command.exec()
+
+
+def _scheduler(args) -> int:
+    from .instructor import cluster
+
+    command = cluster.scheduler_command(args.host, args.port, dashboard=args.dashboard, certs=args.certs,
+                                        scheduler_file=args.scheduler_file)
+    where = f"tls://{args.host}:{args.port}"
+    print(f"labkit scheduler at {where} (mutual TLS, the gate preloaded); dashboard: "
+          + (f"http://127.0.0.1:{args.dashboard}/status (on this host only: ssh -L {args.dashboard}:127.0.0.1:"
+             f"{args.dashboard} you@this-host)" if args.dashboard else "none (--dashboard PORT for one on 127.0.0.1)"),
+          file=sys.stderr, flush=True)
+    command.exec()
+
+
+def _cluster(args) -> int:
+    from .instructor import certs
+
+    folder = certs.init(args.folder, course=args.course, days=args.days, force=args.force)
+    print(certs.where_to_copy(folder.resolve()))
+    return EXIT_OK
 
 
 def _release(args) -> int:
@@ -176,6 +199,8 @@ def parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="what this machine can measure, and how to fix what it cannot")
     doctor.add_argument("--clean", action="store_true", help="stop processes and remove pid files left by a crash")
+    doctor.add_argument("--certs", type=Path, help="also check a grading cluster's certificates in this folder "
+                                                   "(default: LABKIT_CLUSTER_CERTS or /etc/labkit/cluster, if any)")
     doctor.set_defaults(run=_doctor)
 
     build = commands.add_parser("build", help="compile the servers and the load generator (make)")
@@ -252,16 +277,46 @@ def parser() -> argparse.ArgumentParser:
                                                                   "(default 300)")
     grade.add_argument("--notebooks", nargs="+", help="notebook names to grade, e.g. 01_proc_service "
                                                       "(default: every notebook with checks)")
-    grade.add_argument("--scheduler", help="a Dask scheduler's address (tcp://host:8786): each notebook runs as a "
-                                           "task on its grading workers (default: LABKIT_DASK_SCHEDULER, else "
-                                           "this machine)")
+    grade.add_argument("--scheduler", help="a grading scheduler's address (tls://host:8786, see labkit scheduler): "
+                                           "each notebook runs as a task on its grading workers (default: "
+                                           "LABKIT_DASK_SCHEDULER, else this machine)")
+    grade.add_argument("--certs", type=Path, help="with --scheduler: the folder with the grader's certificate "
+                                                  "(default LABKIT_CLUSTER_CERTS, else /etc/labkit/cluster)")
     grade.set_defaults(run=_grade)
 
-    worker = commands.add_parser("worker", help="make this machine a grading worker of a Dask cluster (as root, "
-                                                "the lab built): one grading slot")
-    worker.add_argument("address", help="the Dask scheduler's address, e.g. tcp://10.0.0.1:8786")
-    worker.add_argument("--name", help="the worker's name on the dashboard (default: Dask's)")
+    worker = commands.add_parser("worker", help="make this machine a grading worker of a course's scheduler (as root, "
+                                                "the lab built, the worker's certificate): one grading slot")
+    worker.add_argument("address", help="the scheduler's address, e.g. tls://10.0.0.1:8786 (tcp:// is refused)")
+    worker.add_argument("--name", help="the worker's name in the scheduler's logs (default: Dask's)")
+    worker.add_argument("--certs", type=Path, help="the folder with the worker's certificate "
+                                                   "(default LABKIT_CLUSTER_CERTS, else /etc/labkit/cluster)")
+    worker.add_argument("--host", help="the address the worker listens on (default: Dask's choice, the "
+                                       "interface that reaches the scheduler)")
     worker.set_defaults(run=_worker)
+
+    scheduler = commands.add_parser("scheduler", help="start a course's grading scheduler: mutual TLS, only the "
+                                                      "lab's grading tasks, no dashboard unless asked")
+    scheduler.add_argument("--host", default="0.0.0.0", help="the address to listen on (default 0.0.0.0; "
+                                                             "127.0.0.1 for one machine)")
+    scheduler.add_argument("--port", type=int, default=8786, help="the port (default 8786; 0: any free one)")
+    scheduler.add_argument("--dashboard", type=int, metavar="PORT",
+                           help="also serve Dask's dashboard, on 127.0.0.1:PORT only (it names every task: "
+                                "students and notebooks)")
+    scheduler.add_argument("--certs", type=Path, help="the folder with the scheduler's certificate "
+                                                      "(default LABKIT_CLUSTER_CERTS, else /etc/labkit/cluster)")
+    scheduler.add_argument("--scheduler-file", help="write the scheduler's address to this JSON file")
+    scheduler.set_defaults(run=_scheduler)
+
+    cluster = commands.add_parser("cluster", help="the grading cluster's certificates")
+    cluster_commands = cluster.add_subparsers(dest="cluster_command", required=True)
+    init = cluster_commands.add_parser("init", help="make a CA per role and the scheduler's, workers' and grader's "
+                                                    "certificates in FOLDER (only their owner can read them), "
+                                                    "and say what to copy where")
+    init.add_argument("folder", type=Path, help="where to write them, e.g. ~/course/cluster")
+    init.add_argument("--course", default="course", help="the course's name, written into every certificate")
+    init.add_argument("--days", type=int, default=180, help="how long they are valid (default 180: a term)")
+    init.add_argument("--force", action="store_true", help="replace the certificates already in FOLDER")
+    init.set_defaults(run=_cluster)
 
     release = commands.add_parser("release", help="the students' copy of the notebooks: solutions replaced by "
                                                   "stubs, hidden checks removed, outputs cleared")

@@ -219,8 +219,50 @@ def check_orphans() -> Check:
                  f"and CPU): {listed}", "labkit doctor --clean   (or: python -m labkit doctor --clean)")
 
 
-def checks() -> list[Check]:
-    """Every check, in the order a student would fix them."""
+def check_cluster_certs(certs: Path | str | None = None) -> list[Check]:
+    """A grading machine's certificates (labkit cluster init): each role's found here, in date, with
+    the days it has left.  Nothing on a machine with none (a student's), unless asked with --certs."""
+    from labkit.instructor import certs as certificates
+
+    base = Path(certs or os.environ.get(certificates.CERTS_ENV) or certificates.DEFAULT_DIR)
+    found = [role for role in certificates.ROLES if (base / role / "cert.pem").is_file() or _holds_role(base, role)]
+    if not found:
+        if certs or os.environ.get(certificates.CERTS_ENV):
+            return [Check("cluster certificates", FAIL, f"no grading-cluster certificate in {base}",
+                          certificates.MAKE_THEM)]
+        return []
+    checks = []
+    for role in found:
+        name = f"cluster {role} certificate"
+        try:
+            loaded = certificates.load(role, base)
+        except LabError as problem:
+            checks.append(Check(name, FAIL, problem.what, problem.fix))
+            continue
+        days = loaded.days_left()
+        detail = f"{loaded.subject}, in {loaded.folder}, expires {loaded.expires:%Y-%m-%d} ({days:.0f} days left)"
+        if days < 14:
+            checks.append(Check(name, WARN, detail + ": it will stop the cluster when it expires",
+                                "make new ones before then: labkit cluster init DIR --force, and copy them"))
+        else:
+            checks.append(Check(name, OK, detail))
+    return checks
+
+
+def _holds_role(folder: Path, role: str) -> bool:
+    """A role's own folder (cert.pem at its top) made for `role`."""
+    from labkit.instructor import certs as certificates
+
+    try:
+        from cryptography import x509
+
+        return certificates.role_of(x509.load_pem_x509_certificate((folder / "cert.pem").read_bytes())) == role
+    except (OSError, ValueError, ImportError):
+        return False
+
+
+def checks(certs: Path | str | None = None) -> list[Check]:
+    """Every check, in the order a student would fix them (a grading machine's certificates last)."""
     found = perf.probe()
     return [
         check_compiler(),
@@ -236,6 +278,7 @@ def checks() -> list[Check]:
         check_anchors(),
         check_namespaces(),
         check_orphans(),
+        *check_cluster_certs(certs),
     ]
 
 

@@ -1,8 +1,9 @@
-"""Grading a class on a Dask cluster (labkit.instructor.cluster): a real `dask scheduler`
-and two `labkit worker` processes on 127.0.0.1 grade the same class as local grading,
-with the same gradebook; a worker killed with SIGKILL mid-task still gives a complete
-one, and says so; a worker of another commit refuses with the reason; grading again
-grades nothing new; no process of the test is left.
+"""Grading a class on a Dask cluster (labkit.instructor.cluster): a real `labkit scheduler`
+and two `labkit worker` processes on 127.0.0.1, speaking mutual TLS with certificates from
+`labkit cluster init`, grade the same class as local grading, with the same gradebook; a
+worker killed with SIGKILL mid-task still gives a complete one, and says so; a worker of
+another commit refuses with the reason; grading again grades nothing new; no process of
+the test is left.  Who may not use the cluster is tested in test_cluster_security.py.
 
 The class is a tiny instructor notebook (two checks, one hidden), so the test is about
 the cluster, not about how long a notebook takes: one correct student, one wrong, one
@@ -22,7 +23,7 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import cluster, grade, release
+from labkit.instructor import certs, cluster, grade, release
 from test_grade import FORK_BOMB, processes_of_grading_uids
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading workers run as root"),
@@ -67,17 +68,18 @@ def course(tmp_path_factory):
 
 
 class Cluster:
-    """`dask scheduler` and grading workers on 127.0.0.1, each in a process group of its own."""
+    """`labkit scheduler` and grading workers on 127.0.0.1, each in a process group of its own,
+    with the course's certificates in `certs` (labkit cluster init)."""
 
-    def __init__(self, folder: Path, workers: int, worker_env=None):
+    def __init__(self, folder: Path, workers: int, certs: Path, worker_env=None):
         self.folder = folder
+        self.certs = certs
         folder.mkdir(parents=True, exist_ok=True)
         self.processes: list[subprocess.Popen] = []
-        env = dict(os.environ, DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="1")
         address_file = folder / "scheduler.json"
         self.processes.append(subprocess.Popen(
-            [str(Path(sys.executable).with_name("dask")), "scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--no-dashboard", "--scheduler-file", str(address_file)], env=env, start_new_session=True,
+            [sys.executable, "-m", "labkit", "scheduler", "--host", "127.0.0.1", "--port", "0", "--certs",
+             str(certs), "--scheduler-file", str(address_file)], cwd=paths.ROOT, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=open(folder / "scheduler.log", "w")))
         deadline = time.monotonic() + 30
         while not address_file.exists() and time.monotonic() < deadline:
@@ -89,16 +91,27 @@ class Cluster:
         self.wait_for(workers)
 
     def add_worker(self, name, env=None) -> subprocess.Popen:
-        worker = subprocess.Popen([sys.executable, "-m", "labkit", "worker", self.address, "--name", name],
+        worker = subprocess.Popen([sys.executable, "-m", "labkit", "worker", self.address, "--name", name,
+                                   "--certs", str(self.certs)],
                                   cwd=paths.ROOT, env=dict(os.environ, **(env or {})), start_new_session=True,
                                   stdout=subprocess.DEVNULL, stderr=open(self.folder / f"{name}.log", "w"))
         self.processes.append(worker)
         return worker
 
     def wait_for(self, count: int) -> None:
-        client = cluster.connect(self.address)
+        client = cluster.connect(self.address, self.certs)
         try:
             client.wait_for_workers(count, timeout=60)
+        finally:
+            client.close()
+
+    def alive(self) -> bool:
+        return all(process.poll() is None for process in self.processes)
+
+    def worker_addresses(self) -> list[str]:
+        client = cluster.connect(self.address, self.certs)
+        try:
+            return list(client.scheduler_info()["workers"])
         finally:
             client.close()
 
@@ -115,8 +128,13 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def dask_cluster(tmp_path_factory):
-    running = Cluster(tmp_path_factory.mktemp("dask"), workers=2)
+def course_certs(tmp_path_factory):
+    return certs.init(tmp_path_factory.mktemp("certs") / "cluster", course="test course")
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory, course_certs):
+    running = Cluster(tmp_path_factory.mktemp("dask"), workers=2, certs=course_certs)
     yield running
     running.stop()
 
@@ -132,14 +150,14 @@ def comparable(book: pd.DataFrame) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def graded_both_ways(course, dask_cluster, tmp_path_factory):
+def graded_both_ways(course, dask_cluster, course_certs, tmp_path_factory):
     out = tmp_path_factory.mktemp("graded")
     started = time.monotonic()
     local, _ = grade_with(course, out / "local", jobs=2)
     local_s = time.monotonic() - started
     started = time.monotonic()
-    remote, text = grade_with(course, out / "dask", scheduler=dask_cluster.address)
-    return {"local": local, "dask": remote, "text": text, "out": out, "local_s": local_s,
+    remote, text = grade_with(course, out / "dask", scheduler=dask_cluster.address, certs=course_certs)
+    return {"local": local, "dask": remote, "text": text, "out": out, "local_s": local_s, "cluster": dask_cluster,
             "dask_s": time.monotonic() - started}
 
 
@@ -153,16 +171,20 @@ def test_the_cluster_writes_the_gradebook_local_grading_writes(graded_both_ways)
     assert by[("forking", "answer_is_42")] == "error"
     out = graded_both_ways["out"] / "dask"
     assert (out / "feedback" / "correct.html").is_file() and (out / "executed" / "correct" / f"{NOTEBOOK}.ipynb").is_file()
-    assert "on the Dask cluster at tcp://127.0.0.1:" in graded_both_ways["text"]
+    assert "on the Dask cluster at tls://127.0.0.1:" in graded_both_ways["text"]
+    # the gate let through everything grading needs: nothing a scheduler or worker did was refused
+    logs = "".join(log.read_text() for log in graded_both_ways["cluster"].folder.glob("*.log"))
+    assert "labkit gate on the scheduler" in logs and "labkit gate on the worker" in logs
+    assert "refused" not in logs
     print(f"4 notebooks: local with 2 jobs {graded_both_ways['local_s']:.1f} s, "
           f"Dask with 2 workers {graded_both_ways['dask_s']:.1f} s")
 
 
 def test_grading_again_grades_nothing_new_and_a_changed_submission_again(graded_both_ways, course, dask_cluster,
-                                                                         capfd):
+                                                                         course_certs, capfd):
     out = graded_both_ways["out"] / "dask"
     before = (out / "graded.jsonl").read_text().count("\n")
-    again, _ = grade_with(course, out, scheduler=dask_cluster.address)
+    again, _ = grade_with(course, out, scheduler=dask_cluster.address, certs=course_certs)
     assert comparable(again) == comparable(graded_both_ways["dask"])
     assert (out / "graded.jsonl").read_text().count("\n") == before  # nothing was sent
     assert "4 notebook(s) graded in an earlier run and unchanged: kept" in capfd.readouterr().err
@@ -170,13 +192,13 @@ def test_grading_again_grades_nothing_new_and_a_changed_submission_again(graded_
     nb = nbformat.read(wrong, as_version=4)
     nb.cells[2].source = "answer = 42"
     nbformat.write(nb, wrong)
-    regraded, _ = grade_with(course, out, scheduler=dask_cluster.address)
+    regraded, _ = grade_with(course, out, scheduler=dask_cluster.address, certs=course_certs)
     assert (out / "graded.jsonl").read_text().count("\n") == before + 1  # only the changed one
     assert set(regraded[regraded["student"] == "wrong"]["status"]) == {"passed"}
 
 
-def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, tmp_path):
-    running = Cluster(tmp_path / "cluster", workers=1)
+def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, course_certs, tmp_path):
+    running = Cluster(tmp_path / "cluster", workers=1, certs=course_certs)
     try:
         hanging = tmp_path / "one"
         (hanging / "hanging").mkdir(parents=True)
@@ -185,8 +207,8 @@ def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, tmp_p
         grader = subprocess.Popen(
             [sys.executable, "-c", "import sys; from labkit.instructor import grade; "
              f"grade.grade(sys.argv[1], sys.argv[2], notebooks=['{NOTEBOOK}'], instructor_dir=sys.argv[3], "
-             f"timeout_s={TIMEOUT_S}, profile=None, progress=False, scheduler=sys.argv[4])",
-             str(hanging), str(tmp_path / "out"), str(course / "instructor"), running.address],
+             f"timeout_s={TIMEOUT_S}, profile=None, progress=False, scheduler=sys.argv[4], certs=sys.argv[5])",
+             str(hanging), str(tmp_path / "out"), str(course / "instructor"), running.address, str(course_certs)],
             cwd=paths.ROOT, stderr=subprocess.PIPE, text=True)
         first = running.workers[0]
         deadline = time.monotonic() + 60
@@ -220,10 +242,10 @@ def _runs_a_notebook(pid: int) -> bool:
         return False
 
 
-def test_a_worker_of_another_commit_refuses_with_the_reason(course, tmp_path):
-    running = Cluster(tmp_path / "cluster", workers=1, worker_env={"LABKIT_COMMIT": "0000000"})
+def test_a_worker_of_another_commit_refuses_with_the_reason(course, course_certs, tmp_path):
+    running = Cluster(tmp_path / "cluster", workers=1, certs=course_certs, worker_env={"LABKIT_COMMIT": "0000000"})
     try:
-        book, _ = grade_with(course, tmp_path / "out", scheduler=running.address)
+        book, _ = grade_with(course, tmp_path / "out", scheduler=running.address, certs=course_certs)
     finally:
         running.stop()
     assert set(book["status"]) == {"error"} and set(book["points"]) == {0.0}

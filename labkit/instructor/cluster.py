@@ -1,7 +1,7 @@
-"""`labkit grade --scheduler ADDRESS`: every student x notebook as one task on a Dask
+"""`labkit grade --scheduler tls://ADDRESS`: every student x notebook as one task on a Dask
 cluster of grading machines, instead of `--jobs` threads on this one.
 
-    grader (the instructor's machine)              workers (`labkit worker ADDRESS`, as root)
+    grader (the instructor's machine)              workers (`labkit worker tls://ADDRESS`, as root)
     reads the instructor's notebooks and  --task-->  checks it runs the grader's lab (version and
     each submission's bytes, sends them             commit), grades the one notebook with the same
     as one task needing one "grading"               grade.Grader as local grading (its sandbox,
@@ -17,9 +17,11 @@ exception, or its workers dying) becomes that student's error rows.  The batch a
 finishes, and the grader's ledger (grade.Ledger) makes a second run grade only what
 has no row yet for the same submission content.
 
-The cluster is the university's own (README: dask-jobqueue on Slurm/PBS,
-dask-kubernetes); `dask scheduler` and two `labkit worker` on one machine are enough to
-try it, as the tests do.
+Only the course's certificates reach it: every process speaks mutual TLS with its role's
+certificate (certs.py: one CA per role, so the handshake keeps roles apart), and the
+scheduler and workers preload gate.py, which lets each role ask only for its part of
+grading.  A plaintext address is refused here, before anything is sent.  `labkit
+scheduler` and two `labkit worker` on one machine are enough to try it, as the tests do.
 """
 
 from __future__ import annotations
@@ -170,25 +172,30 @@ def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, i
                    identity)
 
 
-def connect(address: str):
-    """A Dask client of the scheduler at `address`, or a LabError saying what to check."""
+def connect(address: str, certs=None):
+    """A Dask client of the TLS scheduler at `address`, as the grader (certs.load("grader")),
+    or a LabError saying what to check."""
+    from . import certs as certificates
+
     distributed = _dask()
+    certificates.require_tls(address, "labkit grade --scheduler")
+    security = certificates.load("grader", certs).security()
     try:
-        return distributed.Client(address, timeout="15s")
+        return distributed.Client(address, security=security, timeout="15s")
     except (OSError, TimeoutError) as problem:
-        raise LabError(f"no Dask scheduler answered at {address} ({problem})",
-                       "start one (dask scheduler) and workers (labkit worker ADDRESS), or grade on this "
-                       "machine without --scheduler") from None
+        raise LabError(f"no grading scheduler answered at {address} ({problem})",
+                       "start one (labkit scheduler) and workers (labkit worker tls://HOST:PORT) with the "
+                       "course's certificates, or grade on this machine without --scheduler") from None
 
 
-def run(tasks, payloads, scheduler: str, on_result, progress: bool = True) -> dict[tuple[str, str], str]:
+def run(tasks, payloads, scheduler: str, on_result, progress: bool = True, certs=None) -> dict[tuple[str, str], str]:
     """Send each task as one Dask task needing one grading slot; call on_result(task, result or
     exception) as each finishes.  Returns, per (student, notebook) graded more than once because
     a worker stopped mid-run, a sentence for its feedback."""
     distributed = _dask()
     from tqdm.auto import tqdm
 
-    client = connect(scheduler)
+    client = connect(scheduler, certs)
     try:
         services = client.scheduler_info().get("services", {})
         dashboard = client.dashboard_link if "dashboard" in services else "none (the scheduler runs without one)"
@@ -196,7 +203,7 @@ def run(tasks, payloads, scheduler: str, on_result, progress: bool = True) -> di
         if not any(RESOURCE in (info.get("resources") or {})
                    for info in client.scheduler_info().get("workers", {}).values()):
             print(f"note: no worker has a '{RESOURCE}' slot yet; the tasks wait for one "
-                  f"(start workers with: labkit worker {scheduler})", file=sys.stderr)
+                  f"(start workers with: sudo labkit worker {scheduler})", file=sys.stderr)
         futures = {client.submit(grade_remote, payload, resources={RESOURCE: 1}, retries=1, pure=False,
                                  key=f"grade-{task.student}-{task.notebook}-{os.urandom(4).hex()}"): task
                    for task, payload in zip(tasks, payloads)}
@@ -223,17 +230,73 @@ def _restarted(events) -> dict[tuple[str, str], str]:
 
 
 # ---------------------------------------------------------------------------
-# `labkit worker ADDRESS`
+# `labkit scheduler` and `labkit worker tls://...`
+
+# Dask's settings for both: encryption required, at most one retry of a task whose worker died
+# (so a notebook that kills workers cannot take the cluster down), and the HTTP server (the
+# dashboard, and JSON routes that name every task: students and notebooks) off unless asked.
+GATE = "labkit.instructor.gate"
+DASK_SETTINGS = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
+                 "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
+                 "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES": "[]",
+                 "DASK_DISTRIBUTED__WORKER__HTTP__ROUTES": "[]"}
 
 
-def worker_command(address: str, name: str | None = None) -> list[str]:
-    """The `dask worker` command line of a grading worker: one thread, one grading slot."""
+def _dask_cli() -> str:
     dask = shutil.which("dask", path=str(Path(sys.executable).parent)) or shutil.which("dask")
     if dask is None:
         raise LabError("the `dask` command is missing", DASK_INSTALL)
-    command = [dask, "worker", address, "--nthreads", "1", "--nworkers", "1", "--resources", f"{RESOURCE}=1",
-               "--no-dashboard"]
-    return command + (["--name", name] if name else [])
+    return dask
+
+
+@dataclass
+class Command:
+    """A dask process to exec: its argv and the environment it needs."""
+    argv: list[str]
+    env: dict[str, str]
+
+    def exec(self):
+        os.execve(self.argv[0], self.argv, {**os.environ, **self.env})
+
+
+def scheduler_command(host: str = "0.0.0.0", port: int = 8786, *, dashboard: str | None = None, certs=None,
+                      scheduler_file: str | None = None) -> Command:
+    """`dask scheduler` speaking mutual TLS with the scheduler's certificate, the gate preloaded,
+    and no HTTP server but on 127.0.0.1: the dashboard there only when asked (`dashboard` is its
+    port, reached with ssh -L)."""
+    from . import certs as certificates
+
+    role = certificates.load("scheduler", certs)
+    argv = [_dask_cli(), "scheduler", "--protocol", "tls", "--host", host, "--port", str(port),
+            "--preload", GATE, *role.dask_flags()]
+    env = dict(DASK_SETTINGS)
+    if dashboard is None:
+        argv += ["--no-dashboard", "--dashboard-address", "127.0.0.1:0"]
+    else:
+        try:
+            import bokeh  # noqa: F401 -- Dask's dashboard is drawn with it
+        except ImportError:
+            raise LabError("the dashboard needs bokeh, which is not installed",
+                           ".venv/bin/pip install 'bokeh>=3.1', or start the scheduler without --dashboard") from None
+        argv += ["--dashboard", "--dashboard-address", f"127.0.0.1:{dashboard}"]
+        env.pop("DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES")
+    if scheduler_file:
+        argv += ["--scheduler-file", scheduler_file]
+    return Command(argv, env)
+
+
+def worker_command(address: str, name: str | None = None, *, certs=None, host: str | None = None) -> Command:
+    """`dask worker` with the worker's certificate, one thread, one grading slot, no nanny (one
+    listener fewer), the gate preloaded, its HTTP server on 127.0.0.1 with no routes."""
+    from . import certs as certificates
+
+    certificates.require_tls(address, "labkit worker")
+    role = certificates.load("worker", certs)
+    argv = [_dask_cli(), "worker", address, "--nthreads", "1", "--no-nanny", "--resources", f"{RESOURCE}=1",
+            "--no-dashboard", "--dashboard-address", "127.0.0.1:0", "--preload", GATE, *role.dask_flags()]
+    if host:
+        argv += ["--host", host]
+    return Command(argv + (["--name", name] if name else []), dict(DASK_SETTINGS))
 
 
 def check_worker_machine() -> list[str]:

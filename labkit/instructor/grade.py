@@ -393,20 +393,24 @@ def summary(frame, wall_s: float, jobs: int, scheduler: str | None = None) -> st
 def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profile: str | None = "quick",
           timeout_s: float = 300.0, notebooks: list[str] | None = None,
           instructor_dir: Path | str | None = None, limits: sandbox.Limits | None = None,
-          progress: bool = True, scheduler: str | None = None):
+          progress: bool = True, scheduler: str | None = None, certs: Path | str | None = None):
     """Grade every student's notebooks; write the gradebook, feedback and executed
     notebooks under `out_dir`; return (gradebook DataFrame, summary text).
 
     On this machine with `jobs` notebooks at a time, or with `scheduler` (a Dask
     scheduler's address; LABKIT_DASK_SCHEDULER too) each notebook as a task on a
-    cluster's grading workers (labkit.instructor.cluster).  Either way only what has
-    no row in the ledger for the same content is graded."""
-    from . import cluster
+    cluster's grading workers (labkit.instructor.cluster), as the grader whose certificate
+    is in `certs` (certs.folder_for).  Either way only what has no row in the ledger for
+    the same content is graded."""
+    from . import certs as certificates, cluster
 
     submissions, out_dir = Path(submissions), Path(out_dir)
     scheduler = scheduler or os.environ.get(cluster.SCHEDULER_ENV) or None
     if not submissions.is_dir():
         raise LabError(f"{submissions} is not a folder", "give the folder holding one folder per student")
+    if scheduler:  # refused before anything is read or built: a plaintext address, no certificate
+        certificates.require_tls(scheduler, "labkit grade --scheduler")
+        certificates.load("grader", certs)
     if jobs < 1:
         raise LabError(f"--jobs {jobs}: at least one notebook must run at a time", "use --jobs 1 or more")
     limits = limits or sandbox.Limits()
@@ -443,7 +447,7 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
 
         if scheduler and todo:
             _grade_on_cluster(todo, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
-                              timeout_s)
+                              timeout_s, certs)
         elif todo:
             _grade_here(todo, grader, jobs, finished, progress)
     finally:
@@ -472,7 +476,7 @@ def _grade_here(tasks: list[Task], grader: Grader, jobs: int, finished, progress
 
 
 def _grade_on_cluster(tasks, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
-                      timeout_s) -> None:
+                      timeout_s, certs) -> None:
     """Each task on a Dask worker (cluster.run); the results written here as they come."""
     from . import cluster
     from .submissions import safe_name
@@ -496,7 +500,7 @@ def _grade_on_cluster(tasks, grader, instructor_bytes, scheduler, out_dir, finis
                               reason)
         kept[(task.student, task.notebook)] = outcome
 
-    restarted = cluster.run(tasks, payloads, scheduler, on_result, progress)
+    restarted = cluster.run(tasks, payloads, scheduler, on_result, progress, certs)
     for key, outcome in kept.items():
         if key in restarted:
             outcome.note = f"{outcome.note}; {restarted[key]}"
