@@ -2,14 +2,27 @@
  * of asking which sockets are ready and then calling read/write (select,
  * poll, epoll), it submits the operations themselves -- accept, recv,
  * send -- to a ring shared with the kernel, and collects their results
- * from a completion ring.  One submission and one wait can cover many
- * connections' I/O, with no readiness step in between.
+ * from a completion ring.  One io_uring_enter() per loop turn submits what
+ * the last turn queued and waits for completions (no SQPOLL thread: the
+ * submission is a system call), and can cover many connections' I/O, with
+ * no readiness step in between.
  *
- * Each connection has at most one recv and one send in flight; a finished
- * operation leads to the next (advance()).  A connection is closed only
- * when none is in flight, so no completion can arrive for a closed (and
- * maybe reused) descriptor.  Needs liburing (the Makefile skips this model
- * without it) and a kernel that allows io_uring (some containers and
+ * Completion-based I/O changes who owns a buffer: a recv in flight is the
+ * kernel's, filling the session's input buffer while the loop goes on.  So
+ * each connection has at most one recv and one send in flight, a new recv
+ * is asked for only after the last one completed, and the session keeps
+ * that buffer where it is until the recv is reported (session.h), even
+ * when a completed send lets it answer requests queued behind it.  A
+ * connection is closed only when none is in flight, so no completion can
+ * arrive for a closed (and maybe reused) descriptor.
+ *
+ * Each turn reaps every completion first and only then starts the next
+ * operations: the completion ring is empty when new work is queued, and a
+ * kernel holding completions it could not post (IORING_FEAT_NODROP: the
+ * enter fails with EBUSY) is answered by reaping, not by giving up.  Accept
+ * is single-shot, re-armed once per connection (multishot accept, Linux
+ * 5.19, would leave one armed).  Needs liburing (the Makefile skips this
+ * model without it) and a kernel that allows io_uring (some containers and
  * hardened kernels do not: the server then says so and exits). */
 #include <errno.h>
 #include <liburing.h>
@@ -27,6 +40,7 @@
 #include "common/util.h"
 
 #define RING_ENTRIES 256
+#define CQ_ENTRIES 4096 /* completions one turn can collect before the kernel must hold them back */
 #define MAX_SETSIZE (1 << 20)
 
 /* What a completion is for: user_data = descriptor << 2 | operation. */
@@ -36,21 +50,29 @@ struct conn {
     session_t *session; /* NULL: no connection on this descriptor */
     bool receiving, sending; /* an operation in flight */
     bool eof, broken, shut;
+    bool touched; /* completed this turn: advance() it once the turn's completions are reaped */
 };
 
 struct server {
     struct io_uring ring;
     struct conn *conns; /* indexed by descriptor */
     int setsize;
+    int *touched, ntouched; /* the descriptors to advance this turn */
+    bool accept_armed, stopping;
     const struct server_config *cfg;
 };
+
+static void reap(struct server *sv);
 
 /* A submission slot; when the ring is full, hand the queued ones to the kernel first. */
 static struct io_uring_sqe *next_sqe(struct server *sv)
 {
     struct io_uring_sqe *sqe;
-    while ((sqe = io_uring_get_sqe(&sv->ring)) == NULL)
-        io_uring_submit(&sv->ring);
+    while ((sqe = io_uring_get_sqe(&sv->ring)) == NULL) {
+        int r = io_uring_submit(&sv->ring);
+        if (r == -EBUSY || r == -EAGAIN) /* kernels before 5.19 refuse submissions while completions overflow */
+            reap(sv);
+    }
     return sqe;
 }
 
@@ -64,6 +86,16 @@ static void arm_accept(struct server *sv)
     struct io_uring_sqe *sqe = next_sqe(sv);
     io_uring_prep_accept(sqe, sv->cfg->listen_fd, NULL, NULL, SOCK_CLOEXEC);
     tag(sqe, sv->cfg->listen_fd, OP_ACCEPT);
+    sv->accept_armed = true;
+}
+
+/* fd needs advance() at the end of this turn (once, however many of its operations completed). */
+static void touch(struct server *sv, int fd)
+{
+    if (!sv->conns[fd].touched) {
+        sv->conns[fd].touched = true;
+        sv->touched[sv->ntouched++] = fd;
+    }
 }
 
 static void close_conn(struct server *sv, int fd)
@@ -94,8 +126,10 @@ static void advance(struct server *sv, int fd)
         tag(sqe, fd, OP_SEND);
         c->sending = true;
     }
+    if (c->receiving || c->eof)
+        return; /* the recv in flight owns the input buffer: ask for none until it completes */
     char *in = session_read_buf(c->session, &len);
-    if (!c->receiving && !c->eof && len > 0) { /* len 0: output full, read no more for now */
+    if (len > 0) { /* len 0: output full, read no more for now */
         struct io_uring_sqe *sqe = next_sqe(sv);
         io_uring_prep_recv(sqe, fd, in, len, 0);
         tag(sqe, fd, OP_RECV);
@@ -105,9 +139,9 @@ static void advance(struct server *sv, int fd)
 
 static void accepted(struct server *sv, int fd)
 {
+    sv->accept_armed = false; /* re-armed at the end of the turn */
     if (fd == -EMFILE || fd == -ENFILE) /* out of descriptors: shed with the spare's trick */
         fd = server_accept(sv->cfg->listen_fd, true);
-    arm_accept(sv);
     if (fd < 0)
         return; /* shed, aborted, or nothing left to take */
     if (fd >= sv->setsize) {
@@ -120,7 +154,7 @@ static void accepted(struct server *sv, int fd)
         close(fd);
         return;
     }
-    advance(sv, fd);
+    touch(sv, fd);
 }
 
 static void completed(struct server *sv, int fd, enum op op, int res)
@@ -142,7 +176,26 @@ static void completed(struct server *sv, int fd, enum op op, int res)
         else if (res != -EINTR && res != -EAGAIN)
             c->broken = true;
     }
-    advance(sv, fd);
+    touch(sv, fd);
+}
+
+/* Take every completion waiting: record what it did, mark its connection for advance(). */
+static void reap(struct server *sv)
+{
+    struct io_uring_cqe *cqe;
+    unsigned head, seen = 0;
+    io_uring_for_each_cqe(&sv->ring, head, cqe) {
+        seen++;
+        uint64_t data = io_uring_cqe_get_data64(cqe);
+        enum op op = (enum op)(data & 3);
+        if (op == OP_STOP)
+            sv->stopping = true;
+        else if (op == OP_ACCEPT)
+            accepted(sv, cqe->res);
+        else
+            completed(sv, (int)(data >> 2), op, cqe->res);
+    }
+    io_uring_cq_advance(&sv->ring, seen);
 }
 
 static int setsize_from_fd_limit(void)
@@ -156,14 +209,16 @@ static int setsize_from_fd_limit(void)
 static int serve(const struct server_config *cfg)
 {
     struct server sv = { .cfg = cfg, .setsize = setsize_from_fd_limit() };
-    int err = io_uring_queue_init(RING_ENTRIES, &sv.ring, 0);
+    struct io_uring_params params = { .flags = IORING_SETUP_CQSIZE, .cq_entries = CQ_ENTRIES };
+    int err = io_uring_queue_init_params(RING_ENTRIES, &sv.ring, &params);
     if (err < 0) {
         errno = -err;
         die_errno("io_uring is not available here (kernel.io_uring_disabled, or a container "
                   "that forbids it); use the epoll model instead");
     }
     sv.conns = calloc((size_t)sv.setsize, sizeof *sv.conns);
-    if (sv.conns == NULL)
+    sv.touched = calloc((size_t)sv.setsize, sizeof *sv.touched);
+    if (sv.conns == NULL || sv.touched == NULL)
         die("out of memory for %d descriptors", sv.setsize);
     /* Non-blocking, so the EMFILE path (server_accept) never waits; io_uring
      * itself waits for a connection either way. */
@@ -175,27 +230,24 @@ static int serve(const struct server_config *cfg)
     tag(sqe, stop_fd, OP_STOP);
     arm_accept(&sv);
 
-    for (bool stopping = false; !stopping;) {
-        struct io_uring_cqe *cqe;
+    while (!sv.stopping) {
         int got = io_uring_submit_and_wait(&sv.ring, 1);
-        if (got < 0 && got != -EINTR) {
+        /* EBUSY, EAGAIN: the kernel holds completions the ring had no room for; reap, then again */
+        if (got < 0 && got != -EINTR && got != -EBUSY && got != -EAGAIN) {
             errno = -got;
             die_errno("io_uring_submit_and_wait");
         }
-        unsigned head, seen = 0;
-        io_uring_for_each_cqe(&sv.ring, head, cqe) {
-            seen++;
-            uint64_t data = io_uring_cqe_get_data64(cqe);
-            int fd = (int)(data >> 2);
-            enum op op = (enum op)(data & 3);
-            if (op == OP_STOP)
-                stopping = true;
-            else if (op == OP_ACCEPT)
-                accepted(&sv, cqe->res);
-            else
-                completed(&sv, fd, op, cqe->res);
+        reap(&sv);
+        /* every completion of the turn is in: now start what follows them */
+        for (int i = 0; i < sv.ntouched; i++) {
+            int fd = sv.touched[i];
+            sv.conns[fd].touched = false;
+            if (sv.conns[fd].session != NULL)
+                advance(&sv, fd);
         }
-        io_uring_cq_advance(&sv.ring, seen);
+        sv.ntouched = 0;
+        if (!sv.accept_armed && !sv.stopping)
+            arm_accept(&sv);
     }
 
     /* The accept in flight holds the listener, and the kernel tears a ring
@@ -207,6 +259,7 @@ static int serve(const struct server_config *cfg)
         if (sv.conns[fd].session != NULL)
             close_conn(&sv, fd);
     free(sv.conns);
+    free(sv.touched);
     close(cfg->listen_fd);
     return 0;
 }

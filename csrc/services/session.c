@@ -15,6 +15,8 @@ struct session {
     void *state;
     bool failed;           /* ERR queued: take no more requests */
     bool eof;              /* the client closed its side: answer what is complete, then stop */
+    bool reading;          /* in[in_end..] was handed out for a read not yet reported: keep it in place */
+    bool writing;          /* out[out_start..out_end) likewise, for a write: neither moved nor freed */
     char *in;              /* SESSION_IN_CAP bytes; unconsumed input is in[in_start, in_end) */
     size_t in_start, in_end;
     char *out;             /* grows on demand up to SESSION_OUT_CAP */
@@ -71,8 +73,9 @@ static void feed(session_t *s)
         s->in_start += s->svc->consume(s, s->state, s->in + s->in_start,
                                        s->in_end - s->in_start);
     /* Drop input nobody will answer: after an ERR, or an unfinished request
-     * left when the client has closed and every complete one is answered. */
-    if (s->failed || s->in_start == s->in_end || (s->eof && session_out_pending(s) == 0))
+     * left when the client has closed and every complete one is answered.
+     * Not while a read may still land at in_end: it would land past the end. */
+    if (!s->reading && (s->failed || s->in_start == s->in_end || (s->eof && session_out_pending(s) == 0)))
         s->in_start = s->in_end = 0;
 }
 
@@ -82,17 +85,19 @@ char *session_read_buf(session_t *s, size_t *len)
         *len = 0;
         return NULL;
     }
-    if (s->in_start > 0) { /* slide the unconsumed tail to the front */
+    if (!s->reading && s->in_start > 0) { /* slide the unconsumed tail to the front */
         memmove(s->in, s->in + s->in_start, s->in_end - s->in_start);
         s->in_end -= s->in_start;
         s->in_start = 0;
     }
     *len = SESSION_IN_CAP - s->in_end;
+    s->reading = *len > 0;
     return s->in + s->in_end;
 }
 
 void session_did_read(session_t *s, size_t n)
 {
+    s->reading = false;
     s->in_end += n;
     s->bytes_in += (long long)n;
     feed(s);
@@ -100,6 +105,7 @@ void session_did_read(session_t *s, size_t n)
 
 void session_did_eof(session_t *s)
 {
+    s->reading = false;
     s->eof = true;
     if (session_out_pending(s) == 0)
         feed(s);
@@ -108,11 +114,13 @@ void session_did_eof(session_t *s)
 const char *session_write_buf(session_t *s, size_t *len)
 {
     *len = s->out_end - s->out_start;
-    return s->out + s->out_start;
+    s->writing = *len > 0;
+    return s->out == NULL ? NULL : s->out + s->out_start; /* no output buffer yet: NULL + 0 is UB */
 }
 
 void session_did_write(session_t *s, size_t n)
 {
+    s->writing = false;
     s->out_start += n;
     if (s->out_start == s->out_end) {
         s->out_start = s->out_end = 0;
@@ -133,6 +141,8 @@ size_t session_out_pending(const session_t *s)
 
 size_t session_out_room(const session_t *s)
 {
+    if (s->writing) /* a write in flight reads the buffer: append only where it is, no moving, no growing */
+        return s->out_cap - s->out_end;
     return SESSION_OUT_CAP - session_out_pending(s);
 }
 
@@ -140,6 +150,8 @@ char *session_out_reserve(session_t *s, size_t n)
 {
     if (n > session_out_room(s))
         return NULL;
+    if (s->writing)
+        return s->out + s->out_end;
     if (s->out_start > 0) {
         memmove(s->out, s->out + s->out_start, s->out_end - s->out_start);
         s->out_end -= s->out_start;

@@ -13,6 +13,15 @@
  * at most SESSION_OUT_CAP.  A client that sends requests but never reads the
  * replies fills the output, then the input, then session_read_buf() offers
  * 0 bytes and the model stops reading it until its output drains.
+ *
+ * The buffer session_read_buf() returns belongs to the read until
+ * session_did_read() or session_did_eof() reports it, and the bytes
+ * session_write_buf() offers belong to the write until session_did_write():
+ * the session neither moves, reuses nor frees them meanwhile, whatever else
+ * happens (a completed write answering queued requests, a read adding
+ * replies).  A completion-based model (io_uring) has the kernel fill and
+ * drain them while its loop goes on, and asks for no second buffer of a
+ * kind until the first operation has completed.
  */
 #ifndef LAB_SESSION_H
 #define LAB_SESSION_H
@@ -32,13 +41,14 @@ typedef struct service service_t;
 /* A session for one new connection, or NULL if out of memory. */
 session_t  *session_new(const service_t *svc);
 void        session_free(session_t *s);
-/* Where the next read() may put bytes; *len == 0 means do not read now. */
+/* Where the next read() may put bytes; *len == 0 means do not read now.
+ * Asked again before that read was reported, it returns the same buffer. */
 char       *session_read_buf(session_t *s, size_t *len);
 /* n > 0 bytes were read into that buffer by ONE read call. */
 void        session_did_read(session_t *s, size_t n);
 /* The client closed its side: finish the replies already due, then done. */
 void        session_did_eof(session_t *s);
-/* Bytes waiting to be written (*len may be 0), and how many were written. */
+/* Bytes waiting to be written (*len may be 0; NULL when 0), and how many were written. */
 const char *session_write_buf(session_t *s, size_t *len);
 void        session_did_write(session_t *s, size_t n);
 /* True once the session has nothing more to say and should be closed
@@ -63,6 +73,7 @@ const service_t *service_find(const char *name);
 const char *service_names(void);
 
 size_t session_out_pending(const session_t *s);
+/* How many more output bytes can be reserved now (fewer while a write is in flight). */
 size_t session_out_room(const session_t *s);
 /* Room for n more output bytes (NULL if over the cap); commit what was used. */
 char  *session_out_reserve(session_t *s, size_t n);
