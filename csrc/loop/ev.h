@@ -9,9 +9,13 @@
 
 #define EV_READABLE 1
 #define EV_WRITABLE 2
-/* With EV_READABLE on a listener that several processes share: wake only
- * one of them per event (epoll's EPOLLEXCLUSIVE); backends that cannot do
- * this ignore it, and every process wakes (the thundering herd). */
+/* With EV_READABLE on a listener that several processes share: wake one or
+ * more of them per event, not all (epoll's EPOLLEXCLUSIVE: epoll_ctl(2) says
+ * "one or more").  The listener's exclusive waiters are walked in the order
+ * they registered and the first one idle in epoll_wait is woken, so the
+ * same idle worker tends to take the next connection: load concentrates.
+ * Backends that cannot do this ignore it, and every process wakes (the
+ * thundering herd). */
 #define EV_EXCLUSIVE 4
 
 typedef struct ev ev_t;
@@ -33,8 +37,10 @@ void ev_del(ev_t *ev, int fd, int mask);
 int ev_poll(ev_t *ev, int timeout_ms, ev_fired_t *fired);
 /* The largest number of descriptors this backend can watch, below setsize. */
 int ev_limit(const ev_t *ev);
-/* True if a descriptor is reported only when it becomes ready (edge), not
- * while it stays ready (level): the loop must then drain it to EAGAIN. */
+/* True if a descriptor is reported when something new happens to it (edge:
+ * data arrives, room appears), not while it stays ready (level).  Bytes left
+ * unread get no new report until the peer sends more -- and a peer waiting
+ * for its reply never will -- so the loop must drain it to EAGAIN. */
 bool ev_edge_triggered(void);
 const char *ev_name(void);
 

@@ -1,7 +1,10 @@
-/* ev_select.c -- the select() backend.  select() takes fixed-size bit sets:
- * a descriptor >= FD_SETSIZE cannot be watched at all (FD_SET on it would
- * write past the set), and every call scans all descriptors up to the
- * highest, however few are active. */
+/* ev_select.c -- the select() backend.  glibc's fd_set is a fixed-size bit
+ * set of FD_SETSIZE (1024) bits: a descriptor >= FD_SETSIZE cannot be put in
+ * one (FD_SET on it would write past the set; _FORTIFY_SOURCE aborts).  The
+ * kernel itself copies and scans nfds bits, as many as asked; every call
+ * scans all descriptors up to the highest, however few are active, and, when
+ * it sleeps, adds a wait-queue entry to every watched socket and removes them
+ * all again when it wakes. */
 #include "ev.h"
 
 #include <errno.h>

@@ -61,14 +61,21 @@ static void close_conn(struct loop *l, int fd)
     close(fd);
 }
 
-static void refuse(struct loop *l, int fd)
+/* A connection the backend cannot watch: say why (at most once a second), close it. */
+static void refuse(struct loop *l, int fd, int err)
 {
     static time_t last_warning;
     if (time(NULL) != last_warning) { /* at most one warning a second */
         last_warning = time(NULL);
-        warn("descriptor %d is too high for %s, which can watch only descriptors below %d "
-             "(FD_SETSIZE); closing that connection. Use a poll or epoll model for more clients.",
-             fd, ev_name(), ev_limit(l->ev));
+        if (err == 0)
+            warn("descriptor %d is too high for %s, which can watch only descriptors below %d%s; "
+                 "closing that connection. Use a poll or epoll model for more clients.", fd, ev_name(),
+                 ev_limit(l->ev), ev_limit(l->ev) == FD_SETSIZE ? " (glibc's FD_SETSIZE)" : "");
+        else if (err == ENOSPC)
+            warn("%s cannot watch descriptor %d: the per-user limit on watched descriptors is reached "
+                 "(fs.epoll.max_user_watches); closing that connection", ev_name(), fd);
+        else
+            warn("%s cannot watch descriptor %d (%s); closing that connection", ev_name(), fd, strerror(err));
     }
     close(fd);
 }
@@ -84,8 +91,12 @@ static bool accept_clients(struct loop *l)
             continue; /* shed or aborted: next one */
         }
         /* Check before ev_add: a backend must never be handed an fd it cannot hold. */
-        if (fd >= l->setsize || fd >= ev_limit(l->ev) || ev_add(l->ev, fd, EV_READABLE) < 0) {
-            refuse(l, fd);
+        if (fd >= l->setsize || fd >= ev_limit(l->ev)) {
+            refuse(l, fd, 0);
+            continue;
+        }
+        if (ev_add(l->ev, fd, EV_READABLE) < 0) { /* epoll: ENOMEM, ENOSPC (max_user_watches) */
+            refuse(l, fd, errno);
             continue;
         }
         l->conns[fd] = (struct conn){ .session = session_new(l->cfg->service), .mask = EV_READABLE };
@@ -144,10 +155,11 @@ static void serve_client(struct loop *l, int fd, int ready)
     watch(l, fd, (len > 0 ? EV_READABLE : 0) | (session_out_pending(s) > 0 ? EV_WRITABLE : 0));
 }
 
-/* edge: the backend reports a socket once, when it BECOMES ready, not again
- * while it stays ready.  So remember the readiness, and use it up: read and
- * write until the kernel says EAGAIN, because bytes left unread now would
- * never be reported again.  Reading stops early only when the session's
+/* edge: the backend reports a socket when something new happens to it (more
+ * data, more room), not while it stays ready.  So remember the readiness, and
+ * use it up: read and write until the kernel says EAGAIN, because bytes left
+ * unread now are reported again only when the client sends more, and a client
+ * waiting for its reply never will.  Reading stops early only when the session's
  * input is full; `can_read` remembers that more is waiting.  A budget per
  * turn keeps one busy client from holding the loop: a client with work left
  * goes on the `again` list, served next round without waiting for an edge. */

@@ -1,7 +1,9 @@
 /* epoll_workers.c -- N worker processes, each running the epoll event loop
  * (loop.c + ev_epoll.c) on ONE shared listening socket, which each
- * registers with EPOLLEXCLUSIVE: a new connection wakes one worker, not
- * all of them (compare select_fork.c, where every process wakes).
+ * registers with EPOLLEXCLUSIVE: a new connection wakes one (or a few)
+ * idle workers, not all of them (compare select_fork.c, where every process
+ * wakes); the first-registered idle worker is woken first, so load tends to
+ * gather on it.
  *
  * Why a shared listener with EPOLLEXCLUSIVE rather than SO_REUSEPORT (one
  * listener per worker, the kernel hashing connections among them):
