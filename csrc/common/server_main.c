@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
@@ -21,6 +23,17 @@
 static volatile sig_atomic_t stop_pipe_w = -1;
 static int stop_pipe_r = -1;
 static int spare_fd = -1;
+static pthread_rwlock_t descriptors = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+void server_descriptors_enter(void)
+{
+    pthread_rwlock_rdlock(&descriptors);
+}
+
+void server_descriptors_leave(void)
+{
+    pthread_rwlock_unlock(&descriptors);
+}
 
 static void on_stop_signal(int sig)
 {
@@ -199,10 +212,37 @@ int server_main(int argc, char **argv, const struct server_model *model)
     return model->serve(&cfg);
 }
 
+static int shed_with_spare(int listen_fd, bool nonblocking);
+
 /* Out of descriptors: take the waiting connection with the spare's slot.
  * Returns it if descriptors came free meanwhile, else sheds it (the client
  * is told at once, and the listener stops being ready) and returns -1. */
 static int accept_with_spare(int listen_fd, bool nonblocking)
+{
+    struct pollfd waiting = { .fd = listen_fd, .events = POLLIN };
+    for (;;) {
+        pthread_rwlock_wrlock(&descriptors);
+        if (poll(&waiting, 1, 0) > 0) { /* a connection is waiting: take it now, with the spare's slot */
+            int fd = shed_with_spare(listen_fd, nonblocking);
+            int err = errno;
+            pthread_rwlock_unlock(&descriptors);
+            errno = err;
+            return fd;
+        }
+        pthread_rwlock_unlock(&descriptors);
+        /* Nothing waiting: Linux reports EMFILE before it would wait.  Wait outside the
+         * lock (a blocking model), or say so (a non-blocking one: its loop waits). */
+        if (fcntl(listen_fd, F_GETFL) & O_NONBLOCK) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (poll(&waiting, 1, -1) < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+/* accept_with_spare's work, while no other thread can open a descriptor. */
+static int shed_with_spare(int listen_fd, bool nonblocking)
 {
     static time_t last_warning;
     if (spare_fd < 0 && (spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
@@ -211,8 +251,9 @@ static int accept_with_spare(int listen_fd, bool nonblocking)
         return -1;
     }
     close(spare_fd);
-    /* Linux reports EMFILE before waiting, so in a blocking model this waits
-     * for the next client, by which time descriptors may have come free. */
+    /* A connection was waiting (accept_with_spare polled); in a model whose
+     * processes share the listener another may take it first, and a blocking
+     * accept then waits for the next, holding only this process's lock. */
     int fd = net_accept(listen_fd, nonblocking);
     int err = errno;
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);

@@ -44,6 +44,14 @@ int server_main(int argc, char **argv, const struct server_model *model);
  * was handled here (a connection shed or aborted): just try again. */
 int server_accept(int listen_fd, bool nonblocking);
 
+/* Around code that opens descriptors outside server_accept (the top service's
+ * /proc scan, in a thread per connection): while the spare's slot is free for
+ * the waiting connection, no other thread may take it.  Openers hold this
+ * shared; the spare's trick holds it alone (a writer-preferring lock, so a
+ * stream of scans cannot keep shedding waiting). */
+void server_descriptors_enter(void);
+void server_descriptors_leave(void);
+
 /* A descriptor that becomes readable when SIGTERM/SIGINT arrives, for a
  * model that wants to free everything and return from serve() instead of
  * being ended at once (so LeakSanitizer can check it). */

@@ -3,6 +3,8 @@
 #include "session.h"
 #include "procstat.h"
 
+#include "common/server_main.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,7 +53,9 @@ static void reply_top(session_t *s, int k)
         session_fail(s, "server out of memory");
         return;
     }
+    server_descriptors_enter(); /* the scan opens /proc files: not while the spare's slot is free */
     int n = procstat_top(procs, k);
+    server_descriptors_leave();
     if (n < 0) { /* e.g. EMFILE: every descriptor is held by a connection */
         char why[96];
         snprintf(why, sizeof why, "cannot read /proc: %s", strerror(errno));
