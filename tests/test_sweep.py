@@ -81,6 +81,28 @@ def test_a_point_says_how_much_of_the_generators_cpus_it_used():
     assert row["client_threads"] == 3 and math.isnan(row["client_busiest_thread"])
 
 
+# The generator's CPU use is its CPU time over the wall time of the same window, for every
+# engine and thread count: never above the CPUs it could use, however short the run (its start-up
+# once counted against a 0.4 ms upload read 7.2 CPUs on one).  (model, load, expect saturated)
+CLIENT_CPU_CASES = [
+    ("one tiny upload, threads engine", "epoll", dict(clients=1, requests=1, service="sink", size=102400), False),
+    ("one echo, events engine", "epoll", dict(clients=1, requests=1, service="echo", engine="events"), False),
+    ("a few echoes, two event loops", "epoll", dict(clients=4, requests=2, service="echo", engine="events",
+                                                     threads=2), False),
+    ("an open loop far past what one loop can send", "epoll",
+     dict(clients=50, service="echo", engine="events", rate=300_000, duration=0.5), True),
+]
+
+
+@pytest.mark.parametrize("name, model, load, saturated", CLIENT_CPU_CASES, ids=[c[0] for c in CLIENT_CPU_CASES])
+def test_the_generators_cpu_use_is_measured_over_its_own_window(name, model, load, saturated):
+    row = measuring.point(model, server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]], **load)
+    assert row["status"] == "ok", row["error"]
+    assert 0 < row["client_cpu_util"] <= row["client_cpus_usable"] * 1.02, (
+        f"{name}: {row['client_cpu_util']:.2f} CPUs used of {row['client_cpus_usable']} usable")
+    assert row["client_saturated"] is saturated, (name, row["client_cpu_util"], row["client_busiest_thread"])
+
+
 def test_point_without_perf_says_where_counters_came_from(monkeypatch):
     monkeypatch.setenv("LABKIT_NO_PERF", "1")
     row = measuring.point("select", clients=4)

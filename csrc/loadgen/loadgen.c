@@ -395,6 +395,14 @@ static void die_with_parent(void)
         exit(EXIT_FAILURE); /* the parent is already gone */
 }
 
+/* CPU time of every thread of this process so far, those that ended included. */
+static double process_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 int main(int argc, char **argv)
 {
     set_program_name(argv[0]);
@@ -412,12 +420,16 @@ int main(int argc, char **argv)
 
     static struct outcome out; /* two histograms: too big for the stack */
     outcome_init(&out);
+    double cpu_before = process_cpu_s();
+    uint64_t wall_before = now_ns();
     if (o.strategy != STRATEGY_NONE)
         drive_strategy(&o, &addr, &work, &out);
     else if (o.engine == ENGINE_EVENTS)
         drive_events(&o, &addr, &work, &out);
     else
         drive_threads(&o, &addr, &work, &out);
+    out.window_wall_s = (double)(now_ns() - wall_before) / 1e9;
+    out.window_cpu_s = process_cpu_s() - cpu_before;
     int code = report(&o, &out);
 
     outcome_free(&out);

@@ -99,6 +99,10 @@ struct outcome {
     struct outcome *parts;
     long nparts;
     double thread_cpu_s;           /* a part: the CPU time its thread used */
+    /* The whole run, from just before the driver starts to just after it returns (every
+     * connect, exchange and close; not the start-up or the report): wall and process CPU
+     * time over the same window, so their ratio is the CPUs the generator used. */
+    double window_wall_s, window_cpu_s;
 };
 
 void outcome_init(struct outcome *out);

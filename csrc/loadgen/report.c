@@ -285,7 +285,7 @@ int report(const struct options *o, struct outcome *out)
     putchar(',');
     print_parts(out, elapsed);
     print_errors(&out->failures);
-    putchar(',');
+    printf(",\"window\":{\"wall_s\":%.6f,\"cpu_s\":%.6f},", out->window_wall_s, out->window_cpu_s);
     print_rusage();
     printf("}\n");
     fflush(stdout);
