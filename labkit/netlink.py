@@ -199,6 +199,7 @@ class Link:
     loss_percent: float = 0.0
     mtu: int = 1500
     emulator: str = "auto"         # delay, jitter and loss by: netem where it exists, else the delay line
+    autocorking: bool = True       # net.ipv4.tcp_autocorking in both hosts' namespaces (per namespace; on by default)
     id: str = field(default_factory=lambda: secrets.token_hex(3))
     made: bool = False
     counters: dict = field(default_factory=dict)  # after remove(): the kernel's TCP counts, the delay line's
@@ -284,6 +285,8 @@ class Link:
             what = [f"{self.delay_ms:g}ms"] + ([f"jitter {self.jitter_ms:g}ms"] if self.jitter_ms else []) + (
                 [f"loss {self.loss_percent:g}%"] if self.loss_percent else [])
             parts.append(("netem delay " if self.mechanism == "netem" else "delay line ") + " ".join(what))
+        if not self.autocorking:
+            parts.append("autocorking off")
         return ", ".join(parts) or "none"
 
     # -- making and removing it ----------------------------------------------
@@ -343,6 +346,8 @@ class Link:
             self._ip("-n", ns, "addr", "add", f"{address}/{PREFIX_LEN}", "dev", end)
             self._ip("-n", ns, "link", "set", end, "up")
             self._shape(ns, end)
+            if not self.autocorking:  # a per-namespace sysctl: this host's own stays as it is
+                self._sysctl(ns, "net.ipv4.tcp_autocorking=0")
         self.check_isolated()
         if self.mechanism == "delayline":
             self._start_delay_line()

@@ -332,3 +332,25 @@ def _as_a_user_then_killed(env: dict) -> None:
         time.sleep(0.1)
     left = subprocess.run(["pgrep", "-a", "-u", "65534"], capture_output=True, text=True).stdout
     assert left == "", f"left after kill -9 of the owner: {left}"
+
+
+def test_autocorking_is_turned_off_in_the_links_namespaces_only_and_the_segments_show_it(built_bin, tmp_path):
+    """net.ipv4.tcp_autocorking is per namespace: off in both hosts of the link, this host's own
+    untouched.  Behind a 10 Mbit/s tbf the qdisc is rarely empty, so with TCP_NODELAY and
+    autocorking on, 100 writes of 15 bytes leave as a few segments (each small write waits while
+    the last packet is queued); off, as more (what still merges is TCP Small Queues' doing)."""
+    from labkit import experiments, sweep
+
+    host_setting = open("/proc/sys/net/ipv4/tcp_autocorking").read().strip()
+    with netlink.Link(rate="10mbit", autocorking=False) as link:
+        assert link.sysctl("net.ipv4.tcp_autocorking", "server") == "0"
+        assert link.sysctl("net.ipv4.tcp_autocorking", "client") == "0"
+        assert link.shaping == "tbf 10mbit, autocorking off"
+    assert open("/proc/sys/net/ipv4/tcp_autocorking").read().strip() == host_setting
+    params = experiments.resolve("write_strategies", "quick", strategy=["many"], nodelay=["on"], shape=["100x15"],
+                                 placement=["namespaces"], link_rate="10mbit", link_autocorking=["on", "off"],
+                                 repetitions=200)
+    frame = sweep.run("write_strategies", params, results=tmp_path / "r.jsonl", progress=False)
+    segments = {row["link_autocorking"]: row["data_segments_per_repetition"] for _, row in frame.iterrows()}
+    assert set(frame["status"]) == {"ok"} and set(frame["write_calls_per_repetition"]) == {100}
+    assert segments["on"] < segments["off"] <= 100, segments

@@ -220,7 +220,7 @@ class Experiment:
 
         return Link(rate=point.get("link_rate"), delay_ms=point.get("link_delay_ms", 0),
                     loss_percent=point.get("link_loss_percent", 0.0), jitter_ms=point.get("link_jitter_ms", 0),
-                    mtu=point.get("link_mtu", 1500))
+                    mtu=point.get("link_mtu", 1500), autocorking=point.get("link_autocorking", "on") == "on")
 
     def pinning(self, point: dict, note: str = ""):
         from labkit.procs import Pinning

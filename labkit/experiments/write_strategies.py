@@ -5,7 +5,7 @@ them: system calls, TCP segments, the server's reads."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,
-                           placement_params, profile_stacks_param, repeats_param)
+                           autocorking_param, placement_params, profile_stacks_param, repeats_param)
 from labkit.perf import SYSCALL_EVENTS
 
 STRATEGIES = ("many", "writev", "single", "msg_more", "cork")
@@ -32,6 +32,7 @@ EXPERIMENT = Experiment(
         Param("requests", Int(least=1), 1, "uploads per connection", fixed=True),
         *cpu_params(),
         *placement_params(),
+        autocorking_param(),
     ),
     x="shape",
     chart="bars",
