@@ -45,27 +45,37 @@ def _build(args) -> int:
 
 
 def _experiments(args) -> int:
+    """Every experiment in a line each; with a name, that one's parameters (defaults as each
+    parameter's kind writes them: 16GB, on/off, not 17179869184 or False)."""
     from . import experiments
 
-    for experiment in experiments.catalogue().values():
-        profiles = ", ".join(["full", *(p for p in experiment.profiles if p != "full")])
-        print(f"{experiment.name}: {experiment.title}")
-        print(f"  profiles: {profiles}; grid: {' x '.join(p.name for p in experiment.axes)}; "
-              f"x axis: {experiment.x if experiment.chart == 'lines' else 'bars per grid point'}")
-        for param in experiment.parameters:
-            quick = experiment.profiles.get("quick", {}).get(param.name)
-            default = _text(param.default) + (f" (quick: {_text(quick)})" if quick is not None else "")
-            fixed = ", fixed by the experiment" if param.fixed else ""
-            print(f"  --set {param.name}=...  {param.help}{fixed}")
-            print(f"        {param.kind.describe()}; default {default}")
-        print()
+    if args.name is None:
+        catalogue = experiments.catalogue()
+        width = max(map(len, catalogue))
+        for experiment in catalogue.values():
+            print(f"{experiment.name:<{width}}  {experiment.title}")
+        print("\nOne experiment's parameters: labkit experiments NAME")
+        return EXIT_OK
+    experiment = experiments.get(args.name)
+    profiles = ", ".join(["full", *(p for p in experiment.profiles if p != "full")])
+    print(f"{experiment.name}: {experiment.title}")
+    print(f"  profiles: {profiles}; grid: {' x '.join(p.name for p in experiment.axes)}; "
+          f"x axis: {experiment.x if experiment.chart == 'lines' else 'bars per grid point'}; "
+          f"figures: {', '.join(figure.metric for figure in experiment.figures)}")
+    for param in experiment.parameters:
+        quick = experiment.profiles.get("quick", {}).get(param.name)
+        default = _text(param, param.default) + (f" (quick: {_text(param, quick)})" if quick is not None else "")
+        fixed = ", fixed by the experiment" if param.fixed else ""
+        print(f"  --set {param.name}=...  {param.help}{fixed}")
+        print(f"        {param.kind.describe()}; default {default}")
     return EXIT_OK
 
 
-def _text(value) -> str:
+def _text(param, value) -> str:
+    """A value as labkit sweep --set takes it back: lists comma-separated, each item as its kind writes it."""
     if isinstance(value, (list, tuple)):
-        return ",".join(str(v) for v in value)
-    return "empty" if value is None else str(value)
+        return ",".join(param.kind.typed(v) for v in value) or "empty"
+    return "empty" if value is None else param.kind.typed(value)
 
 
 def _given(args) -> dict:
@@ -103,7 +113,7 @@ def _sweep(args) -> int:
         print(f"note: {frame.attrs['reused']} of {frame.attrs['planned']} point(s) were already measured in "
               f"{frame.attrs['results']} and were reused, not measured again (--no-resume measures them again)",
               file=sys.stderr)
-    table = sweep.median_table(frame, experiment.axis_columns)
+    table = sweep.median_table(frame, experiment.axis_columns, columns=experiment.summary_columns)
     if not (frame["status"] == "ok").any():
         print("no point was measured successfully")
     print("median of the repeats that succeeded (n of them; failed: how many did not), per point:\n"
@@ -207,7 +217,9 @@ def parser() -> argparse.ArgumentParser:
     build.add_argument("--sanitize", action="store_true", help="build with AddressSanitizer + UBSan into build/san/bin")
     build.set_defaults(run=_build)
 
-    listing = commands.add_parser("experiments", help="every experiment, its parameters and profiles")
+    listing = commands.add_parser("experiments", help="every experiment in a line; with a name, its parameters "
+                                                      "and profiles")
+    listing.add_argument("name", nargs="?", help="an experiment, e.g. write_strategies: its parameters")
     listing.set_defaults(run=_experiments)
 
     sweep = commands.add_parser("sweep", help="measure an experiment's grid and append rows to data/results/")

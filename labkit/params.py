@@ -82,6 +82,10 @@ class Kind:
             return self.none_text
         return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
+    def typed(self, value) -> str:
+        """One value as a user types it back (labkit sweep --set, a panel field): 20000, 16GB, on."""
+        return self.text(value).replace(",", "")
+
 
 class ChoiceList(Kind):
     """Some of a few words, one grid point each (write strategies: many, writev, single):
@@ -329,6 +333,9 @@ class Shapes(Kind):
     def text(self, value):
         nbufs, _, bufsize = str(value).partition("x")
         return f"{nbufs} x {bufsize} B"
+
+    def typed(self, value):
+        return str(value)
 
     def sort_key(self, value):
         nbufs, _, bufsize = str(value).partition("x")

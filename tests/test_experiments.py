@@ -124,13 +124,23 @@ def test_impossible_link_delays_and_losses_are_refused_with_the_range(given, say
 # --- the test experiment through the CLI, the panel and the plots --------------------
 
 
-def test_labkit_experiments_lists_every_experiment_with_its_parameters():
+def test_labkit_experiments_lists_every_experiment_in_a_line_and_one_with_its_parameters():
     done = labkit("experiments")
     assert done.returncode == 0, done.stderr
-    for name in ("proc_top", "echo_scale", "idle_conns", "echo_sizes"):
-        assert re.search(rf"^{name}: ", done.stdout, re.M), name
-    assert "--set connect_timeout=" in done.stdout and "default 16,4096" in done.stdout
-    assert "--set idle=" in done.stdout and "(quick: 0,1000)" in done.stdout
+    names = ("bdp", "echo_scale", "echo_sizes", "idle_conns", "nagle", "proc_top", "uploads", "write_strategies")
+    assert sorted(line.split()[0] for line in done.stdout.splitlines()[:len(names)]) == list(names)
+    assert "--set" not in done.stdout and "labkit experiments NAME" in done.stdout
+    one = labkit("experiments", "echo_sizes")
+    assert one.returncode == 0, one.stderr
+    assert "--set connect_timeout=" in one.stdout and "default 16,4096" in one.stdout
+    idle = labkit("experiments", "idle_conns").stdout
+    assert "--set idle=" in idle and "(quick: 0,1000)" in idle
+    strategies = labkit("experiments", "write_strategies").stdout
+    # defaults as they are typed back: sizes and shapes in their units, flags on/off, no raw bytes
+    assert "default 15x100,30x50,60x25,100x15" in strategies and "default 20000 (quick: 2000)" in strategies
+    assert "17179869184" not in labkit("experiments", "uploads").stdout and "False" not in strategies
+    unknown = labkit("experiments", "nosuch")
+    assert unknown.returncode == 2 and "choose one of: bdp, echo_scale" in unknown.stderr
 
 
 def test_a_test_experiment_runs_through_labkit_sweep(tmp_path, built_bin):

@@ -75,3 +75,21 @@ def test_the_models_field_has_a_box_for_every_model_this_checkout_builds():
     assert [box.description for box in widget.children] == build.models()
     Models().show(widget, ["poll", "epoll"])
     assert Models().read(widget) == [m for m in build.models() if m in ("poll", "epoll")]
+
+
+def test_every_default_is_written_as_it_is_typed_back():
+    """`labkit experiments NAME` and the panel show each default (and quick value) as a user types
+    it (Kind.typed); checked again by its own kind, it is the same value: 16GB, 15x100, on."""
+    from labkit import experiments
+
+    for experiment in experiments.catalogue().values():
+        for param in experiment.parameters:
+            quick = experiment.profiles.get("quick", {})
+            for value in [param.default] + ([quick[param.name]] if param.name in quick else []):
+                if value is None:
+                    continue
+                typed = (",".join(param.kind.typed(v) for v in value) if isinstance(value, (list, tuple))
+                         else param.kind.typed(value))
+                back = param.kind.check(param.name, typed)
+                assert (list(back) if isinstance(value, (list, tuple)) else back) == (
+                    list(value) if isinstance(value, (list, tuple)) else value), (experiment.name, param.name, typed)

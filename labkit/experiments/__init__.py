@@ -105,6 +105,13 @@ class Experiment:
         return [p.column for p in self.axes]
 
     @property
+    def summary_columns(self) -> list[str]:
+        """What `labkit sweep` summarises per point: the experiment's own figures (the first
+        six), and how much of its CPUs the load generator used."""
+        metrics = list(dict.fromkeys(figure.metric for figure in self.figures))[:6]
+        return [*metrics, "client_cpu_util"]
+
+    @property
     def fields(self) -> list[Param]:
         """The parameters a student chooses (the panel's fields): all but the fixed ones."""
         return [p for p in self.parameters if not p.fixed]
