@@ -45,6 +45,8 @@ _SPARE_COLORS = ["#8C564B", "#17BECF", "#9467BD", "#7F7F00"]
 # A model's lines differ by dash when another axis (a size, say) varies.
 _DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
 FAILED_COLOR = "#C00000"
+# Marks that tell traces apart where colour alone would not (coinciding lines, log-axis dots).
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "star", "hexagon")
 
 TEMPLATE = go.layout.Template(layout=go.Layout(
     font=dict(family="DejaVu Sans, Arial, sans-serif", size=13),
@@ -412,14 +414,16 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         raise LabError(f"the results have no column {metric!r}",
                        "pick one of: " + ", ".join(c for c in df.columns if _is_numeric(df[c])))
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, barmode="group", title=title or f"{label(metric)} per model",
+    models = list(dict.fromkeys(df["model"]))
+    whose = "per model" if len(models) > 1 else f"of {models[0]}" if models else ""
+    fig.update_layout(template=TEMPLATE, barmode="group", title=title or f"{label(metric)} {whose}",
                       xaxis_title=" · ".join(axis_title(df, a) for a in axes), yaxis_title=label(metric))
     if log_y:
         fig.update_yaxes(type="log")
     constant = [f"{axis_title(df, c)} {value_text(df, c, df[c].iloc[0])}" for c in axes_of(df)
                 if c != "model" and c not in axes and c in df.columns and df[c].nunique() == 1]
     if constant and title is None:
-        fig.update_layout(title=f"{label(metric)} per model ({', '.join(constant)})")
+        fig.update_layout(title=f"{label(metric)} {whose} ({', '.join(constant)})")
 
     rows, failures = [], []
     for values, point in df.groupby(["model", *axes], sort=True):
@@ -447,15 +451,22 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
     order = [_point_label(df, axes, values) for values in sorted(
         set(zip(*(df[a] for a in axes))),
         key=lambda values: tuple(kind.sort_key(v) if kind else v for kind, v in zip(kinds, values)))]
-    for model in dict.fromkeys(df["model"]):
+    for i, model in enumerate(models):
         bars = summary[summary["model"] == model].set_index("point").reindex(order)
-        fig.add_trace(go.Bar(
-            x=order, y=bars["median"], name=model, marker_color=color(model), offsetgroup=model,
+        drawn = dict(
+            x=order, y=bars["median"], name=model, offsetgroup=model,
             error_y=dict(type="data", symmetric=False, array=bars["high"] - bars["median"],
                          arrayminus=bars["median"] - bars["low"], thickness=1.2, width=4),
             customdata=bars[["n"]].to_numpy(),
             hovertemplate=f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>repeats %{{customdata[0]}}<extra></extra>",
-        ))
+        )
+        if log_y:  # a bar's length means nothing on a log axis (where would it start?): a mark at the median
+            fig.add_trace(go.Scatter(mode="markers", marker=dict(color=color(model), size=11,
+                                                                 symbol=SYMBOLS[i % len(SYMBOLS)]), **drawn))
+        else:
+            fig.add_trace(go.Bar(marker_color=color(model), **drawn))
+    if log_y:
+        fig.update_layout(scattermode="group")
     if failures:
         failed = pd.DataFrame(failures)
         # a point with no value: at 0, or on a log axis (no 0) below the lowest bar
@@ -511,8 +522,8 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
                       title: str | None = None) -> go.Figure:
     """How the exchanges' latencies spread, one line per value of `by`: the load
     generator's fine histogram, summed over the successful repeats and regrouped into
-    `per_decade` bins per power of ten.  A peak near 40 ms is Nagle's algorithm waiting
-    for a delayed ACK."""
+    `per_decade` bins per power of ten.  A peak at 40 ms or more (Linux's minimum
+    delayed-ACK timeout) is Nagle's algorithm waiting for a delayed ACK."""
     by = [c for c in by if c in df.columns]
     _require(df, ["status", "lat_histogram"])
     ok = df[df["status"] == "ok"]
@@ -784,6 +795,25 @@ def seed_comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> 
                      row=1, col=1)
     fig.update_xaxes(tickvals=sorted(seed_rows["clients"].unique()), row=1, col=2)
     fig.update_yaxes(title_text=ylabel)  # both panels: the seed's has its own scale, and says of what
+    return fig
+
+
+def reference_line(fig: go.Figure, y: float, text: str) -> go.Figure:
+    """A horizontal reference (iperf3's ceiling, say) across every subplot, labelled at its
+    left end.  On a log axis plotly reads a shape's and an annotation's y as the exponent
+    (fig.add_hline(y=12.6) drew iperf3's 12.6 Gbit/s at 10^12.6 and stretched the axis to
+    1T), so there the line is placed at log10(y)."""
+    for axis in fig.select_yaxes():
+        log = axis.type == "log"
+        if log and y <= 0:
+            continue  # no place on a log axis
+        at = math.log10(y) if log else y
+        yref = axis.plotly_name.replace("axis", "")
+        xref = f"{axis.anchor or 'x'} domain"
+        fig.add_shape(type="line", xref=xref, x0=0, x1=1, yref=yref, y0=at, y1=at,
+                      line=dict(dash="dash", color="#555", width=1.5))
+        fig.add_annotation(xref=xref, x=0.01, xanchor="left", yref=yref, y=at, yanchor="bottom", text=text,
+                           showarrow=False, font=dict(size=12, color="#333"))
     return fig
 
 

@@ -319,6 +319,33 @@ def test_bars_stand_at_their_points_named_and_a_failed_one_shows_on_a_log_axis()
     assert list(cross.x) == ["2,000"] and 0 < cross.y[0] < 500.0  # below the lowest bar, not at log(0)
 
 
+def test_no_bar_stands_on_a_log_axis_each_model_gets_a_mark_of_its_own_and_one_model_is_not_per_model():
+    wide = pd.DataFrame([dict(model=m, clients=c, status="ok", lat_p99_us=v, repeat=0, error="")
+                         for m, c, v in (("epoll", 10, 500.0), ("epoll", 100, 900.0), ("threaded", 10, 2e5),
+                                         ("threaded", 100, 1e6))])
+    log = plots.metric_by_point(wide, "lat_p99_us")
+    assert log.layout.yaxis.type == "log" and not [t for t in log.data if t.type == "bar"]
+    assert [t.marker.symbol for t in log.data] == ["circle", "square"] and log.layout.scattermode == "group"
+    linear = plots.metric_by_point(wide.assign(lat_p99_us=[500.0, 700.0, 900.0, 1000.0]), "lat_p99_us")
+    assert {t.type for t in linear.data} == {"bar"}
+    assert linear.layout.title.text == "latency p99 (µs) per model"
+    one = plots.metric_by_point(wide[wide["model"] == "epoll"], "lat_p99_us")
+    assert "per model" not in one.layout.title.text and "of epoll" in one.layout.title.text
+
+
+@pytest.mark.parametrize("log_y", [False, True])
+def test_a_reference_line_sits_at_its_value_on_linear_and_log_axes(log_y):
+    """plotly reads a shape's y on a log axis as the exponent: iperf3's 12.6 Gbit/s once stretched
+    a goodput axis to 1T.  reference_line puts it at log10(12.6) there."""
+    rows = pd.DataFrame([dict(model="epoll", clients=c, status="ok", goodput_gbit_s=g, repeat=0, error="")
+                         for c, g in ((1, 0.5), (10, 3.0), (100, 9.0))])
+    fig = plots.reference_line(plots.metric_vs(rows, "goodput_gbit_s", log_y=log_y), 12.6, "iperf3")
+    [shape], [note] = fig.layout.shapes, [a for a in fig.layout.annotations if a.text == "iperf3"]
+    expected = math.log10(12.6) if log_y else 12.6
+    assert shape.y0 == shape.y1 == pytest.approx(expected) and note.y == pytest.approx(expected)
+    assert shape.xref == "x domain" and (shape.x0, shape.x1) == (0, 1)
+
+
 def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
     rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
                  lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
