@@ -196,6 +196,13 @@ def value_text(df: pd.DataFrame, column: str, value) -> str:
     return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
 
 
+def setting(df: pd.DataFrame, column: str, value) -> str:
+    """A parameter and its value as every title, legend and caption writes it: its one label
+    and its kind's text ("one-way delay (ms) 5", not "link_delay_ms 5" in one place and the
+    label in another)."""
+    return f"{axis_title(df, column)} {value_text(df, column, value)}"
+
+
 def _series_of(df: pd.DataFrame, x: str, series) -> list[str]:
     """The grid axes besides model and x: each of their values gets a line of its own."""
     if series is None:
@@ -233,7 +240,7 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
 
 def _line_name(df: pd.DataFrame, model: str, series: list[str], values: tuple, varying: set[str]) -> str:
     """'epoll', or 'epoll, clients 100' when another axis than x varies."""
-    shown = [f"{column} {value_text(df, column, value)}" for column, value in zip(series, values)
+    shown = [setting(df, column, value) for column, value in zip(series, values)
              if column in varying]
     return ", ".join([model, *shown])
 
@@ -280,7 +287,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     x_title = x_title or axis_title(df, x)
     summary = summarize(df, metric, x, series)
     varying = {c for c in series if summary[c].nunique() > 1}
-    constant = [f"{c} {value_text(df, c, summary[c].iloc[0])}"
+    constant = [setting(df, c, summary[c].iloc[0])
                 for c in series if c not in varying and not summary.empty]
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, xaxis_title=x_title, yaxis_title=label(metric),
@@ -536,7 +543,7 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
             for high_us, count in histogram or []:
                 slot = math.ceil(math.log10(max(float(high_us), 1e-3)) * per_decade)
                 counts[slot] = counts.get(slot, 0) + int(count)
-        name = ", ".join(f"{column} {value_text(df, column, value)}" for column, value in zip(by, values))
+        name = ", ".join(setting(df, column, value) for column, value in zip(by, values))
         binned.append((name or "all", counts))
     slots = [slot for _, counts in binned for slot in counts]
     fig = go.Figure()
@@ -698,7 +705,7 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
     every = _point_axes(df, axes)
     _require(df, ["model", *every, "status"])
     axes = ["model", *_varying(df, every)]
-    constant = [f"{axis} {value_text(df, axis, df[axis].iloc[0])}" for axis in every if axis not in axes]
+    constant = [setting(df, axis, df[axis].iloc[0]) for axis in every if axis not in axes]
     ok = df[df["status"] == "ok"]
     columns = {}
     for event in COUNTER_EVENTS:
@@ -822,7 +829,7 @@ def _where(df: pd.DataFrame, row, axes: list[str]) -> str:
     as its parameter writes it: 'size 10MB')."""
     if axes == ["clients"]:
         return f"{row['model']} @ {int(row['clients'])} clients"
-    return f"{row['model']} @ " + ", ".join(f"{axis} {value_text(df, axis, row[axis])}" for axis in axes)
+    return f"{row['model']} @ " + ", ".join(setting(df, axis, row[axis]) for axis in axes)
 
 
 def saturation_warning(df: pd.DataFrame) -> str | None:

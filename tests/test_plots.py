@@ -234,8 +234,8 @@ def test_a_size_axis_is_written_with_units_and_each_size_has_its_own_dash():
     assert fig.layout.yaxis.title.text == "goodput (Gbit/s)"
     by_clients = plots.metric_vs(df, "goodput_gbit_s", x="clients")
     dashes = {trace.name: trace.line.dash for trace in by_clients.data}
-    assert dashes == {"aio, size 100KB": "solid", "aio, size 10MB": "dot",
-                      "epoll, size 100KB": "solid", "epoll, size 10MB": "dot"}
+    assert dashes == {"aio, upload size 100KB": "solid", "aio, upload size 10MB": "dot",
+                      "epoll, upload size 100KB": "solid", "epoll, upload size 10MB": "dot"}
 
 
 def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
@@ -381,6 +381,6 @@ def test_the_counters_table_writes_its_points_as_their_parameters_do():
     table = plots.counters_table(pd.DataFrame(rows))
     assert table.loc[("epoll", 10485760), "task-clock (ms)"] == 1.0  # the values stay
     # the axes with one value are said once, in the caption
-    assert "(clients 1, placement same_host, link_delay_ms 0)" in table.attrs["caption"]
+    assert "(connections 1, placement same_host, one-way delay (ms) 0)" in table.attrs["caption"]
     html = plots.style_counters(table).to_html()
     assert ">100KB<" in html and ">10MB<" in html and "10485760" not in html

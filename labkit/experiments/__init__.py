@@ -172,7 +172,7 @@ class Experiment:
             return ", ".join(param.kind.text(v) for v in values) or "none"
 
         return Note(f"{self.name} (profile {params.get('profile', 'full')}): "
-                    + "; ".join(f"{p.name} {shown(p)}" for p in self.fields))
+                    + "; ".join(f"{p.title} {shown(p)}" for p in self.fields))
 
     def left_out(self, params: dict) -> list[tuple[dict, str]]:
         """The grid points leave_out drops, each with the reason."""
