@@ -13,6 +13,8 @@ PYTEST_ARGS  ?=
 VENV   := .venv
 STAMP  := $(VENV)/.installed
 KERNEL := $(VENV)/share/jupyter/kernels/labkit/kernel.json
+# JupyterLab's settings for the lab: no "news from Jupyter?" prompt over every page, no update check.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
 PIP    := $(VENV)/bin/pip --disable-pip-version-check
 
 # JupyterLab refuses to run as root (containers, CI) unless told it may.
@@ -33,7 +35,7 @@ help:
 	@echo "make clean      remove build/ and caches (keeps .venv and data/results/)"
 	@echo "make distclean  clean, and remove .venv too"
 
-setup: system $(STAMP) $(KERNEL)
+setup: system $(STAMP) $(KERNEL) $(LAB_SETTINGS)
 
 system:
 	@bash scripts/setup-system.sh
@@ -49,6 +51,10 @@ $(STAMP): requirements.txt requirements-test.txt pyproject.toml
 
 $(KERNEL): $(STAMP)
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name labkit --display-name "Python (labkit)"
+
+$(LAB_SETTINGS): scripts/jupyterlab-overrides.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp scripts/jupyterlab-overrides.json $@
 
 build:
 	$(MAKE) -C csrc BUILD=$(CURDIR)/build

@@ -1,6 +1,7 @@
 """The set-up files say the same thing: one set of pins, one kernel name,
 the two commands, and a CI that runs them."""
 
+import json
 import os
 import re
 import shutil
@@ -177,3 +178,14 @@ def test_setup_system_without_gcc_is_fatal_with_the_fix(tmp_path):
     assert result.returncode == 1
     assert "'gcc' is not installed" in result.stderr
     assert "apt-get install -y gcc make" in result.stderr
+
+
+def test_the_labs_jupyterlab_asks_no_news_question_and_checks_no_updates():
+    """JupyterLab's "official Jupyter news?" prompt covered every page until dismissed; the
+    lab's settings (copied into the venv by make setup) answer it: never, and no update check."""
+    overrides = json.loads((ROOT / "scripts" / "jupyterlab-overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false",
+                                                                        "checkForUpdates": False}
+    installed = ROOT / ".venv" / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert json.loads(installed.read_text()) == overrides, "make setup copies it into the venv"
+    assert "$(LAB_SETTINGS)" in (ROOT / "Makefile").read_text().split("setup:", 1)[1].splitlines()[0]
