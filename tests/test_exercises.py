@@ -168,6 +168,28 @@ LINGERING = r"""
 static void close_connection(int fd)
 {
     shutdown(fd, SHUT_WR);
+    uint64_t deadline = now_ns() + 2000000000u; /* the whole linger, not each read */
+    char discard[4096];
+    size_t drained = 0;
+    for (uint64_t now; (now = now_ns()) < deadline && drained < (1u << 20);) {
+        uint64_t left_us = (deadline - now) / 1000;
+        struct timeval wait = { .tv_sec = (time_t)(left_us / 1000000), .tv_usec = (suseconds_t)(left_us % 1000000) };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+        ssize_t got = read_some(fd, discard, sizeof discard);
+        if (got <= 0)
+            break;
+        drained += (size_t)got;
+    }
+    close(fd);
+}
+"""
+
+# Bounded per read only (the notebook's reference solution until a reviewer found it): a client
+# sending a byte every half second keeps every read under the timeout, and holds the connection.
+PER_READ_BOUND = r"""
+static void close_connection(int fd)
+{
+    shutdown(fd, SHUT_WR);
     struct timeval wait = { .tv_sec = 1 };
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
     char discard[4096];
@@ -195,8 +217,14 @@ def test_a_linger_without_a_bound_fails_the_hidden_check():
     unbounded = ("static void close_connection(int fd)\n{\n    shutdown(fd, SHUT_WR);\n    char b[4096];\n"
                  "    while (read(fd, b, sizeof b) > 0)\n        ;\n    close(fd);\n}\n")
     c_exercises.check_lingering_close(unbounded, tries=2)  # the visible check cannot tell
-    with pytest.raises(AssertionError, match="bound the linger"):
+    with pytest.raises(AssertionError, match="silent client.*bound the whole linger"):
         c_exercises.check_lingering_close(unbounded, tries=1, silent_after=True, timeout=3)
+
+
+def test_a_linger_bounded_per_read_fails_the_hidden_check_with_a_trickling_client():
+    c_exercises.check_lingering_close(PER_READ_BOUND, tries=2)  # the visible check cannot tell
+    with pytest.raises(AssertionError, match="a byte every 0.5 s.*bound the whole linger with a deadline"):
+        c_exercises.check_lingering_close(PER_READ_BOUND, tries=1, silent_after=True, timeout=3)
 
 
 def test_a_close_connection_compile_error_names_the_cell():

@@ -366,23 +366,34 @@ def _server_holds(pid: int, client: tuple) -> bool:
 
 
 def _check_linger_is_bounded(server: _ScratchServer, timeout: float) -> None:
-    """A client that gets ERR and then neither sends nor closes: the server must close
-    the connection by itself within `timeout` (a linger with no bound holds a thread,
-    and its descriptor, for as long as the client likes).  Watched from the server's
-    side: whether it still holds a socket connected to this client."""
+    """Clients that get ERR and then neither close nor stop: one silent, one sending a
+    byte every half second (each read then returns within any per-read timeout, so only a
+    bound on the whole linger ends it).  The server must close each connection by itself
+    within `timeout` (a linger with no bound holds a thread, and its descriptor, for as
+    long as the client likes).  Watched from the server's side: whether it still holds a
+    socket connected to this client."""
     pid = server.server.pid
-    with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as sock:
-        sock.sendall(b"GET / HTTP/1.0\n")  # an unknown verb: ERR, and the linger begins
-        got = sock.recv(4096)
-        assert got.startswith(b"ERR "), f"the client got {got!r} instead of an ERR line"
-        deadline = time.monotonic() + timeout
-        while _server_holds(pid, sock.getsockname()):
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"after ERR the server kept a silent client's connection open for more than {timeout:g} s: "
-                    "bound the linger with a receive timeout (SO_RCVTIMEO of a second, say) and a cap on the "
-                    "bytes read, then close")
-            time.sleep(0.05)
+    for trickle in (False, True):
+        with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as sock:
+            sock.sendall(b"GET / HTTP/1.0\n")  # an unknown verb: ERR, and the linger begins
+            got = sock.recv(4096)
+            assert got.startswith(b"ERR "), f"the client got {got!r} instead of an ERR line"
+            deadline = time.monotonic() + timeout
+            next_byte = time.monotonic()
+            while _server_holds(pid, sock.getsockname()):
+                if time.monotonic() > deadline:
+                    raise AssertionError(
+                        f"after ERR the server kept a {'client sending a byte every 0.5 s' if trickle else 'silent client'}"
+                        f" connected for more than {timeout:g} s: bound the whole linger with a deadline (say 2 s from "
+                        "the shutdown, the receive timeout set to what is left before each read), not each read: a "
+                        "client that trickles bytes defeats a per-read timeout")
+                if trickle and time.monotonic() >= next_byte:
+                    try:
+                        sock.send(b"x")
+                    except OSError:
+                        break  # the server closed: what we wanted
+                    next_byte += 0.5
+                time.sleep(0.05)
 
 
 # ---------------------------------------------------------------------------
