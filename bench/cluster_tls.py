@@ -25,26 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import nbformat  # noqa: E402
-
-from labkit.instructor import certs, cluster, grade, release  # noqa: E402
-from test_grade_dask import NOTEBOOK, TIMEOUT_S, Cluster, instructor_notebook  # noqa: E402
-from test_grade import FORK_BOMB  # noqa: E402
-
-
-def make_class(root: Path) -> Path:
-    teacher = instructor_notebook()
-    (root / "instructor").mkdir(parents=True)
-    nbformat.write(teacher, root / "instructor" / f"{NOTEBOOK}.ipynb")
-    student, _ = release.release_notebook(nbformat.from_dict(teacher), NOTEBOOK)
-    answers = {"correct": "answer = 42", "wrong": "answer = 41",
-               "hanging": "import time\ntime.sleep(600)\nanswer = 42", "forking": FORK_BOMB}
-    for name, source in answers.items():
-        nb = nbformat.from_dict(student)
-        nb.cells[2].source = source
-        (root / "class" / name).mkdir(parents=True)
-        nbformat.write(nb, root / "class" / name / f"{NOTEBOOK}.ipynb")
-    return root
+from labkit.instructor import certs, cluster, grade  # noqa: E402
+from test_grade_dask import NOTEBOOK, TIMEOUT_S, Cluster, make_course  # noqa: E402
 
 
 class Plaintext:
@@ -102,7 +84,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        course = make_class(tmp / "course")
+        course = make_course(tmp / "course")
         course_certs = certs.init(tmp / "certs")
         plain, secure = Plaintext(tmp), Cluster(tmp / "tls", workers=2, certs=course_certs)
         times = {"plaintext": [], "TLS + gate": []}

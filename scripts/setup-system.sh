@@ -12,7 +12,7 @@ distro=$( . "$os_release" 2>/dev/null && echo "${ID:-} ${ID_LIKE:-}" || true)
 # Without these the lab cannot be built at all.
 required=(gcc make python3-venv python3-dev libffi-dev)
 # Without these the lab falls back and says so (no perf counters, no browser test, ...).
-useful=(liburing-dev iproute2 procps sockperf iperf3 netcat-openbsd fonts-dejavu-core)
+useful=(liburing-dev iproute2 procps strace sockperf iperf3 netcat-openbsd fonts-dejavu-core)
 
 case " $distro " in
   *" ubuntu "*)

@@ -69,16 +69,22 @@ def top_pipelined_then_another(port):
         assert [top_rows(client), top_rows(client)] == [5, 1]
 
 
-def top_split_at_every_byte(port):
-    """TOP 3\\r\\n cut at each of its 6 inner boundaries, on one connection: 3 rows each time."""
-    request = b"TOP 3\r\n"
+def split_everywhere(port: int, request: bytes):
+    """One connection; for each inner boundary of `request`, its two halves sent as two
+    segments; yields (the client, where it was cut) for the caller to read the reply."""
     with Client(port) as client:
         client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for cut in range(1, len(request)):
             client.send(request[:cut])
             time.sleep(NODELAY_PAUSE)
             client.send(request[cut:])
-            assert top_rows(client) == 3, f"cut after {cut} bytes"
+            yield client, cut
+
+
+def top_split_at_every_byte(port):
+    """TOP 3\\r\\n cut at each of its 6 inner boundaries, on one connection: 3 rows each time."""
+    for client, cut in split_everywhere(port, b"TOP 3\r\n"):
+        assert top_rows(client) == 3, f"cut after {cut} bytes"
 
 
 def top_one_byte_segments(port):
@@ -184,17 +190,11 @@ def sink_pipelined_then_another(port):
 
 def sink_split_at_every_byte(port):
     """PUT 5\\nhello cut at each of its 10 inner boundaries: OK 5 with the reads that carried body bytes."""
-    request = b"PUT 5\nhello"
-    with Client(port) as client:
-        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for cut in range(1, len(request)):
-            client.send(request[:cut])
-            time.sleep(NODELAY_PAUSE)
-            client.send(request[cut:])
-            verb, size, reads = client.line().split()
-            body_parts = 2 if cut > len(b"PUT 5\n") else 1
-            assert (verb, size) == (b"OK", b"5"), f"cut after {cut} bytes"
-            assert 1 <= int(reads) <= body_parts, f"cut after {cut} bytes: {reads} reads for {body_parts} part(s)"
+    for client, cut in split_everywhere(port, b"PUT 5\nhello"):
+        verb, size, reads = client.line().split()
+        body_parts = 2 if cut > len(b"PUT 5\n") else 1
+        assert (verb, size) == (b"OK", b"5"), f"cut after {cut} bytes"
+        assert 1 <= int(reads) <= body_parts, f"cut after {cut} bytes: {reads} reads for {body_parts} part(s)"
 
 
 def sink_body_in_tiny_segments(port):

@@ -51,8 +51,12 @@ def instructor_notebook():
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    """The instructor's folder and a class of four: correct, wrong, hanging, forking."""
-    root = tmp_path_factory.mktemp("dask-course")
+    return make_course(tmp_path_factory.mktemp("dask-course"))
+
+
+def make_course(root: Path) -> Path:
+    """The instructor's folder and a class of four under `root`: correct, wrong, hanging, forking
+    (bench/cluster_tls.py grades the same class)."""
     teacher = instructor_notebook()
     (root / "instructor").mkdir()
     nbformat.write(teacher, root / "instructor" / f"{NOTEBOOK}.ipynb")
