@@ -312,7 +312,8 @@ def send_more_than_announced(port: int, announced: int = 10, extra: int = 256 * 
 
 def connect_timeout(model: str = "threaded", connect_timeout: float = 1.0, beyond: int = 200) -> FailureCase:
     """A server that does not accept (stopped with SIGSTOP) and more connections than its
-    accept queue holds: the extra connects time out."""
+    accept queue holds (min(listen()'s backlog, net.core.somaxconn)): the extra connects
+    time out at the load generator's own connect deadline."""
     backlog = _somaxconn()
     clients = backlog + beyond
     pinning = Pinning.resolve()
@@ -330,19 +331,24 @@ def connect_timeout(model: str = "threaded", connect_timeout: float = 1.0, beyon
     return FailureCase(
         title="6. Connection timed out",
         provoked=(f"The {model} server stopped (SIGSTOP: it accepts nothing), and {clients:,} connections "
-                  f"with a {connect_timeout:g} s connect timeout; its accept queue holds {backlog:,} "
-                  f"(net.core.somaxconn)."),
+                  f"with a {connect_timeout:g} s connect timeout; its accept queue holds min(listen()'s "
+                  f"backlog, net.core.somaxconn = {backlog:,})."),
         client_errors=summary["errors"],
         client_said=(f"{_summary_line(run)}\nconnections failed: {summary['connections_failed']:,}, "
                      f"connected then lost: {summary['connections_lost']:,}"),
         server_said=said,
         why=("The kernel completes handshakes for a listening socket by itself and queues them until "
-             "the server calls accept(). Once the queue is full it drops further SYNs (with "
-             "net.ipv4.tcp_abort_on_overflow=0, the default), and the client retransmits them after "
-             "1, 2, 4 ... seconds until connect() gives up with ETIMEDOUT. The connections that did get "
-             "into the queue were connected, but nobody read their uploads, so they timed out waiting "
-             "for a reply. The seed saw this 'especially on different hosts', where the server was "
-             "slower to accept. A busy server, not a broken network."),
+             "the server calls accept(); the queue holds min(listen()'s backlog, net.core.somaxconn) "
+             "connections. Once it is full the kernel drops further SYNs, and the client retransmits "
+             "them after 1, 2, 4 ... seconds; the kernel alone would go on for about 127 s "
+             "(net.ipv4.tcp_syn_retries = 6), so the ETIMEDOUT here is the load generator's own "
+             f"{connect_timeout:g} s connect deadline. With net.ipv4.tcp_abort_on_overflow = 0, the "
+             "default, the server's kernel also drops the final ACK of a handshake it has no room to "
+             "queue: that client's connect() has already succeeded, so it believes it is connected. "
+             "The connections that did get into the queue were connected, but nobody read their "
+             "uploads, so they timed out waiting for a reply (the load generator's deadline again). "
+             "The seed saw this 'especially on different hosts', where the server was slower to "
+             "accept. A busy server, not a broken network."),
         still_serves=after, details={"backlog": backlog, "clients": clients})
 
 

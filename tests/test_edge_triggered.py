@@ -1,5 +1,6 @@
 """The edge-triggered epoll model (epoll_et): with EPOLLET a socket is
-reported once when it becomes ready, so the loop must drain it; these tests
+reported when new data arrives, not while bytes stay unread, so the loop must
+drain it (bytes left behind get no event until the peer sends more); these tests
 fail if it ever leaves bytes behind (checked: they fail when the loop
 forgets readiness after one read).  Normal and ASan/UBSan builds."""
 

@@ -235,6 +235,9 @@ def test_classify_failure_for_debian_paranoid_3():
 
 
 def test_paranoid_meaning_covers_every_level():
+    # -1 is not "everything": another user's process still needs ptrace permission or CAP_PERFMON
+    assert "ptrace" in perf.paranoid_meaning(-1) and "everything" not in perf.paranoid_meaning(-1)
+    assert "whole CPUs" in perf.paranoid_meaning(0)
     assert "own processes" in perf.paranoid_meaning(1)
     assert "user-space" in perf.paranoid_meaning(2)
     assert "not use perf at all" in perf.paranoid_meaning(3)

@@ -1,11 +1,14 @@
 """Experiment 4, second part: Nagle's algorithm meets delayed ACK.  Each exchange writes a
 request line and a 100-byte body and waits for the reply (write-write-read); with
-TCP_NODELAY off the body waits for the ACK of the line, which the server delays (~40 ms
-on Linux), unless the two writes become one (writev, single)."""
+TCP_NODELAY off the body waits for the ACK of the line, which the server may delay (by at
+least 40 ms on Linux, TCP_DELACK_MIN; the timeout adapts to the round trip and can grow
+towards 200 ms), unless the two writes become one (writev, single).  Not every exchange
+stalls (quickack at the start, pingpong mode left and re-entered): read the p99 and the
+histogram, not only the p50."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,
-                           placement_params, profile_stacks_param, repeats_param)
+                           autocorking_param, placement_params, profile_stacks_param, repeats_param)
 
 EXPERIMENT = Experiment(
     name="nagle",
@@ -24,6 +27,7 @@ EXPERIMENT = Experiment(
         Param("service", Choice("sink"), "sink", "the service the server runs", to=BOTH, fixed=True),
         *cpu_params(),
         *placement_params(),
+        autocorking_param(),
     ),
     x="nodelay",
     chart="bars",

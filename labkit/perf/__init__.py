@@ -11,18 +11,23 @@ Everything a notebook needs is importable from here: `from labkit import perf`.
 
 What perf_event_paranoid really allows a user without root or CAP_PERFMON
 (measured on Debian 12 / kernel 6.x, and from the kernel's documentation):
-  -1  everything, for everyone (also CPU-wide counting, raw tracepoints)
-   0  own processes and whole CPUs, kernel included; no raw tracepoints
+  -1  as 0, and raw tracepoints too (perf's mlock limit is also lifted)
+   0  own processes and whole CPUs (perf stat -a), kernel included; no raw
+      tracepoints
    1  own processes, kernel part included; not whole CPUs
    2  own processes, user-space part only: perf retries every event with ":u"
-      (exclude kernel).  task-clock still counts kernel time and page-faults
-      still count, but context-switches:u and cpu-migrations:u read 0 however
-      often the process switches, because those events fire inside the
-      scheduler: we treat them as not measurable and take context switches
-      from /proc.  Mainline default.
+      (exclude kernel).  task-clock still counts kernel time, but
+      page-faults:u misses the faults the kernel takes while copying into the
+      process's buffers (copy_to_user in read/recv), and context-switches:u
+      and cpu-migrations:u read 0 however often the process switches, because
+      those events fire inside the scheduler: we treat them as not measurable
+      and take context switches from /proc.  Mainline default.
   3+  Debian and Ubuntu kernels carry a patch: no perf at all without root or
       CAP_PERFMON (Debian's default is 3; some Ubuntu releases ship 4).
-Root (CAP_SYS_ADMIN / CAP_PERFMON) is not limited by any of these levels.
+No level, not even -1, lets a user count another user's process: that always
+needs ptrace permission over it (PTRACE_MODE_READ_REALCREDS) or CAP_PERFMON.
+Root (CAP_SYS_ADMIN; CAP_PERFMON is enough since Linux 5.8) is not limited by
+any of these levels.
 """
 
 from labkit.perf.attach import (PROC_NOTE, Attached, TreeCounters, attach, attach_tree, proc_snapshot,

@@ -43,19 +43,25 @@ def read_paranoid() -> int | None:
 
 
 def paranoid_meaning(level: int | None) -> str:
-    """What kernel.perf_event_paranoid = level allows a user without root."""
+    """What kernel.perf_event_paranoid = level allows a user without root or CAP_PERFMON.
+    At every level, counting another user's process needs ptrace permission over it
+    (PTRACE_MODE_READ_REALCREDS) or CAP_PERFMON (CAP_SYS_ADMIN before Linux 5.8)."""
     if level is None:
         return "no /proc/sys/kernel/perf_event_paranoid: this kernel has no perf events"
     if level <= -1:
-        return "everything is allowed to every user"
+        return ("users may count their own processes and whole CPUs (perf stat -a), kernel included, "
+                "and use raw tracepoints; another user's process still needs ptrace permission "
+                "over it or CAP_PERFMON")
     if level == 0:
-        return "users may count their own processes and whole CPUs, kernel included"
+        return ("users may count their own processes and whole CPUs (perf stat -a), kernel included; "
+                "not another user's process")
     if level == 1:
-        return "users may count their own processes, kernel part included"
+        return "users may count their own processes, kernel part included, but not whole CPUs"
     if level == 2:
         return ("users may count only the user-space part of their own processes "
                 "(perf adds ':u'); context switches and CPU migrations are then not "
-                "measurable with perf")
+                "measurable with perf, and page-faults:u misses the faults the kernel takes "
+                "while copying into the process's buffers (in read, recv)")
     return ("Debian/Ubuntu kernels: users may not use perf at all "
             "(only root or CAP_PERFMON may)")
 
@@ -81,11 +87,12 @@ def install_fix() -> str:
 
 
 HARDWARE_NOTE = ("no hardware counters (cycles, instructions, branches, cache-misses): "
-                 "usual in a virtual machine, whose hypervisor does not pass the CPU's "
-                 "performance-monitoring unit through")
+                 "common in a virtual machine whose hypervisor gives it no virtual "
+                 "performance-monitoring unit (PMU)")
 HARDWARE_FIX = ("nothing to fix for the lab (software counters and /proc still work); "
                 "for hardware counters use bare metal, or enable the virtual PMU "
-                "(KVM/QEMU: -cpu host; VMware: 'Virtualize CPU performance counters')")
+                "(KVM/QEMU: -cpu host; VMware: 'Virtualize CPU performance counters'; "
+                "in a cloud, an instance type that exposes one)")
 
 
 def classify_failure(stderr: str, paranoid: int | None) -> tuple[str, str]:
