@@ -153,6 +153,10 @@ def _text_problems(layout: dict) -> list[str]:
     if text and _visible_length(text) * CHAR_WIDTH * size > width - 20:
         found.append(f"the title ({_visible_length(text)} characters) is wider than the figure ({width} px): "
                      f"{text[:60]!r}...; shorten it or break it with <br>")
+    subtitle = _text_of(title.get("subtitle")) if isinstance(title, dict) else ""
+    if subtitle and _visible_length(subtitle) * CHAR_WIDTH * 13 > width - 20:
+        found.append(f"the subtitle's longest line ({_visible_length(subtitle)} characters) is wider than the figure "
+                     f"({width} px): {subtitle[:60]!r}...; break it with <br>")
     for name, axis in layout.items():
         if not name.startswith("xaxis") or not isinstance(axis, dict):
             continue

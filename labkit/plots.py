@@ -290,9 +290,8 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     constant = [setting(df, c, summary[c].iloc[0])
                 for c in series if c not in varying and not summary.empty]
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, xaxis_title=x_title, yaxis_title=label(metric),
-                      title=title or f"{label(metric)} vs {x_title}"
-                      + (f" ({', '.join(constant)})" if constant else ""))
+    fig.update_layout(template=TEMPLATE, xaxis_title=x_title, yaxis_title=label(metric))
+    _title(fig, title or f"{label(metric)} vs {x_title}", [] if title else constant)
     ticks = sorted(summary[x].unique())
     fig.update_xaxes(type="log" if log_x else "linear", tickvals=ticks,
                      ticktext=[value_text(df, x, tick) for tick in ticks])
@@ -301,15 +300,18 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
 
     measured = summary.dropna(subset=["median"])
     combos = sorted({tuple(v) for v in measured[series].itertuples(index=False)}) if series else []
+    models = list(dict.fromkeys(measured["model"]))
     for values, line in measured.groupby(["model", *series], sort=False):
         model = values[0]
         dash = _DASHES[combos.index(tuple(values[1:])) % len(_DASHES)] if series else "solid"
+        # a shape per model: lines that coincide (every model reads as often) stay told apart
+        shape = SYMBOLS[models.index(model) % len(SYMBOLS)]
         fig.add_trace(go.Scatter(
             x=line[x], y=line["median"], name=_line_name(df, model, series, values[1:], varying),
             mode="lines+markers", legendgroup=model,
             line=dict(color=color(model), width=2, dash=dash),
             # a point where the load generator was the limit is greyed out: it measured itself
-            marker=dict(size=8, symbol=["diamond-open" if s else "circle" for s in line["saturated"]],
+            marker=dict(size=8, symbol=[f"{shape}-open" if s else shape for s in line["saturated"]],
                         color=[SATURATED_GREY if s else color(model) for s in line["saturated"]]),
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
@@ -427,10 +429,9 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
                       xaxis_title=" · ".join(axis_title(df, a) for a in axes), yaxis_title=label(metric))
     if log_y:
         fig.update_yaxes(type="log")
-    constant = [f"{axis_title(df, c)} {value_text(df, c, df[c].iloc[0])}" for c in axes_of(df)
+    constant = [setting(df, c, df[c].iloc[0]) for c in axes_of(df)
                 if c != "model" and c not in axes and c in df.columns and df[c].nunique() == 1]
-    if constant and title is None:
-        fig.update_layout(title=f"{label(metric)} {whose} ({', '.join(constant)})")
+    _title(fig, title or f"{label(metric)} {whose}", [] if title else constant)
 
     rows, failures = [], []
     for values, point in df.groupby(["model", *axes], sort=True):
@@ -503,25 +504,23 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
         value = at.get(axis, df[axis].max())
         df = df[df[axis] == value]
         at[axis] = value
-    at_text = _point_label(df, axes, [at[a] for a in axes])
     names = {"p50": "lat_p50_us", "p90": "lat_p90_us", "p99": "lat_p99_us", "p99.9": "lat_p999_us",
              "max": "lat_max_us"}
     fig = go.Figure()
-    fig.update_layout(template=TEMPLATE, title=f"response time percentiles at {at_text} ({' x '.join(axes)})",
-                      xaxis_title="percentile", yaxis_title="response time (µs)")
+    fig.update_layout(template=TEMPLATE, xaxis_title="percentile", yaxis_title="response time (µs)")
+    failed = sorted(df.loc[df["status"] != "ok", "model"].unique())
+    _title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"]
+           + ([_escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []))
     fig.update_yaxes(type="log")
-    for model, point in df.groupby("model", sort=False):
+    for i, (model, point) in enumerate(df.groupby("model", sort=False)):
         ok = point[point["status"] == "ok"]
         medians = [pd.to_numeric(ok[column], errors="coerce").median() for column in names.values()]
         if ok.empty:
             continue
         fig.add_trace(go.Scatter(x=list(names), y=medians, name=model, mode="lines+markers",
                                  line=dict(color=color(model), width=2),
+                                 marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
                                  hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<extra></extra>"))
-    failed = sorted(df.loc[df["status"] != "ok", "model"].unique())
-    if failed:
-        fig.update_layout(title_subtitle_text=_escape(f"failed here (not drawn): {', '.join(failed)}"),
-                          margin_t=90)
     return fig
 
 
@@ -898,6 +897,15 @@ def _add_failures(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, col=N
                        "%{customdata[1]} of %{customdata[2]} repeats failed<br>"
                        "%{customdata[3]}<extra></extra>"),
     ), row=row, col=col)
+
+
+def _title(fig: go.Figure, main: str, settings: list[str]) -> None:
+    """A figure's title, and under it, smaller, the settings every point shares (a title is
+    not wrapped by plotly: with them on its line it ran off both sides of the figure)."""
+    subtitle = _wrap(", ".join(settings), 95) if settings else ""
+    fig.update_layout(title=dict(text=main, subtitle=dict(text=subtitle)))
+    if subtitle:  # room for it above the plot: a line of 18 px each
+        fig.update_layout(margin_t=70 + 18 * subtitle.count("<br>"))
 
 
 def _wrap(text: str, width: int) -> str:

@@ -4,6 +4,7 @@ directory, with results going to a temporary file (LABKIT_RESULTS), never to
 data/results/."""
 
 import json
+import math
 import os
 import shutil
 import signal
@@ -60,7 +61,43 @@ def run_quick(name: str, tmp_path: Path) -> tuple[nbformat.NotebookNode, float]:
         pytest.fail(f"{name} took over {QUICK_RUN_LIMIT_S} s with -p profile quick")
     elapsed = time.monotonic() - started
     assert run.returncode == 0, output.decode(errors="replace")[-4000:]
-    return nbformat.read(workdir / "out.ipynb", as_version=4), elapsed
+    executed = nbformat.read(workdir / "out.ipynb", as_version=4)
+    figures_tell_the_truth(executed, name)
+    no_client_uses_more_cpus_than_it_has(tmp_path / "results.jsonl")
+    return executed, elapsed
+
+
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+def figures_tell_the_truth(nb, name: str) -> int:
+    """labkit.figure_check on every figure the notebook showed; the number of figures read."""
+    from labkit import figure_check
+
+    found, count = [], 0
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            figure = out.get("data", {}).get(PLOTLY)
+            if figure:
+                count += 1
+                title = figure.get("layout", {}).get("title", {})
+                title = title.get("text", "") if isinstance(title, dict) else title
+                found += [f"cell {index}, {str(title)[:50]!r}: {problem}" for problem in figure_check.problems(figure)]
+    print(f"{name}: {count} figures checked")
+    assert not found, "\n".join(found)
+    return count
+
+
+def no_client_uses_more_cpus_than_it_has(results: Path) -> None:
+    """Every measured row: the load generator used at most the CPUs it could use."""
+    if not results.exists():
+        return
+    for line in results.read_text().splitlines():
+        row = json.loads(line)
+        used, usable = row.get("client_cpu_util"), row.get("client_cpus_usable")
+        if isinstance(used, (int, float)) and isinstance(usable, (int, float)) and math.isfinite(used):
+            assert used <= usable * 1.05, (f"{row.get('experiment')} {row.get('model')}: the client used "
+                                           f"{used:.2f} CPUs of {usable}")
 
 
 def outputs(nb, cell_source_start: str) -> list:
@@ -267,8 +304,15 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle(tmp_path
     assert "static int write_repetition" in shown and "static int fill_iovec" in shown
 
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
-    writes = [r for r in rows if r["experiment"] == "write_strategies"]
+    writes = [r for r in rows if r["experiment"] == "write_strategies" and r["repetitions"] == 2000]  # the panel's
     nagle = [r for r in rows if r["experiment"] == "nagle"]
+    # the segments cell: one 60,000-byte write is one or two segments on loopback, ~42 at MTU 1,500;
+    # 100 nodelay writes of 15 bytes behind 10 Mbit/s merge more with autocorking on than off
+    big = {r["placement"]: r["data_segments_per_repetition"] for r in rows if r.get("shape") == "1x60000"}
+    small = {r["link_autocorking"]: r["data_segments_per_repetition"] for r in rows
+             if r["experiment"] == "write_strategies" and r["repetitions"] == 200}
+    assert big["same_host"] <= 2 and 41 <= big["namespaces"] <= 45, big
+    assert small["on"] < small["off"] <= 100, small
     assert sorted((r["strategy"], r["shape"], r["nodelay"]) for r in writes) == sorted(
         (s, shape, n) for s in ("many", "writev", "single") for shape in ("15x100", "100x15") for n in ("off", "on"))
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
