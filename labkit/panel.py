@@ -50,6 +50,14 @@ def _on_change(widget, callback) -> None:
         widget.observe(callback, names="value")
 
 
+
+def help_html(text: str) -> str:
+    """A parameter's help line as the panel shows it: escaped, `code` as code (a student saw the
+    backticks themselves)."""
+    import re
+
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
 class ControlPanel:
     """ControlPanel("proc_top", params) where params = experiments.resolve(...).
 
@@ -74,7 +82,7 @@ class ControlPanel:
         for param in self.experiment.fields:
             _on_change(self.fields[param.name], lambda change, param=param: self._check_field(param))
         rows = [w.VBox([w.HBox([w.Label(p.name, layout=w.Layout(width="110px")), self.fields[p.name],
-                                w.HTML(f"<span style='color:#666'>{html.escape(p.help)}</span>")]),
+                                w.HTML(f"<span style='color:#666'>{help_html(p.help)}</span>")]),
                         self.messages[p.name]])
                 for p in self.experiment.fields]
 

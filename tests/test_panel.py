@@ -198,3 +198,9 @@ def test_an_error_message_sets_its_commands_as_code_not_as_literal_backticks():
     page = friendly.error_html(LabError("the `ip` command failed", "run `make build`, then <retry>"))
     assert "<code>ip</code>" in page and "<code>make build</code>" in page
     assert "`" not in page and "&lt;retry&gt;" in page
+
+
+def test_a_help_line_shows_code_as_code_not_backticks():
+    from labkit import panel
+
+    assert panel.help_html("every body is `size`; 1 < 2") == "every body is <code>size</code>; 1 &lt; 2"
