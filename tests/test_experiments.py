@@ -172,7 +172,7 @@ def test_a_test_experiment_runs_through_the_panel_and_the_plots(toy, tmp_path, b
     figure = panel.figure
     assert figure.layout.xaxis.title.text == "message size (bytes)" and figure.layout.yaxis.type == "log"
     assert [trace.name for trace in figure.data] == ["select"] and list(figure.data[0].x) == [16, 1024]
-    assert "clients 3" in figure.layout.title.text  # the other axis, at its one value
+    assert "clients 3" in figure.layout.title.subtitle.text  # the other axis, at its one value, under the title
     assert [option[1] for option in panel.plot_choice.options] == ["lat_p50_us", "throughput_rps"]
     panel.plot_choice.value = "throughput_rps"
     assert panel.figure.layout.yaxis.title.text == "throughput (requests/s)"
