@@ -263,6 +263,15 @@ def role_of(cert) -> str | None:
     return units[0].value if units and units[0].value in ROLES else None
 
 
+def role_in(folder: Path) -> str | None:
+    """The role of the certificate at the top of `folder` (a role's own folder), or None."""
+    x509, *_ = _x509()
+    try:
+        return role_of(x509.load_pem_x509_certificate((Path(folder) / "cert.pem").read_bytes()))
+    except (OSError, ValueError):
+        return None
+
+
 def require_tls(address: str, who: str) -> None:
     """Refuse a plaintext address: on a shared network it hands the grading workers to anyone."""
     if not address.startswith("tls://"):

@@ -8,7 +8,8 @@ data.  A worker runs as root, so any of those hands root to whoever holds a cert
 Here, on the scheduler:
 
   - each connection's role is read from its peer certificate (subject OU, checked against
-    the issuing CA's name) when it is accepted, before its first message is read;
+    the issuing CA's name) when Dask hands it over, before any operation it asks for is
+    handled (Dask has read only its own handshake message by then);
   - every operation is allowed only to the roles in ALLOWED: a worker registers and
     reports; the grader registers as a client and asks for what `labkit grade` asks
     (identity, events, results); nobody may `broadcast`, `run_function`, register
@@ -25,8 +26,9 @@ And on a worker:
     replaced by one that raises PermissionError, and the attempt is logged.
 
 What this cannot stop (README, "what an attacker can do"): Dask unpickles `ToPickle`
-objects in any message it reads (distributed.protocol.core.loads), before any handler,
-so a peer holding a course certificate could run code in the process it connects to.
+objects in any message it reads (distributed.protocol.core.loads), its handshake message
+included, before any handler, so a peer holding a course certificate could run code in the
+process it connects to.
 The certificates are therefore the wall, and their keys are as secret as the solutions.
 """
 
