@@ -99,16 +99,19 @@ def spawn(argv: list[str], role: str, cpus: list[int] | None = None, prefix: lis
     _install_handlers()
     command = [*prefix, *argv]
     popen_args.setdefault("stdin", subprocess.DEVNULL)
-    popen = subprocess.Popen(
-        command,
-        start_new_session=True,
-        preexec_fn=_child_setup(cpus, os.getpid()),
-        **popen_args,
-    )
+    with _interrupts_kept() as lost:
+        popen = subprocess.Popen(
+            command,
+            start_new_session=True,
+            preexec_fn=_child_setup(cpus, os.getpid()),
+            **popen_args,
+        )
     child = Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
     with _registry_lock:
         _registry[popen.pid] = child  # first: from here on stop_all() and atexit cover it
     try:
+        if lost:
+            raise lost[0]
         paths.RUN_DIR.mkdir(parents=True, exist_ok=True)
         child.pid_file.write_text(json.dumps({
             "pid": popen.pid,
@@ -122,6 +125,41 @@ def spawn(argv: list[str], role: str, cpus: list[int] | None = None, prefix: lis
         stop_child(child, timeout=0.2)
         raise
     return child
+
+
+class _interrupts_kept:
+    """Around a fork with preexec_fn: a Ctrl-C that lands while Python runs its
+    at-fork hooks (logging's lock release among them) raises its KeyboardInterrupt
+    inside the hook, where Python prints it as "Exception ignored" and drops it.
+    Here the handler's exception is also kept, and spawn() raises it once the
+    child is registered.  Only the main thread runs signal handlers; elsewhere
+    this does nothing."""
+
+    def __enter__(self) -> list[BaseException]:
+        self.lost: list[BaseException] = []
+        self.previous = None
+        if threading.current_thread() is not threading.main_thread():
+            return self.lost
+        previous = signal.getsignal(signal.SIGINT)
+        if not callable(previous):
+            return self.lost
+        self.previous = previous
+
+        def handler(signum, frame):
+            try:
+                previous(signum, frame)
+            except BaseException as error:
+                self.lost.append(error)
+                raise
+
+        signal.signal(signal.SIGINT, handler)
+        return self.lost
+
+    def __exit__(self, kind, error, traceback) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        if error is not None:
+            self.lost.clear()  # it was not lost: it is on its way out
 
 
 def group_alive(pgid: int) -> bool:

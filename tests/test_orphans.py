@@ -226,3 +226,30 @@ def test_sigterm_to_the_kernel_stops_the_server_and_perf():
     assert _all_gone([report["server"], *report["perf"]]) == []
     assert _port_is_free(report["port"])
     assert not (paths.RUN_DIR / f"{report['server']}.json").exists()
+
+
+def test_a_ctrl_c_during_the_fork_is_not_lost_and_the_child_is_stopped():
+    """Python runs its at-fork hooks (logging's lock release among them) around a
+    fork with preexec_fn and drops an exception raised in one ("Exception
+    ignored").  A Ctrl-C whose handler runs there must still interrupt."""
+    kernel = _kernel("""
+        import signal
+        from labkit import launcher
+        armed = [True]
+        def ctrl_c_inside_the_hook():
+            if armed[0]:
+                armed[0] = False
+                signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the hook
+        os.register_at_fork(after_in_parent=ctrl_c_inside_the_hook)
+        try:
+            launcher.spawn(["sleep", "30"], role="server")
+            outcome = "not interrupted"
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        children = [p.pid for p in __import__("psutil").Process().children() if p.status() != "zombie"]
+        print(json.dumps({"outcome": outcome, "children": children,
+                          "registered": launcher.live_children()}), flush=True)
+    """)
+    report = _report(kernel)
+    kernel.wait(timeout=10)
+    assert report == {"outcome": "interrupted", "children": [], "registered": []}

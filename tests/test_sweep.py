@@ -270,6 +270,8 @@ def test_point_keys_are_stable_and_distinct():
 def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay):
     import threading
 
+    import pandas  # noqa: F401  imported first: a Ctrl-C inside a first import is not the sweep's
+
     results = tmp_path / "r.jsonl"
     params = small(models=["iterative", "threaded", "select"], clients=[40], repeats=3)
     interrupt = threading.Timer(delay, lambda: os.kill(os.getpid(), signal.SIGINT))
