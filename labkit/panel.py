@@ -172,9 +172,10 @@ class ControlPanel:
         _show_in(self.figure_area, self.figure)
 
     def _refresh_table(self) -> None:
-        warning = plots.saturation_warning(self.df)
+        warning = self.experiment.saturation_warning(self.df)
         table = plots.counters_table(self.df, "server")
-        shown = [HTML(f"<p style='color:#B00020'><b>{html.escape(warning)}</b></p>")] if warning else []
+        colour = "#444" if self.experiment.client_is_subject else "#B00020"
+        shown = [HTML(f"<p style='color:{colour}'><b>{html.escape(warning)}</b></p>")] if warning else []
         _show_in(self.table_area, *shown, plots.style_counters(table))
 
     # -- display -------------------------------------------------------------

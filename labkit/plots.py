@@ -831,8 +831,10 @@ def _where(df: pd.DataFrame, row, axes: list[str]) -> str:
     return f"{row['model']} @ " + ", ".join(setting(df, axis, row[axis]) for axis in axes)
 
 
-def saturation_warning(df: pd.DataFrame) -> str | None:
-    """A warning naming the points where the load generator saturated its CPU, else None."""
+def saturation_warning(df: pd.DataFrame, client_is_subject: bool = False) -> str | None:
+    """A warning naming the points where the load generator saturated its CPU, else None.
+    Where the sender's own calls are what the experiment measures (`client_is_subject`), a
+    busy sender is the measurement, and the line says so instead of warning."""
     if "client_saturated" not in df.columns:
         return None
     saturated = df[df["client_saturated"].fillna(False).astype(bool)]
@@ -843,8 +845,12 @@ def saturation_warning(df: pd.DataFrame) -> str | None:
     points = list(dict.fromkeys(_where(df, row, named)
                                 for _, row in saturated.sort_values(["model", *axes]).iterrows()))
     total = len(dict.fromkeys(_where(df, row, named) for _, row in df.iterrows()))
-    shown = "; ".join(points[:4]) + (f"; and {len(points) - 4} more (grey ◇ in the plots)" if len(points) > 4 else "")
+    marked = "" if client_is_subject else " (grey ◇ in the plots)"  # only a server's chart greys a point
+    shown = "; ".join(points[:4]) + (f"; and {len(points) - 4} more{marked}" if len(points) > 4 else "")
     where = f"{len(points)} of {total} points: {shown}" if len(points) > 1 else shown
+    if client_is_subject:
+        return ("The sender kept its CPU busy at " + where + ": here the sender's own write calls "
+                "are what is measured, so a busy sender is the measurement, not a flaw.")
     return ("WARNING: the client saturated its CPU at " + where + ". There it measured itself, "
             "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
 

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit import plots, seeds
+from labkit import experiments, plots, seeds
 from labkit.errors import LabError
 
 NO_HW = "cycles, instructions, branches, branch-misses, cache-misses: <not supported> (no hardware counters)"
@@ -130,6 +130,19 @@ def test_saturated_points_are_marked_and_warned_about():
     warning = plots.saturation_warning(every)
     assert "at 9 of 9 points: " in warning and "; and 5 more (grey ◇ in the plots)" in warning
     assert warning.count(" @ ") == 4
+
+
+def test_a_busy_sender_is_the_measurement_where_the_sender_is_the_subject():
+    """Write strategies and Nagle measure the sender's own calls: one connection sending
+    flat out keeps its CPU busy by design, so there is nothing to warn of, nor advise."""
+    every = synthetic(saturated=[(m, c) for m in ("iterative", "threaded", "select") for c in (3, 6, 10)])
+    note = experiments.get("write_strategies").saturation_warning(every)
+    assert note.startswith("The sender kept its CPU busy at 9 of 9 points: ")
+    assert "WARNING" not in note and "more CPUs" not in note and "grey" not in note
+    assert experiments.get("write_strategies").client_is_subject and experiments.get("nagle").client_is_subject
+    assert experiments.get("proc_top").saturation_warning(every).startswith("WARNING: the client saturated")
+    assert not any(e.client_is_subject for name, e in experiments.catalogue().items()
+                   if name not in ("write_strategies", "nagle"))
 
 
 def test_latency_figure_has_p50_and_p99_per_model():

@@ -71,6 +71,11 @@ class Experiment:
     # perf events counted beside the default ones, on both sides (syscall tracepoints:
     # labkit.perf.SYSCALL_EVENTS); NaN where this machine cannot count them
     events: tuple[str, ...] = ()
+    # Whose work the figures measure.  False: the server's, and a load generator that kept
+    # its CPUs busy measured itself there (its points are flagged, more client CPUs advised).
+    # True: the sender's own calls are the lesson (write strategies, Nagle): one connection
+    # sending as fast as it can keeps its one CPU busy by design, more CPUs would not help it.
+    client_is_subject: bool = False
 
     def __post_init__(self):
         names = [p.name for p in self.parameters]
@@ -248,6 +253,13 @@ class Experiment:
                 raise problem
 
     # -- its figures ----------------------------------------------------------
+    def saturation_warning(self, df) -> str | None:
+        """What a student should know of the points where the load generator kept its CPUs
+        busy: a warning where the server is the subject, a note where the sender is."""
+        from labkit import plots
+
+        return plots.saturation_warning(df, client_is_subject=self.client_is_subject)
+
     def figure_of(self, metric: str) -> Figure:
         for figure in self.figures:
             if figure.metric == metric:

@@ -31,6 +31,7 @@ EXPERIMENT = Experiment(
     ),
     x="nodelay",
     chart="bars",
+    client_is_subject=True,  # the sender's write calls are the lesson
     timeout=10.0,
     profiles={"quick": {"exchanges": 8, "repeats": 1}},
     figures=(Figure("lat_p50_us", log_y=True), Figure("lat_p99_us", log_y=True), Figure("throughput_rps"),

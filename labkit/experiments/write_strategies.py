@@ -36,6 +36,7 @@ EXPERIMENT = Experiment(
     ),
     x="shape",
     chart="bars",
+    client_is_subject=True,  # the sender's write calls are the lesson
     events=tuple(SYSCALL_EVENTS),
     profiles={"quick": {"shape": ["15x100", "100x15"], "repetitions": 2000, "repeats": 1}},
     figures=(
