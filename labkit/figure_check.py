@@ -10,9 +10,10 @@ Each check is one thing a chart of this lab once got wrong:
     axis to 1T, every line a flat band at its bottom);
   - an axis range set by hand that leaves the data out, or more than a decade beyond it;
   - a title or axis title too long for the figure's width (plotly does not wrap them:
-    they are cut at both sides);
-  - a legend too long to show (over LEGEND_MOST entries: it scrolls, and a model just
-    ticked in the panel is out of view);
+    they are cut at both sides), or a y title taller than the plot (it runs over the x
+    tick labels);
+  - a legend too long to show beside the plot (over LEGEND_MOST entries: it scrolls, and
+    a model just ticked in the panel is out of view);
   - traces that coincide and look alike (same colour-less style: one hides the other,
     and a measured model looks missing).
 tests/test_notebooks.py runs it on every figure every notebook makes in the quick profile.
@@ -24,6 +25,7 @@ import math
 
 LEGEND_MOST = 10
 DEFAULT_WIDTH = 900       # JupyterLab's output area at a laptop's width, roughly (autosize)
+DEFAULT_HEIGHT = 450      # plotly's
 CHAR_WIDTH = 0.58         # an average character's width, in font sizes (DejaVu Sans)
 
 
@@ -157,24 +159,30 @@ def _text_problems(layout: dict) -> list[str]:
     if subtitle and _visible_length(subtitle) * CHAR_WIDTH * 13 > width - 20:
         found.append(f"the subtitle's longest line ({_visible_length(subtitle)} characters) is wider than the figure "
                      f"({width} px): {subtitle[:60]!r}...; break it with <br>")
+    height = layout.get("height") or DEFAULT_HEIGHT
+    plot_height = height - (margin.get("t") or 100) - (margin.get("b") or 80)
     for name, axis in layout.items():
-        if not name.startswith("xaxis") or not isinstance(axis, dict):
+        if not name.startswith(("xaxis", "yaxis")) or not isinstance(axis, dict):
             continue
         axis_text = _text_of(axis.get("title"))
-        if axis_text and _visible_length(axis_text) * CHAR_WIDTH * 14 > plot_width:
-            found.append(f"{name}'s title ({_visible_length(axis_text)} characters) is wider than the plot "
-                         f"({plot_width} px): {axis_text[:60]!r}...")
+        room, across = (plot_width, "wider") if name.startswith("x") else (plot_height, "taller")
+        if axis_text and _visible_length(axis_text) * CHAR_WIDTH * 14 > room:
+            found.append(f"{name}'s title ({_visible_length(axis_text)} characters) is {across} than the plot "
+                         f"({room} px): {axis_text[:60]!r}...; break it with <br>")
     return found
 
 
 def _legend_problems(data, layout) -> list[str]:
+    """A legend beside the plot holds LEGEND_MOST entries in a figure's height; more scroll,
+    and an entry scrolled away (a model just ticked in the panel) looks like no data.  A
+    legend under the plot in rows (orientation "h") grows the figure instead."""
     if layout.get("showlegend") is False:
         return []
-    entries = {(t.get("legendgroup") if t.get("legendgroup") else t.get("name"))
-               for t in data if t.get("showlegend", True) is not False and t.get("name")}
-    if len(entries) > LEGEND_MOST:
-        return [f"the legend has {len(entries)} entries (more than {LEGEND_MOST} scroll out of view): "
-                "group them (legendgroup) or split the figure"]
+    entries = [t.get("name") for t in data if t.get("showlegend", True) is not False and t.get("name")]
+    legend = layout.get("legend") or {}
+    if len(entries) > LEGEND_MOST and legend.get("orientation") != "h":
+        return [f"the legend beside the plot has {len(entries)} entries (more than {LEGEND_MOST} scroll "
+                "out of view): put it under the plot in rows, or split the figure"]
     return []
 
 

@@ -44,6 +44,15 @@ MODEL_COLORS = {
 _SPARE_COLORS = ["#8C564B", "#17BECF", "#9467BD", "#7F7F00"]
 # A model's lines differ by dash when another axis (a size, say) varies.
 _DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
+# One model's lines, when only the other axes vary, take a colour each (Okabe-Ito's, told apart
+# by colour-blind readers too): six dashes of one colour were hard to tell apart.
+_SERIES_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"]
+# A legend of more entries than this goes under the plot, in columns: in its column at the
+# right it scrolled, and a model just ticked in the panel was out of view.
+LEGEND_BESIDE_MOST = 7
+# A y title of more characters than this is broken into lines: at 13 px it is about as tall
+# as a 450 px figure's plot area.
+Y_TITLE_MOST = 30
 FAILED_COLOR = "#C00000"
 # Marks that tell traces apart where colour alone would not (coinciding lines, log-axis dots).
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "star", "hexagon")
@@ -51,8 +60,10 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down
 TEMPLATE = go.layout.Template(layout=go.Layout(
     font=dict(family="DejaVu Sans, Arial, sans-serif", size=13),
     plot_bgcolor="white",
-    xaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside"),
-    yaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside"),
+    xaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside",
+               automargin=True),
+    yaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside",
+               automargin=True),  # a title broken in two lines gets the room it needs
     legend=dict(title=dict(text="server model")),
     hoverlabel=dict(align="left"),
     margin=dict(l=70, r=30, t=70, b=60),
@@ -238,8 +249,12 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
                                        "measured", "failed", "saturated", "errors"])
 
 
-def _line_name(df: pd.DataFrame, model: str, series: list[str], values: tuple, varying: set[str]) -> str:
-    """'epoll', or 'epoll, clients 100' when another axis than x varies."""
+def _line_name(df: pd.DataFrame, model: str | None, series: list[str], values: tuple, varying: set[str]) -> str:
+    """'epoll', or 'epoll, clients 100' when another axis than x varies; without the model
+    (None: the legend's title names it and the axes), the values alone: 'other_host, 5'."""
+    if model is None:
+        return ", ".join(value_text(df, column, value) for column, value in zip(series, values)
+                         if column in varying)
     shown = [setting(df, column, value) for column, value in zip(series, values)
              if column in varying]
     return ", ".join([model, *shown])
@@ -301,18 +316,25 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     measured = summary.dropna(subset=["median"])
     combos = sorted({tuple(v) for v in measured[series].itertuples(index=False)}) if series else []
     models = list(dict.fromkeys(measured["model"]))
+    by_series = len(models) == 1 and len(combos) > 1  # one model: its lines differ by colour
+    if by_series:
+        fig.update_layout(legend_title_text=f"{models[0]}: " + ", ".join(
+            axis_title(df, c) for c in series if c in varying))
     for values, line in measured.groupby(["model", *series], sort=False):
         model = values[0]
-        dash = _DASHES[combos.index(tuple(values[1:])) % len(_DASHES)] if series else "solid"
-        # a shape per model: lines that coincide (every model reads as often) stay told apart
-        shape = SYMBOLS[models.index(model) % len(SYMBOLS)]
+        combo = combos.index(tuple(values[1:])) if series else 0
+        dash = "solid" if by_series or not series else _DASHES[combo % len(_DASHES)]
+        colour = _SERIES_COLORS[combo % len(_SERIES_COLORS)] if by_series else color(model)
+        # a shape per line: lines that coincide (every model reads as often) stay told apart
+        shape = SYMBOLS[(combo if by_series else models.index(model)) % len(SYMBOLS)]
         fig.add_trace(go.Scatter(
-            x=line[x], y=line["median"], name=_line_name(df, model, series, values[1:], varying),
-            mode="lines+markers", legendgroup=model,
-            line=dict(color=color(model), width=2, dash=dash),
+            x=line[x], y=line["median"], name=_line_name(df, None if by_series else model, series,
+                                                         values[1:], varying),
+            mode="lines+markers", legendgroup=None if by_series else model,
+            line=dict(color=colour, width=2, dash=dash),
             # a point where the load generator was the limit is greyed out: it measured itself
             marker=dict(size=8, symbol=[f"{shape}-open" if s else shape for s in line["saturated"]],
-                        color=[SATURATED_GREY if s else color(model) for s in line["saturated"]]),
+                        color=[SATURATED_GREY if s else colour for s in line["saturated"]]),
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
             customdata=line[["min", "max", "measured", "saturated"]].to_numpy(),
@@ -334,9 +356,32 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                      f"{why_missing(df, metric)}")
     if summary["saturated"].any():
         notes.append("grey ◇ = the load generator was the limit there (it measured itself, not the server)")
-    if notes:
-        fig.update_layout(title_subtitle_text="<br>".join(notes), margin_t=90)
+    if notes:  # under the shared settings, not instead of them
+        shared = fig.layout.title.subtitle.text or ""
+        subtitle = "<br>".join([*([shared] if shared else []), *(_wrap(note, 95) for note in notes)])
+        fig.update_layout(title_subtitle_text=subtitle, margin_t=70 + 18 * subtitle.count("<br>") + 18)
+    _finish(fig)
     return fig
+
+
+def _finish(fig: go.Figure) -> None:
+    """What a chart needs once its traces are in: a y title no taller than the plot (plotly
+    neither wraps nor shrinks it: a long one ran over the x tick labels), and a legend of
+    more than LEGEND_BESIDE_MOST entries under the plot, three to a row, the figure grown to
+    hold it: every entry in view, none scrolled away."""
+    for axis in (fig.layout.yaxis, *(getattr(fig.layout, f"yaxis{i}", None) for i in range(2, 5))):
+        if axis is not None and axis.title.text and "<br>" not in axis.title.text:
+            axis.title.text = _wrap(axis.title.text, Y_TITLE_MOST)
+    entries = [t for t in fig.data if t.showlegend is not False and t.name]
+    if len(entries) <= LEGEND_BESIDE_MOST:
+        return
+    rows = math.ceil(len(entries) / 3)
+    legend_px = 28 + 24 * rows  # its title's line, then a line per row
+    fig.update_layout(height=(fig.layout.height or 450) + legend_px,
+                      margin_b=(fig.layout.margin.b or 60) + legend_px + 10,
+                      legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom",
+                                  x=0.0, xanchor="left", entrywidth=1 / 3, entrywidthmode="fraction",
+                                  title_side="top left"))
 
 
 def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
@@ -364,6 +409,7 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
     if not any_measured:
         _annotate(fig, "latency: nothing measured (every point failed)")
     fig.update_xaxes(tickvals=sorted(df[x].unique()))
+    _finish(fig)
     return fig
 
 
@@ -491,6 +537,7 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         fig.update_layout(scattermode="group")
     if summary["median"].isna().all():
         _annotate(fig, f"{label(metric)}: nothing measured:<br>{why_missing(df, metric)}")
+    _finish(fig)
     return fig
 
 
@@ -721,6 +768,8 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
     # the index keeps the values (table.loc[("select", 10485760)]); shown as written: 10MB
     table.attrs["index_text"] = {axis: {value: value_text(df, axis, value) for value in ok[axis].unique()}
                                  for axis in axes}
+    # and each axis is headed by its parameter's one label ("one-way delay (ms)", not link_delay_ms)
+    table.attrs["index_titles"] = {axis: axis_title(df, axis) for axis in axes}
     return table
 
 
@@ -737,9 +786,11 @@ def style_counters(table: pd.DataFrame):
     formats.update({_EVENT_LABELS["task-clock"]: "{:,.2f}", _EVENT_LABELS["cpus-utilized"]: "{:.3f}",
                     _EVENT_LABELS["ipc"]: "{:.2f}"})
     formats = {c: f for c, f in formats.items() if c in table.columns}
+    attrs, axes = dict(table.attrs), list(table.index.names)
+    table = table.rename_axis([attrs.get("index_titles", {}).get(axis, axis) for axis in axes])
     styler = table.style
-    for level, axis in enumerate(table.index.names):
-        shown = table.attrs.get("index_text", {}).get(axis)
+    for level, axis in enumerate(axes):
+        shown = attrs.get("index_text", {}).get(axis)
         if shown:
             styler = styler.format_index(lambda value, shown=shown: shown.get(value, value), level=level)
     return (styler.format(formats, na_rep="not measurable")

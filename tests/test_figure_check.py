@@ -54,7 +54,45 @@ CASES = [
     ("two lines that coincide, dashes apart", lambda: coinciding(line=dict(dash="dot")), ""),
     ("a range that leaves data out", range_leaves_data_out, "leaves data out"),
     ("bars on a linear axis", lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 3])), ""),
+    ("a legend of 12 entries under the plot", lambda: many_traces().update_layout(legend_orientation="h"), ""),
+    ("a y title taller than the plot", lambda: go.Figure(go.Scatter(x=[1], y=[1])).update_layout(
+        yaxis_title="server read system calls per repetition (median)"), "taller than the plot"),
+    ("a y title broken in two", lambda: go.Figure(go.Scatter(x=[1], y=[1])).update_layout(
+        yaxis_title="server read system calls<br>per repetition (median)"), ""),
 ]
+
+
+def one_model_many_settings():
+    """One model, two placements x three delays: six lines (05 §4 drew them one colour, six dashes)."""
+    import pandas as pd
+
+    rows = [dict(experiment="uploads", model="threaded", clients=1, size=size, placement=placement,
+                 link_delay_ms=delay, repeat=0, status="ok", transfer_s=size / 1e9 * (1 + delay))
+            for size in (102400, 1048576, 10485760) for placement in ("same_host", "other_host")
+            for delay in (0, 5, 50)]
+    return plots.metric_vs(pd.DataFrame(rows), "transfer_s", x="size")
+
+
+def test_one_model_s_lines_take_a_colour_and_a_shape_each_and_the_long_legend_goes_under():
+    fig = one_model_many_settings()
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(lines) == 6
+    assert len({t.line.color for t in lines}) == 6 and {t.line.dash for t in lines} == {"solid"}
+    assert len({t.marker.symbol[0] for t in lines}) == 6
+    assert fig.layout.legend.title.text == "threaded: placement, one-way delay (ms)"
+    assert {t.name for t in lines} >= {"other_host, 5", "same_host, 0"}
+    assert figure_check.problems(fig) == []
+    many = plots.metric_vs(pd_rows_of_many_models(), "elapsed_s")
+    assert len(many.data) > plots.LEGEND_BESIDE_MOST and many.layout.legend.orientation == "h"
+    assert figure_check.problems(many) == []
+
+
+def pd_rows_of_many_models():
+    import pandas as pd
+
+    models = ["iterative", "threaded", "select", "poll", "epoll", "uring", "fork", "pool", "aio"]
+    return pd.DataFrame([dict(experiment="proc_top", model=m, clients=c, repeat=0, status="ok",
+                              elapsed_s=0.01 * c * (i + 1)) for i, m in enumerate(models) for c in (1, 10)])
 
 
 @pytest.mark.parametrize("name, make, says", CASES, ids=[c[0] for c in CASES])

@@ -400,3 +400,7 @@ def test_the_counters_table_writes_its_points_as_their_parameters_do():
     assert "(connections 1, placement same_host, one-way delay (ms) 0)" in table.attrs["caption"]
     html = plots.style_counters(table).to_html()
     assert ">100KB<" in html and ">10MB<" in html and "10485760" not in html
+    # each axis headed by its parameter's label, as in every title and legend
+    delays = [dict(rows[0], link_delay_ms=delay) for delay in (0, 5)]
+    html = plots.style_counters(plots.counters_table(pd.DataFrame(delays))).to_html()
+    assert ">one-way delay (ms)<" in html and "link_delay_ms" not in html
