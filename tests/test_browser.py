@@ -267,6 +267,15 @@ _MAIN_TABLE = {
     "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
     "05_different_hosts": "for model in upload_params[\"models\"]:",
 }
+# Figures a student once saw wrong (issue "numbers and charts that tell the truth"), kept as
+# screenshots beside the tables: the cell's code, the file's name.
+_FIGURES = {
+    "03_uploads": [('figure = plots.metric_vs(df[df["clients"] == df["clients"].min()], "goodput_gbit_s"',
+                    "against-the-size")],
+    "04_write_strategies": [('writes.plot(df, "send_gbit_s")', "send-bars"),
+                            ('writes.plot(df, "client_write_syscalls_per_repetition")', "syscalls")],
+    "05_different_hosts": [('experiments.get("uploads").plot(upload_df, "transfer_s")', "uploads-by-placement")],
+}
 
 
 def _screenshot_of_output(page, code, path):
@@ -299,6 +308,8 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
             _run_all(page, base, token, copy, _RUN_ALL_SECONDS.get(notebook.stem, 300))
             _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
             _screenshot_of_output(page, _MAIN_TABLE[notebook.stem], ARTIFACTS / f"{notebook.stem}-table.png")
+            for code, name in _FIGURES.get(notebook.stem, []):
+                _screenshot_of_output(page, code, ARTIFACTS / f"{notebook.stem}-{name}.png")
 
             # The first control panel, if the notebook has one (00 checks the machine: none).
             run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
