@@ -27,10 +27,14 @@ sysctl that forbids them.  Either way every command and process goes through the
 `enter` and `prefix`.
 
 Every Link is recorded in build/run/netns-<id>.json (names, owner pid) before it is
-made, and removed with it: on leaving the `with`, on an exception, at exit; if its owner
-is killed with -9, the delay line dies with it (the launcher's death signal) and
-`labkit doctor --clean` finds the record whose owner is gone and deletes the namespaces
-(their veth ends go with them).
+made, and removed with it: on leaving the `with`, on an exception, at exit.  A named
+namespace outlives every process in it (its /run/netns mount holds it), so as root each
+Link also has a reaper: a shell that waits, with SIGTERM as its death signal, and deletes
+the Link's namespaces and record when its owner dies however it dies (-9, or ipykernel's
+os._exit when papermill is killed, where no atexit runs).  Where setpriv is missing there
+is no reaper, and `labkit doctor --clean` finds the record whose owner is gone and deletes
+the namespaces (their veth ends go with them).  A normal user's namespaces go with their
+user namespace.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -220,6 +225,7 @@ class Link:
             raise LabError(f"unknown emulator {self.emulator!r}", f"choose one of: {', '.join(EMULATORS)}")
         self._delay_line = None
         self._home = None  # as a normal user: the UserNamespace the link lives in
+        self._reaper = None  # as root: what deletes the namespaces if this process dies first
         self.made_names: set[str] = set()  # the namespaces this link made (and so removes)
 
     @property
@@ -316,6 +322,8 @@ class Link:
         try:
             if os.geteuid() != 0:
                 self._home = UserNamespace()
+            else:
+                self._reaper = _reaper(self.namespaces, self.record)
             self._make()
         except BaseException:
             self.remove()
@@ -481,6 +489,11 @@ class Link:
         if self._home:
             self._home.stop()  # and with it whatever is left in its namespaces
             self._home = None
+        if self._reaper:
+            from . import launcher
+
+            launcher.stop_child(self._reaper, timeout=1.0, signum=signal.SIGKILL)  # its work is done
+            self._reaper = None
         self.record.unlink(missing_ok=True)
         _LIVE.pop(self.id, None)
         self.made = False
@@ -535,6 +548,23 @@ def unprivileged_fix() -> str:
 
 # Links made by this process, removed at exit whatever happened.
 _LIVE: dict[str, Link] = {}
+
+# The reaper: waits (a sleep at a time, so the trap runs at once), and on SIGTERM (its death
+# signal: its owner died) deletes the namespaces named after it, then the record.
+_REAPER = ('trap \'kill "$sleeping" 2>/dev/null; for ns in "$@"; do ip netns del "$ns" 2>/dev/null; done; '
+           'rm -f "$RECORD"; exit 0\' TERM; '
+           'while :; do sleep 3600 & sleeping=$!; wait "$sleeping"; done')
+
+
+def _reaper(namespaces: list[str], record):
+    """A child that deletes `namespaces` and `record` when this process dies (None without setpriv)."""
+    from . import launcher
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None  # labkit doctor --clean is the way then
+    return launcher.spawn([setpriv, "--pdeathsig", "TERM", "--", "sh", "-c", _REAPER, "reaper", *namespaces],
+                          role="link-reaper", env={**os.environ, "RECORD": str(record)})
 
 
 @atexit.register

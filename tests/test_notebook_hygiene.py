@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import paths
+from labkit import netlink, paths
 
 NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
 PAPERMILL = Path(sys.executable).with_name("papermill")
@@ -121,7 +121,7 @@ def start_long_run(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     return run, marker
 
 
-def assert_nothing_left(marker: str, ports: set[int]):
+def assert_nothing_left(marker: str, ports: set[int], namespaces_before: set[str]):
     all_gone = wait_until(lambda: not lab_processes(marker), timeout=10)
     alive = lab_processes(marker)
     for proc in alive:  # never leave them for the next test, even when failing
@@ -129,9 +129,13 @@ def assert_nothing_left(marker: str, ports: set[int]):
     assert all_gone, f"processes outlived the run: {[p.info for p in alive]}"
     for port in ports:
         assert wait_until(lambda: port_is_free(port), timeout=5), f"port {port} still bound"
+    # 01's quick run crosses a link: its namespaces go with the run, however it ended
+    new = lambda: set(netlink.lab_namespaces()) - namespaces_before  # noqa: E731
+    assert wait_until(lambda: not new(), timeout=5), f"network namespaces outlived the run: {sorted(new())}"
 
 
 def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
+    namespaces_before = set(netlink.lab_namespaces())
     run, marker = start_long_run(tmp_path)
     try:
         servers = wait_until(lambda: [p for p in lab_processes(marker)
@@ -144,13 +148,14 @@ def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
                    if "ipykernel" in " ".join(_cmdline(c))]
         run.kill()  # papermill alone: its kernel must notice and take the lab down
         run.wait(5)
-        assert_nothing_left(marker, ports)
+        assert_nothing_left(marker, ports, namespaces_before)
         assert wait_until(lambda: not any(_alive(k) for k in kernels), timeout=10)
     finally:
         os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
 
 
 def test_papermill_timeout_leaves_nothing(tmp_path):
+    namespaces_before = set(netlink.lab_namespaces())
     run, marker = start_long_run(tmp_path, "--execution-timeout", "20")
     try:
         _, stderr = run.communicate(timeout=180)
@@ -159,4 +164,4 @@ def test_papermill_timeout_leaves_nothing(tmp_path):
             os.killpg(run.pid, signal.SIGKILL)
     assert run.returncode != 0, "the run should have timed out"
     assert b"timed out" in stderr.lower() or b"timeout" in stderr.lower(), stderr[-2000:]
-    assert_nothing_left(marker, set())
+    assert_nothing_left(marker, set(), namespaces_before)
