@@ -42,8 +42,18 @@ def _flag_words(flag: str, value) -> list[str]:
     if value is True:
         return [f"--{flag}"]
     if isinstance(value, float):
-        return [f"--{flag}", f"{value:g}"]
+        return [f"--{flag}", exact(value)]
     return [f"--{flag}", str(value)]
+
+
+def exact(number: float) -> str:
+    """A float as argv gives it to C's strtod, exactly: a whole number as an integer ("100",
+    which strtol reads too), any other as repr's shortest round-trip form ("0.1", "1e-07").
+    `:g` kept six digits: 1234567.0 went to the generator as 1.23457e+06."""
+    number = float(number)  # numpy's float64 reprs as np.float64(...)
+    if number.is_integer() and abs(number) < 2 ** 53:
+        return str(int(number))
+    return repr(number)
 
 
 # ---------------------------------------------------------------------------
@@ -349,7 +359,7 @@ class LoadSpec:
     def argv(self, port: int, host: str = "127.0.0.1") -> list[str]:
         argv = [str(build.binary(build.LOADGEN, sanitize=self.sanitize)), "--port", str(port),
                 "--host", host, "--clients", str(self.clients), "--service", self.service,
-                "--timeout", f"{self.timeout:g}"]
+                "--timeout", exact(self.timeout)]
         if self.options.get("duration") is None:
             argv += ["--requests", str(self.requests)]
         for flag, value in self.options.items():

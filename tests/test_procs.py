@@ -233,3 +233,20 @@ def test_ensure_nofile_raises_the_soft_limit_for_children():
     want = min(hard, soft + 100) - procs.FD_MARGIN if hard != resource.RLIM_INFINITY else soft + 100
     procs.ensure_nofile(want)
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] >= min(want + procs.FD_MARGIN, hard)
+
+
+@pytest.mark.parametrize("value, words", [
+    (1234567.0, ["--rate", "1234567"]),     # :g made it 1.23457e+06
+    (0.1, ["--rate", "0.1"]),
+    (1e-07, ["--rate", "1e-07"]),
+    (2.5e20, ["--rate", "2.5e+20"]),
+    (123456.789, ["--rate", "123456.789"]),
+    (True, ["--rate"]), (False, []), (None, []), (7, ["--rate", "7"]),
+])
+def test_values_go_to_argv_exactly(value, words):
+    import numpy as np
+
+    assert procs._flag_words("rate", value) == words
+    if isinstance(value, float):
+        assert procs._flag_words("rate", np.float64(value)) == words  # not np.float64(...)
+        assert float(words[1]) == value  # what strtod reads back
