@@ -106,6 +106,25 @@ def binary(name: str, sanitize: bool = False) -> Path:
     return path
 
 
+def loadgen_limits() -> dict:
+    """The load generator's limits as it declares them (`loadgen --describe`): per flag its
+    "min" (or "above", exclusive) and "max", and repetition_bytes_max.  They are written once,
+    in csrc/loadgen; labkit checks a value where it is typed against these."""
+    global _LIMITS
+    if _LIMITS is None:
+        import json
+
+        done = subprocess.run([str(binary(LOADGEN)), "--describe"], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise LabError(f"`loadgen --describe` failed (exit {done.returncode}): {done.stderr.strip()[-300:]}",
+                           "rebuild the lab: make build")
+        _LIMITS = json.loads(done.stdout)
+    return _LIMITS
+
+
+_LIMITS: dict | None = None
+
+
 # ---------------------------------------------------------------------------
 # procstat through cffi
 

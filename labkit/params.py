@@ -235,20 +235,25 @@ class Sizes(Kind):
 
     is_list = True
 
-    def __init__(self, least: int = 1, most: int = 256 * 1024 ** 2):
+    def __init__(self, least: int = 1, most: int | None = None):
         self.least = least
-        self.most = most  # the load generator's largest body
+        self.most = most  # None: the load generator's largest body (its --describe says)
 
     def check(self, name, value):
         sizes = [v if isinstance(v, int) and not isinstance(v, bool) else parse_size(name, v)
                  for v in _words(value)]
         if not sizes:
             raise LabError(f"no {name} chosen", f"give one or more sizes for {name}, e.g. 1KB, 10MB")
+        most = self.most
+        if most is None:
+            from .build import loadgen_limits
+
+            most = loadgen_limits()["flags"]["size"]["max"]
         for size in sizes:
-            if not self.least <= size <= self.most:
+            if not self.least <= size <= most:
                 raise LabError(f"the size {size_text(size)} in {name} is outside {size_text(self.least)} "
-                               f"to {size_text(self.most)}",
-                               f"use sizes from {size_text(self.least)} to {size_text(self.most)}, "
+                               f"to {size_text(most)}",
+                               f"use sizes from {size_text(self.least)} to {size_text(most)}, "
                                "e.g. 1KB, 100KB, 10MB")
         return sizes
 
@@ -292,9 +297,8 @@ class Size(Kind):
         widget.value = size_text(value) if isinstance(value, int) else str(value)
 
 
-# seed 004's buffers: a repetition is N buffers of B bytes, written "NxB"
-MAX_NBUFS, MAX_BUFSIZE, MAX_REPETITION_BYTES = 1024, 65536, 1 << 20  # the load generator's caps
-
+# seed 004's buffers: a repetition is N buffers of B bytes, written "NxB"; the caps are the
+# load generator's own (build.loadgen_limits: `loadgen --describe`)
 
 class Shapes(Kind):
     """Buffer shapes 'NxB' (N buffers of B bytes: '15x100, 100x15'), one grid point each."""
@@ -313,10 +317,15 @@ class Shapes(Kind):
                 raise LabError(f"{shape!r} in {name} is not N buffers x B bytes",
                                f"write each shape as NxB, e.g. {name} = \"15x100, 30x50\"")
             n, b = int(nbufs), int(bufsize)
-            if not (1 <= n <= MAX_NBUFS and 1 <= b <= MAX_BUFSIZE and n * b <= MAX_REPETITION_BYTES):
+            from .build import loadgen_limits
+
+            limits = loadgen_limits()
+            most_n, most_b = limits["flags"]["nbufs"]["max"], limits["flags"]["bufsize"]["max"]
+            most_bytes = limits["repetition_bytes_max"]
+            if not (1 <= n <= most_n and 1 <= b <= most_b and n * b <= most_bytes):
                 raise LabError(f"{shape} in {name} is outside the load generator's caps",
-                               f"use 1 to {MAX_NBUFS} buffers of 1 to {MAX_BUFSIZE} bytes, at most "
-                               f"{MAX_REPETITION_BYTES} bytes in all, e.g. 15x100")
+                               f"use 1 to {most_n} buffers of 1 to {most_b} bytes, at most "
+                               f"{most_bytes} bytes in all, e.g. 15x100")
         return shapes
 
     def describe(self):

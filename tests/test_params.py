@@ -93,3 +93,41 @@ def test_every_default_is_written_as_it_is_typed_back():
                 back = param.kind.check(param.name, typed)
                 assert (list(back) if isinstance(value, (list, tuple)) else back) == (
                     list(value) if isinstance(value, (list, tuple)) else value), (experiment.name, param.name, typed)
+
+
+# ---------------------------------------------------------------------------
+# the load generator's limits: declared once, in C (loadgen --describe)
+
+def _generator_refuses(flag: str, value) -> str:
+    """What the load generator says to `--flag value` (exit 2: bad arguments)."""
+    import subprocess
+
+    base = {"port": "9", "clients": "1", "requests": "1"}
+    base[flag] = str(value)
+    argv = [str(build.binary(build.LOADGEN))] + [word for key, v in base.items() for word in (f"--{key}", v)]
+    if flag in ("rate", "duration", "threads", "idle"):
+        argv += ["--engine", "events"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+    assert done.returncode == 2, (argv, done.returncode, done.stderr)
+    return done.stderr
+
+
+@pytest.mark.parametrize("flag", ["clients", "requests", "size", "threads", "idle", "rate", "timeout",
+                                  "connect-timeout", "duration", "nbufs", "bufsize"])
+def test_each_declared_limit_is_the_one_the_generator_enforces(flag):
+    bound = build.loadgen_limits()["flags"][flag]
+    over = bound["max"] * 2 if isinstance(bound["max"], float) else bound["max"] + 1
+    assert f"--{flag}" in _generator_refuses(flag, over)
+
+
+@pytest.mark.parametrize("experiment, given, says", [
+    ("idle_conns", dict(rate=2e7), "rate 20,000,000.0 is outside what the load generator takes for --rate"),
+    ("idle_conns", dict(duration=4000), "takes for --duration: more than 0 to 3,600"),
+    ("uploads", dict(size=["300MB"]), "the size 300MB in size is outside 1B to 256MB"),
+    ("write_strategies", dict(shape=["2000x10"]), "2000x10 in shape is outside the load generator's caps"),
+])
+def test_a_value_past_the_generators_limit_is_refused_before_anything_runs(experiment, given, says):
+    from labkit import experiments
+
+    with pytest.raises(LabError, match=says.replace("(", r"\(").replace(")", r"\)")):
+        experiments.get(experiment).resolve("quick", **given)

@@ -53,6 +53,7 @@
 #define MAX_SAMPLES 20000000L          /* threads: N x R latencies kept, 160 MB at most */
 #define MAX_SIZE (256L * 1024 * 1024)  /* echo/sink payload per request */
 #define MAX_RATE 10000000.0            /* open loop: total requests per second */
+#define MAX_SECONDS 3600.0             /* --timeout, --connect-timeout, --duration, --warmup Ns */
 #define FD_RESERVE 16                  /* descriptors libc/sanitizers/epoll may open */
 #define MAX_THREADS 1024               /* events: event loops */
 
@@ -97,6 +98,7 @@ static void usage(FILE *to)
         "                         in the first S seconds ('2s', '0.5s') or the first\n"
         "                         N to complete ('1000')\n"
         "  --idle N               also hold N connections open and silent all along\n"
+        "  --describe             print the flags' limits as JSON, and exit\n"
         "Prints one JSON object on stdout. Exit 0: all succeeded, 1: some\n"
         "failed, 2: bad arguments.\n");
 }
@@ -137,8 +139,8 @@ static double parse_seconds(const char *flag, const char *text)
 {
     char *end;
     double v;
-    if (!parse_number(text, 3600, &v, &end) || *end != '\0')
-        bad_args("%s '%s': expected seconds, more than 0 and at most 3600", flag, text);
+    if (!parse_number(text, MAX_SECONDS, &v, &end) || *end != '\0')
+        bad_args("%s '%s': expected seconds, more than 0 and at most %.0f", flag, text, MAX_SECONDS);
     return v;
 }
 
@@ -147,7 +149,7 @@ static void parse_warmup(const char *text, struct options *o)
 {
     char *end;
     double v;
-    if (parse_number(text, 3600, &v, &end) && strcmp(end, "s") == 0) {
+    if (parse_number(text, MAX_SECONDS, &v, &end) && strcmp(end, "s") == 0) {
         o->warmup_s = v;
         return;
     }
@@ -155,6 +157,23 @@ static void parse_warmup(const char *text, struct options *o)
         bad_args("--warmup '%s': seconds need an 's' ('%ss'); a count is a whole number",
                  text, text);
     o->warmup_requests = parse_count("--warmup", text, 0, MAX_REQUESTS * MAX_CLIENTS);
+}
+
+/* --describe: the limits the flags are checked against, as JSON, so that labkit checks a
+ * value where the student types it from these numbers, not from a copy of them. */
+static _Noreturn void describe(void)
+{
+    printf("{\"flags\": {"
+           "\"clients\": {\"min\": 1, \"max\": %ld}, \"requests\": {\"min\": 0, \"max\": %ld}, "
+           "\"size\": {\"min\": 1, \"max\": %ld}, \"threads\": {\"min\": 1, \"max\": %d}, "
+           "\"idle\": {\"min\": 0, \"max\": %ld}, \"rate\": {\"above\": 0, \"max\": %.17g}, "
+           "\"timeout\": {\"above\": 0, \"max\": %.17g}, \"connect-timeout\": {\"above\": 0, \"max\": %.17g}, "
+           "\"duration\": {\"above\": 0, \"max\": %.17g}, \"nbufs\": {\"min\": 1, \"max\": %d}, "
+           "\"bufsize\": {\"min\": 1, \"max\": %ld}}, "
+           "\"repetition_bytes_max\": %ld, \"threads_engine_samples_max\": %ld}\n",
+           MAX_CLIENTS, MAX_REQUESTS, MAX_SIZE, MAX_THREADS, MAX_CLIENTS, MAX_RATE,
+           MAX_SECONDS, MAX_SECONDS, MAX_SECONDS, MAX_NBUFS, MAX_BUFSIZE, MAX_REPETITION_BYTES, MAX_SAMPLES);
+    exit(0);
 }
 
 static struct options parse_options(int argc, char **argv)
@@ -184,6 +203,7 @@ static struct options parse_options(int argc, char **argv)
         { "repetitions", required_argument, NULL, 'P' },
         { "shape", required_argument, NULL, 'X' },
         { "help", no_argument, NULL, 'h' },
+        { "describe", no_argument, NULL, 'D' },
         { 0 },
     };
     struct options o = {
@@ -275,6 +295,7 @@ static struct options parse_options(int argc, char **argv)
             break;
         }
         case 'h': usage(stdout); exit(0);
+        case 'D': describe();
         case ':': bad_args("%s needs a value", argv[optind - 1]);
         default: bad_args("unknown option '%s'", argv[optind - 1]);
         }

@@ -141,6 +141,7 @@ class Experiment:
         raw = {**self.defaults, **profiles[profile],
                **{name: value for name, value in given.items() if value is not None}}
         params = {p.name: p.kind.check(p.name, raw[p.name]) for p in self.parameters}
+        self._check_generator_limits(params)
         self._resolve_pinning(params)
         params["experiment"] = self.name
         params["profile"] = profile
@@ -152,6 +153,27 @@ class Experiment:
             raise LabError(f"{self.name}: every grid point is left out ({'; '.join(reasons)})",
                            "choose smaller values, or raise the limit that leaves them out")
         return params
+
+    def _check_generator_limits(self, params: dict) -> None:
+        """Every number that becomes a load generator flag, against the limit the generator
+        declares for that flag (`loadgen --describe`): refused here, not at run time."""
+        from labkit import build
+
+        limits = build.loadgen_limits()["flags"]
+        for param in self.parameters:
+            bound = limits.get(param.flag_name) if param.to in (LOAD, BOTH) else None
+            if bound is None:
+                continue
+            values = params[param.name] if param.kind.is_list else [params[param.name]]
+            for value in values:
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                low = value > bound["above"] if "above" in bound else value >= bound.get("min", value)
+                if not low or value > bound["max"]:
+                    least = f"more than {bound['above']:g}" if "above" in bound else f"from {bound['min']:g}"
+                    raise LabError(f"{param.name} {param.kind.text(value)} is outside what the load generator "
+                                   f"takes for --{param.flag_name}: {least} to {param.kind.text(bound['max'])}",
+                                   f"give {param.name} {least} to {param.kind.text(bound['max'])}")
 
     def _resolve_pinning(self, params: dict) -> None:
         from labkit.procs import Pinning
