@@ -11,8 +11,17 @@ import copy
 
 NAN = float("nan")
 
+# The version of these columns' meaning, written in every row ("schema"); a row without one
+# is version 1.  What each version changed, for a reader of older rows:
+SCHEMA = 2
+SCHEMA_CHANGES = {
+    2: "client_cpu_util is the generator's CPU over its run's window, connects to closes "
+       "(version 1 divided its whole-process CPU, start-up and perf's included, by the exchanges' time)",
+}
+
 # What the load generator reports, and what is derived from it.
 MEASURED = {
+    "schema": SCHEMA,
     "status": "ok", "error": "", "elapsed_s": NAN,
     "requests_ok": 0, "requests_failed": 0, "connections_failed": 0, "connections_lost": 0,
     "idle_failed": 0, "lost_connections": 0, "errors": {}, "server_said": "",

@@ -68,4 +68,26 @@ def load(name_or_path) -> "pandas.DataFrame":  # noqa: F821
         path = results_path(str(name_or_path))
     if not path.exists():
         raise LabError(f"no results at {path}", "run the sweep first (labkit sweep <experiment>)")
-    return pd.DataFrame(read_rows(path))
+    rows = read_rows(path)
+    check_schema(rows, path)
+    return pd.DataFrame(rows)
+
+
+def check_schema(rows: list[dict], path) -> None:
+    """Refuse rows a newer labkit wrote (their columns may mean what this one cannot read);
+    say which columns changed meaning for rows an older one wrote."""
+    import warnings
+
+    from .row import SCHEMA, SCHEMA_CHANGES
+
+    versions = [row.get("schema", 1) for row in rows]
+    versions = [v if isinstance(v, int) else 1 for v in versions]
+    if versions and max(versions) > SCHEMA:
+        raise LabError(f"{path} holds rows of schema {max(versions)}, written by a newer lab than this one "
+                       f"(schema {SCHEMA})", "update the lab (git pull, make build), or give another results file")
+    older = sorted({v for v in versions if v < SCHEMA})
+    if older:
+        changes = "; ".join(SCHEMA_CHANGES[v] for v in range(min(older) + 1, SCHEMA + 1) if v in SCHEMA_CHANGES)
+        warnings.warn(f"{sum(v < SCHEMA for v in versions)} row(s) of {path} were written by an older lab "
+                      f"(schema {', '.join(map(str, older))}): {changes}. Run those points again to replace "
+                      "them (a sweep with resume off)", stacklevel=3)

@@ -16,6 +16,17 @@ from pathlib import Path
 
 from . import experiments, launcher, perf, store
 from . import measure as measure_module
+from .row import SCHEMA
+
+# Sweep points this process has measured or read back from a results file, all sweeps
+# together: labkit.instructor.predictions notes it when a prediction is made.
+_points_done = 0
+
+
+def points_done() -> int:
+    """How many sweep points this process (a notebook's kernel) has measured or reused so far."""
+    return _points_done
+
 
 def point_key(experiment: str, point: dict, repeat: int) -> str:
     """Stable across runs and machines: the same point and repeat give the same key."""
@@ -66,18 +77,24 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     path = Path(results) if results is not None else store.results_path(experiment)
     points = [(point, repeat) for point in declared.grid(params) for repeat in range(params["repeats"])]
     keys = [point_key(experiment, point, repeat) for point, repeat in points]
-    measured_ok = {row.get("point_key") for row in store.read_rows(path) if row.get("status") == "ok"} \
-        if resume else set()
+    earlier = store.read_rows(path)
+    store.check_schema(earlier, path)  # a newer lab's rows are refused before anything is measured
+    # a point counts as measured when its row is ok and means what this lab's columns mean
+    measured_ok = {row.get("point_key") for row in earlier
+                   if row.get("status") == "ok" and row.get("schema", 1) == SCHEMA} if resume else set()
 
     already_running = set(launcher.live_children())
     run_id = uuid.uuid4().hex[:12]
     environment = _environment()
     advance, close = _progress_reporter(progress, len(points), declared.axis_columns)
     reused = 0
+    global _points_done
+    points_before = _points_done
     try:
         for (point, repeat), key in zip(points, keys):
             if key in measured_ok:
                 reused += 1
+                _points_done += 1
                 advance({**point, "repeat": repeat, "status": "skipped (already measured)"})
                 continue
             extra = {"events": [*perf.DEFAULT_EVENTS, *declared.events]} if declared.events else {}
@@ -100,6 +117,7 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
                 **environment,
             })
             store.append(path, row)
+            _points_done += 1
             advance(row)
             if on_point is not None:
                 on_point(row)
@@ -117,7 +135,8 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     if not frame.empty:
         frame = frame.drop_duplicates("point_key", keep="last").reset_index(drop=True)
     # how many points were already in the results file and were not measured again
-    frame.attrs.update(reused=reused, planned=len(points), results=str(path))
+    # points_before: how many points this process had measured or reused before this sweep began
+    frame.attrs.update(reused=reused, planned=len(points), results=str(path), points_before=points_before)
     return frame
 
 

@@ -154,7 +154,7 @@ def test_profiles_and_given_values():
 @pytest.mark.parametrize("given, says", [
     ({"models": ["nosuch"]}, "unknown server model"),
     ({"clients": [0]}, "below 1"),
-    ({"clients": [10**9]}, "open files"),
+    ({"clients": [10**9]}, "outside what the load generator takes for --clients: from 1 to 100,000"),
     ({"repeats": 0}, "repeats must be at least 1"),
     ({"server_cpus": [4096]}, "not usable"),
     ({"bogus": 1}, "no parameter bogus"),
@@ -288,3 +288,52 @@ def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay)
     written = _lines(results) if results.exists() else []  # every line on disk is a whole row
     assert all(row["status"] in ("ok", "failed") for row in written)
     assert len(written) < 9
+
+
+@pytest.mark.parametrize("schemas, outcome", [
+    ([None, None], "older"),          # rows from before the schema: version 1
+    ([2, None], "older"),
+    ([2, 2], "fine"),
+    ([3, 2], "newer"),
+])
+def test_rows_carry_their_schema_and_loading_says_what_changed_or_refuses_a_newer_one(tmp_path, schemas, outcome):
+    import warnings
+
+    from labkit import row as row_module
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("".join(json.dumps({"model": "select", "status": "ok", "client_cpu_util": 0.5,
+                                        **({"schema": s} if s is not None else {})}) + "\n" for s in schemas))
+    assert row_module.SCHEMA == 2 and row_module.MEASURED["schema"] == row_module.SCHEMA
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        if outcome == "newer":
+            with pytest.raises(LabError, match="schema 3, written by a newer lab"):
+                store.load(path)
+            return
+        frame = store.load(path)
+    assert len(frame) == len(schemas)
+    messages = [str(w.message) for w in said]
+    if outcome == "older":
+        assert len(messages) == 1 and "client_cpu_util is the generator's CPU over its run's window" in messages[0]
+    else:
+        assert messages == []
+
+
+def test_a_point_whose_row_is_of_an_older_schema_is_measured_again(tmp_path):
+    """Resuming counts a point as measured only when its row means what this lab's columns
+    mean: a version-1 row's client_cpu_util is not the one a student is now shown."""
+    import warnings
+
+    results = tmp_path / "r.jsonl"
+    params = small(models=["select"], clients=[2])
+    first = sweep.run("proc_top", params, results=results, progress=False)
+    lines = _lines(results)
+    for row in lines:
+        row.pop("schema")  # as a lab before the schema wrote it
+    results.write_text("".join(json.dumps(row) + "\n" for row in lines))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        again = sweep.run("proc_top", params, results=results, progress=False)
+    assert again.attrs["reused"] == 0 and len(_lines(results)) == 2 * len(first)
+    assert list(again["schema"]) == [2] * len(first)  # the frame holds the new rows only
