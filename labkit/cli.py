@@ -154,7 +154,7 @@ def _grade(args) -> int:
 
     _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
                              timeout_s=args.timeout, notebooks=args.notebooks, scheduler=args.scheduler,
-                             certs=args.certs)
+                             certs=args.certs, manual=args.manual)
     print(summary)
     print(f"gradebook: {args.out / 'gradebook.csv'}; feedback: {args.out / 'feedback'}/<student>.html")
     return EXIT_OK
@@ -298,6 +298,8 @@ def parser() -> argparse.ArgumentParser:
 
     worker = commands.add_parser("worker", help="make this machine a grading worker of a course's scheduler (as root, "
                                                 "the lab built, the worker's certificate): one grading slot")
+    grade.add_argument("--manual", type=Path, help="answers.csv with the written answers' points filled in: "
+                                                   "they go into the gradebook and the feedback pages")
     worker.add_argument("address", help="the scheduler's address, e.g. tls://10.0.0.1:8786 (tcp:// is refused)")
     worker.add_argument("--name", help="the worker's name in the scheduler's logs (default: Dask's)")
     worker.add_argument("--certs", type=Path, help="the folder with the worker's certificate "

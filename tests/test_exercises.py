@@ -68,17 +68,21 @@ def test_a_check_result_shows_as_html_in_a_notebook():
     assert "FAIL" in result._repr_html_() and "a &lt; b" in result._repr_html_()
 
 
-def test_answer_checks_length_and_keywords_and_records_the_text(tmp_path, monkeypatch):
+def test_an_answer_is_checked_for_effort_only_recorded_and_earns_no_point_by_itself(tmp_path, monkeypatch):
+    """No length nor keyword scores a written answer: it is RECORDED for hand marking (0 points
+    until then); the words it should touch on go to the marker, not into a verdict."""
     checks_file = tmp_path / "checks.jsonl"
     monkeypatch.setenv(checks.CHECKS_FILE_ENV, str(checks_file))
     ex = checks.Checker("nb")
     ex.answer("empty", "", min_words=5)
     ex.answer("no_keyword", "one two three four five six", min_words=5, keywords=["client"])
-    ex.answer("fine", "each client waits for the one before it", min_words=5, keywords=["Client"])
+    fine = ex.answer("fine", "each client waits for the one before it", min_words=5, keywords=["Client"])
     got = {r["check"]: r for r in records(checks_file)}
     assert got["empty"]["status"] == "failed" and "at least 5 words" in got["empty"]["message"]
-    assert got["no_keyword"]["status"] == "failed" and "'client'" in got["no_keyword"]["message"]
-    assert got["fine"]["status"] == "passed" and got["fine"]["answer"].startswith("each client")
+    assert got["no_keyword"]["status"] == checks.RECORDED and got["no_keyword"]["points"] == 0
+    assert got["fine"]["status"] == checks.RECORDED and got["fine"]["answer"].startswith("each client")
+    assert got["fine"]["look_for"] == ["Client"] and got["fine"]["max_points"] == 1
+    assert "graded by hand" in fine.line() and "RECORDED" in fine._repr_html_()
 
 
 def test_negative_points_are_refused():

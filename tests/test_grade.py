@@ -309,7 +309,7 @@ def graded_class(tmp_path_factory, released, instructor):
     assert result.returncode == 0, result.stderr[-3000:]
     book = pd.read_csv(root / "out" / "gradebook.csv", keep_default_na=False)
     return {"book": book, "out": root / "out", "wall": wall, "port": port, "stdout": result.stdout,
-            "stderr": result.stderr}
+            "stderr": result.stderr, "submissions": submissions}
 
 
 PROCSTAT = ("procstat_parse_tricky_names", "procstat_parse_live_process", "procstat_parse_edge_cases")
@@ -330,9 +330,13 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
                                                 "untouched"]
     assert (book.groupby("student")["max_points"].sum() == total).all(), "every student has the same total"
 
+    answers = {s.name for s in grade.check_catalog(instructor) if s.by_hand}
+    assert answers, "the notebook has written answers"
     correct = rows_of(book, "correct")
-    assert {status for status, _, _ in correct.values()} == {"passed"}, correct
-    assert sum(points for _, points, _ in correct.values()) == total
+    assert {status for check, (status, _, _) in correct.items() if check not in answers} == {"passed"}, correct
+    # a written answer earns nothing by itself: it waits for the instructor's mark
+    assert {correct[check][0] for check in answers} == {"by hand"}
+    assert sum(points for _, points, _ in correct.values()) == total - points_of(instructor, answers)
 
     untouched = rows_of(book, "untouched")
     assert {status for status, _, _ in untouched.values()} == {"failed"}, untouched
@@ -342,8 +346,9 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
     for check in PROCSTAT:
         status, points, message = broken[check]
         assert status == "error" and points == 0 and "does not compile" in message, broken[check]
-    assert all(broken[c][0] == "passed" for c in ("ev_poll_dispatch_echo", "iterative_ratio", "answer_q1"))
-    assert sum(points for _, points, _ in broken.values()) == total - points_of(instructor, PROCSTAT)
+    assert all(broken[c][0] == "passed" for c in ("ev_poll_dispatch_echo", "iterative_ratio"))
+    assert broken["answer_q1"][0] == "by hand"
+    assert sum(points for _, points, _ in broken.values()) == total - points_of(instructor, PROCSTAT + tuple(answers))
 
     bomb = rows_of(book, "fork_bomb")
     assert {status for status, _, _ in bomb.values()} == {"error"}, bomb
@@ -351,7 +356,7 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
 
     # The squatter's process outlived its cell, yet the checks ran and it was killed afterwards.
     squatter_rows = rows_of(book, "port_squatter")
-    assert {status for status, _, _ in squatter_rows.values()} == {"passed"}, squatter_rows
+    assert {status for status, _, _ in squatter_rows.values()} == {"passed", "by hand"}, squatter_rows
     assert "process(es) left running were killed" in graded_class["stderr"]
 
 
@@ -371,7 +376,8 @@ def test_feedback_executed_notebooks_and_summary(graded_class, instructor):
         page = (out / "feedback" / f"{student}.html").read_text()
         assert f"Total: " in page and "procstat_parse_tricky_names" in page
     total = points_of(instructor)
-    assert f"Total: {total:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
+    unmarked = total - points_of(instructor, {s.name for s in grade.check_catalog(instructor) if s.by_hand})
+    assert f"Total: {unmarked:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
     assert "does not compile" in (out / "feedback" / "compile_error.html").read_text()
     executed = nbformat.read(out / "executed" / "correct" / f"{NOTEBOOK}.ipynb", as_version=4)
     hidden = [c.source for c in instructor.cells if release.HIDDEN_TAG in c.metadata.get("tags", [])]
@@ -417,3 +423,57 @@ def test_every_notebooks_graded_copy_exports_the_values_of_each_of_its_checks(na
     for cell in teacher.cells:
         if release.HIDDEN_TAG in cell.metadata.get("tags", []):
             assert cell.source not in sources
+
+
+@pytest.mark.slow
+@ROOT_ONLY
+@pytest.mark.timeout(300)
+def test_written_answers_go_out_in_answers_csv_and_come_back_into_the_gradebook(graded_class, instructor, tmp_path):
+    """answers.csv out (points empty), marked by the instructor, back with --manual: the marks
+    are in the gradebook and the feedback page; nothing is graded again; a bad mark is refused."""
+    import csv
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(graded_class["out"], out)  # the module's other tests read the unmarked one
+    with open(out / "answers.csv", newline="") as source:
+        answers = list(csv.DictReader(source))
+    questions = {s.name: s.max_points for s in grade.check_catalog(instructor) if s.by_hand}
+    ran = ["compile_error", "correct", "port_squatter", "untouched"]  # the fork bomb's checks never ran
+    assert {(a["student"], a["question"]) for a in answers} == {(student, q) for student in ran for q in questions}
+    assert {a["points"] for a in answers} == {""}
+    correct = [a for a in answers if a["student"] == "correct"]
+    assert all(len(a["answer"].split()) >= 15 for a in correct), "the answer's text goes out"
+    for a in correct:
+        a["points"], a["comment"] = a["max_points"], "well argued"
+    marked = tmp_path / "marked.csv"
+
+    def write(rows):
+        with open(marked, "w", newline="") as target:
+            writer = csv.DictWriter(target, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+    def regrade():
+        return subprocess.run([sys.executable, "-m", "labkit", "grade", str(graded_class["submissions"]),
+                               "--out", str(out), "--notebooks", NOTEBOOK, "--manual", str(marked)],
+                              capture_output=True, text=True, timeout=240)
+
+    write([{**a, "points": str(float(a["max_points"]) + 1)} if a is correct[0] else a for a in answers])
+    refused = regrade()
+    assert refused.returncode != 0 and "which is worth" in refused.stderr, refused.stderr[-2000:]
+    write(answers)
+    result = regrade()
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "graded in an earlier run and unchanged" in result.stderr  # marks, not runs
+    book = pd.read_csv(out / "gradebook.csv", keep_default_na=False)
+    rows = rows_of(book, "correct")
+    assert {rows[q][0] for q in questions} == {"marked by hand"}
+    total = points_of(instructor)
+    assert sum(points for _, points, _ in rows.values()) == total
+    assert f"Total: {total:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
+    assert "well argued" in (out / "feedback" / "correct.html").read_text()
+    assert {rows_of(book, "untouched")[q][0] for q in questions} == {"failed"}  # no mark given: none applied
+    with open(out / "answers.csv", newline="") as source:  # the marks are kept for the next run
+        kept = {(a["student"], a["question"]): a["points"] for a in csv.DictReader(source)}
+    assert all(kept[("correct", q)] == f"{questions[q]:g}" for q in questions)

@@ -196,7 +196,8 @@ def points(book, student) -> float:
 @pytest.mark.timeout(1200)
 def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instructor):
     book = hostile_class["book"]
-    total = sum(spec.max_points for spec in grade.check_catalog(instructor))
+    # everything but the written answers, which wait for a person's mark (answers.csv)
+    total = sum(spec.max_points for spec in grade.check_catalog(instructor) if not spec.by_hand)
     assert points(book, "correct") == total, book[book["student"] == "correct"][["check", "status", "message"]]
     untouched = points(book, "untouched")
     assert untouched == 0

@@ -170,8 +170,10 @@ def exercise_notebooks():
 def test_instructor_passes_every_check_and_student_fails_exactly_the_exercises(path, tmp_path, released):
     teacher = run_with_checks(path, tmp_path / "teacher")
     assert teacher, f"{path.name} recorded no check"
-    assert [(r["check"], r["status"], r["message"][:300]) for r in teacher if r["status"] != "passed"] == []
-    assert all(r["points"] == r["max_points"] for r in teacher)
+    # every check passes; a written answer passes its effort check and is recorded for hand marking
+    assert [(r["check"], r["status"], r["message"][:300]) for r in teacher
+            if r["status"] != ("recorded" if r.get("by_hand") else "passed")] == []
+    assert all(r["points"] == (0 if r.get("by_hand") else r["max_points"]) for r in teacher)
 
     student = run_with_checks(released[0] / "notebooks" / path.name, tmp_path / "student")
     visible = [r["check"] for r in teacher if not r["hidden"]]

@@ -33,6 +33,7 @@ class CheckSpec:
     name: str
     max_points: float
     hidden: bool
+    by_hand: bool = False   # ex.answer(...): a written answer, its points given by a person
 
 
 @dataclass
@@ -110,7 +111,7 @@ def check_catalog(nb) -> list[CheckSpec]:
             hidden = bool(_literal(keywords.get("hidden", positional[1] if len(positional) > 1 else None), False))
             hidden = hidden or HIDDEN_TAG in _tags(cell)
             name = call.args[0].value
-            specs.setdefault(name, CheckSpec(name, float(points), hidden))
+            specs.setdefault(name, CheckSpec(name, float(points), hidden, call.func.attr == "answer"))
     return list(specs.values())
 
 

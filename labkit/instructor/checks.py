@@ -30,6 +30,7 @@ from ..errors import LabError
 
 CHECKS_FILE_ENV = "LABKIT_CHECKS_FILE"
 PASSED, FAILED, ERROR = "passed", "failed", "error"
+RECORDED = "recorded"  # a written answer that passed its minimum-effort check: graded by hand
 
 
 # ---------------------------------------------------------------------------
@@ -53,6 +54,8 @@ class CheckResult:
                 "hidden": self.hidden, **self.extra}
 
     def line(self) -> str:
+        if self.status == RECORDED:
+            return f"RECORDED {self.check}: graded by hand, up to {self.max_points:g} point(s)"
         mark = "PASS" if self.status == PASSED else "FAIL" if self.status == FAILED else "ERROR"
         kind = " (hidden)" if self.hidden else ""
         text = f"{mark} {self.check}{kind}: {self.points:g}/{self.max_points:g}"
@@ -63,6 +66,10 @@ class CheckResult:
         return self.line()
 
     def _repr_html_(self) -> str:
+        if self.status == RECORDED:
+            return (f"<div style='border-left:4px solid #0969da;padding:0.2em 0.6em'><b style='color:#0969da'>"
+                    f"✎ RECORDED</b> <code>{html.escape(self.check)}</code>: your instructor grades it by hand, "
+                    f"up to {self.max_points:g} point(s)</div>")
         colour = {PASSED: "#1a7f37", FAILED: "#b35900"}.get(self.status, "#cf222e")
         mark = {PASSED: "✔ PASS", FAILED: "✘ FAIL"}.get(self.status, "⚠ ERROR")
         message = f"<pre style='margin:0.3em 0 0 1.5em;white-space:pre-wrap'>{html.escape(self.message)}</pre>" \
@@ -126,6 +133,8 @@ class Checker:
                 message += "\n" + "".join(traceback.format_exception(problem)[-3:-1])
         else:
             status, message = PASSED, ""
+        if status == PASSED and (extra or {}).get("by_hand"):
+            status = RECORDED  # no points here: a person gives them
         result = CheckResult(self.notebook, name, points if status == PASSED else 0, points, status,
                              message.rstrip(), hidden, extra or {})
         self.results[name] = result
@@ -138,27 +147,33 @@ class Checker:
         _show(result)
 
     def answer(self, name: str, text, points: float = 1, min_words: int = 15, keywords=()):
-        """A short reasoned answer: visibly checked for length and key words.
+        """A short reasoned answer, graded by hand: no length nor word earns a point.
 
-        Its content is graded by hand: the record carries the text ("answer")."""
+        Checked here only for effort (at least `min_words` words); then RECORDED, 0 points
+        until the instructor's marks come back (labkit grade writes answers.csv, takes it back
+        with --manual).  `keywords` are what the grader looks for, written beside the answer
+        in answers.csv; they score nothing."""
         text = text if isinstance(text, str) else ""
 
-        def visible():
+        def effort():
             words = len(text.split())
             assert words >= min_words, (
                 f"write your answer in the string (at least {min_words} words; you have {words}), "
                 "citing numbers from your own plots and tables")
-            missing = [k for k in keywords if k.lower() not in text.lower()]
-            assert not missing, f"your answer should mention {', '.join(repr(k) for k in missing)}"
 
-        return self.run(name, visible, points=points, extra={"answer": text})
+        return self.run(name, effort, points=points,
+                        extra={"answer": text, "by_hand": True, "look_for": list(keywords)})
 
     def summary(self) -> str:
         """Points so far, visible checks and hidden ones apart."""
         got = sum(r.points for r in self.results.values())
         most = sum(r.max_points for r in self.results.values())
-        failing = [r.check for r in self.results.values() if r.status != PASSED]
+        failing = [r.check for r in self.results.values() if r.status not in (PASSED, RECORDED)]
+        by_hand = [r for r in self.results.values() if r.status == RECORDED]
         text = f"{self.notebook}: {got:g}/{most:g} points from {len(self.results)} checks"
         text += f"; not passed yet: {', '.join(failing)}" if failing else "; all passed"
+        if by_hand:
+            text += (f"; {len(by_hand)} written answer(s), up to {sum(r.max_points for r in by_hand):g} "
+                     "point(s), marked by hand")
         print(text)
         return text

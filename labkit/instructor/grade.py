@@ -22,6 +22,9 @@ OUT_DIR/graded.jsonl         the ledger: each graded notebook's rows with the di
                              graded (the submission and the instructor's notebook); grading again
                              grades only what has no row for the same content (an interrupted batch
                              resumes)
+OUT_DIR/answers.csv          every written answer, to mark by hand: student, notebook, question,
+                             answer, look_for, max_points, points (empty until marked), comment;
+                             filled in, it comes back with --manual (labkit.instructor.hand)
 OUT_DIR/feedback/<s>.html    each check with its message, totals per notebook
 OUT_DIR/executed/<s>/        the executed notebooks (partial when a run was stopped; long outputs cut)
 OUT_DIR/logs/<s>/            papermill's and the checks' output for each run
@@ -42,12 +45,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
-from . import release, sandbox
+from . import checks, hand, release, sandbox
 from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
 from .submissions import Refused, is_folder, read_notebook, read_regular, safe_name
 from ..errors import LabError
 
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
+BY_HAND = hand.BY_HAND   # a written answer waiting for the instructor's mark (answers.csv)
 COLUMNS = ["student", "notebook", "check", "points", "max_points", "status", "hidden", "message"]
 EXERCISES_C = Path("csrc") / "exercises"
 MAX_OUTPUT_CHARS = 20_000       # one output of a kept executed notebook
@@ -152,16 +156,22 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
     rows = []
     for spec in catalog:
         record = (records or {}).get(spec.name)
-        if record is not None and record.get("status") in (PASSED, FAILED, ERROR):
+        answer = None
+        if record is not None and record.get("status") in (PASSED, FAILED, ERROR, checks.RECORDED):
             status, message = record["status"], str(record.get("message") or "")
-            if record.get("answer"):
-                message = (message + "\n" if message else "") + f"answer: {record['answer']}"
+            if spec.by_hand:  # the catalog, not the record, says an answer is marked by a person
+                answer = str(record.get("answer") or "")
+                status = BY_HAND if status in (PASSED, checks.RECORDED) else status
+                message = (message + "\n" if message else "") + f"answer: {answer}"
         else:
             status, message = _never_ran(run, reason)
-        rows.append({"student": task.student, "notebook": task.notebook, "check": spec.name,
-                     "points": spec.max_points if status == PASSED else 0.0,
-                     "max_points": spec.max_points, "status": status, "hidden": spec.hidden,
-                     "message": message})
+        row = {"student": task.student, "notebook": task.notebook, "check": spec.name,
+               "points": spec.max_points if status == PASSED else 0.0,
+               "max_points": spec.max_points, "status": status, "hidden": spec.hidden,
+               "message": message}
+        if answer is not None:  # for answers.csv; not a gradebook column
+            row.update(answer=answer, look_for=list((record or {}).get("look_for") or []))
+        rows.append(row)
     return rows
 
 
@@ -341,7 +351,8 @@ def find_tasks(submissions: Path, notebooks: list[str]) -> list[Task]:
 
 
 def write_feedback(out_dir: Path, student: str, outcomes: list[Outcome]) -> Path:
-    colours = {PASSED: "#1a7f37", FAILED: "#b35900", ERROR: "#cf222e", TIMEOUT: "#8250df"}
+    colours = {PASSED: "#1a7f37", FAILED: "#b35900", ERROR: "#cf222e", TIMEOUT: "#8250df",
+               BY_HAND: "#0969da", hand.MARKED: "#1a7f37"}
     parts = [f"<!doctype html><meta charset='utf-8'><title>Feedback: {html.escape(student)}</title>",
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
              "table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:.3em .5em;"
@@ -393,7 +404,8 @@ def summary(frame, wall_s: float, jobs: int, scheduler: str | None = None) -> st
 def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profile: str | None = "quick",
           timeout_s: float = 300.0, notebooks: list[str] | None = None,
           instructor_dir: Path | str | None = None, limits: sandbox.Limits | None = None,
-          progress: bool = True, scheduler: str | None = None, certs: Path | str | None = None):
+          progress: bool = True, scheduler: str | None = None, certs: Path | str | None = None,
+          manual: Path | str | None = None):
     """Grade every student's notebooks; write the gradebook, feedback and executed
     notebooks under `out_dir`; return (gradebook DataFrame, summary text).
 
@@ -401,7 +413,11 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
     scheduler's address; LABKIT_DASK_SCHEDULER too) each notebook as a task on a
     cluster's grading workers (labkit.instructor.cluster), as the grader whose certificate
     is in `certs` (certs.folder_for).  Either way only what has no row in the ledger for
-    the same content is graded."""
+    the same content is graded.
+
+    Written answers are marked by hand: OUT_DIR/answers.csv lists them with an empty points
+    column; `manual` is that file filled in, whose marks go into the gradebook and the
+    feedback pages (kept in OUT_DIR/answers.csv for every later run; labkit.instructor.hand)."""
     from . import certs as certificates, cluster
 
     submissions, out_dir = Path(submissions), Path(out_dir)
@@ -413,6 +429,8 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
         certificates.load("grader", certs)
     if jobs < 1:
         raise LabError(f"--jobs {jobs}: at least one notebook must run at a time", "use --jobs 1 or more")
+    # the marks given so far, and those of a filled-in file: a bad file is refused before anything runs
+    marks = {**hand.kept(out_dir), **(hand.read(manual) if manual else {})}
     limits = limits or sandbox.Limits()
     limits.timeout_s = timeout_s
     started = time.monotonic()
@@ -453,11 +471,12 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
     finally:
         grader.close()
     frame = _write_gradebook(out_dir, tasks, outcomes)
+    answers = hand.settle(out_dir, [row for o in outcomes for row in o.rows], marks)
     order = {(t.student, t.notebook): i for i, t in enumerate(tasks)}
     outcomes.sort(key=lambda o: order[(o.task.student, o.task.notebook)])
     for student in dict.fromkeys(o.task.student for o in outcomes):
         write_feedback(out_dir, student, [o for o in outcomes if o.task.student == student])
-    text = summary(frame, time.monotonic() - started, jobs, scheduler)
+    text = summary(frame, time.monotonic() - started, jobs, scheduler) + "\n" + answers
     (out_dir / "summary.txt").write_text(text + "\n")
     return frame, text
 
