@@ -199,7 +199,11 @@ def _release(args) -> int:
 
     written = release.release(args.out)
     out = args.out or release.DEFAULT_OUT
-    print(f"students' copy in {out}: " + ", ".join(str(p.relative_to(Path(out).resolve())) for p in written))
+    info = release.edition(out)
+    notebooks = sorted(p.name for p in written if p.suffix == ".ipynb")
+    print(f"students' copy in {out}: {len(written)} files, release {info['release']} of the lab's commit "
+          f"{info['lab_commit'][:12]}{' (with uncommitted changes)' if info['lab_tree_dirty'] else ''}, "
+          f"a git repository (branch main) to push or serve with nbgitpuller; notebooks: {', '.join(notebooks)}")
     return EXIT_OK
 
 
@@ -294,12 +298,12 @@ def parser() -> argparse.ArgumentParser:
                                            "LABKIT_DASK_SCHEDULER, else this machine)")
     grade.add_argument("--certs", type=Path, help="with --scheduler: the folder with the grader's certificate "
                                                   "(default LABKIT_CLUSTER_CERTS, else /etc/labkit/cluster)")
+    grade.add_argument("--manual", type=Path, help="answers.csv with the written answers' points filled in: "
+                                                   "they go into the gradebook and the feedback pages")
     grade.set_defaults(run=_grade)
 
     worker = commands.add_parser("worker", help="make this machine a grading worker of a course's scheduler (as root, "
                                                 "the lab built, the worker's certificate): one grading slot")
-    grade.add_argument("--manual", type=Path, help="answers.csv with the written answers' points filled in: "
-                                                   "they go into the gradebook and the feedback pages")
     worker.add_argument("address", help="the scheduler's address, e.g. tls://10.0.0.1:8786 (tcp:// is refused)")
     worker.add_argument("--name", help="the worker's name in the scheduler's logs (default: Dask's)")
     worker.add_argument("--certs", type=Path, help="the folder with the worker's certificate "
@@ -332,8 +336,9 @@ def parser() -> argparse.ArgumentParser:
     init.add_argument("--force", action="store_true", help="replace the certificates already in FOLDER")
     init.set_defaults(run=_cluster)
 
-    release = commands.add_parser("release", help="the students' copy of the notebooks: solutions replaced by "
-                                                  "stubs, hidden checks removed, outputs cleared")
+    release = commands.add_parser("release", help="the students' edition: every file of the lab, solutions (in "
+                                                  "notebooks and C) replaced by stubs, hidden checks and the "
+                                                  "instructor's tests removed, RELEASE.json, a git repository")
     release.add_argument("--out", type=Path, help="folder to write (default build/release; an earlier release there is replaced; any other non-empty folder is refused)")
     release.set_defaults(run=_release)
     return top

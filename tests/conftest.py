@@ -2,6 +2,7 @@
 that no test leaves a process behind."""
 
 import fcntl
+import fnmatch
 import subprocess
 
 import psutil
@@ -62,3 +63,43 @@ def no_leftover_processes():
     if described:
         pytest.fail("the test left processes running (now killed):\n  " + "\n  ".join(described),
                     pytrace=False)
+
+
+# ---------------------------------------------------------------------------
+# a students' edition (labkit release): the tests that wait for an exercise's answer
+
+
+def pytest_collection_modifyitems(config, items):
+    """In an edition, leave out the tests of every C exercise whose function in csrc/ is
+    still the stub (they run once the student's own is there); nothing in the instructor's
+    checkout (no tests/edition_left_out.json)."""
+    from labkit.instructor import release
+
+    removed, waiting = release.left_out()
+    config.labkit_left_out = (removed, {})
+    if not waiting:
+        return
+    kept, deselected = [], []
+    for item in items:
+        why = next((why for pattern, why in waiting if fnmatch.fnmatchcase(item.nodeid, pattern)), None)
+        if why is None:
+            kept.append(item)
+        else:
+            deselected.append(item)
+            config.labkit_left_out[1].setdefault(why, []).append(item.nodeid)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    removed, waiting = getattr(config, "labkit_left_out", ({}, {}))
+    if not removed and not waiting:
+        return
+    terminalreporter.section("left out of this students' edition")
+    for path, why in removed.items():
+        terminalreporter.write_line(f"{path}: not in the edition ({why})")
+    for why, nodeids in waiting.items():
+        terminalreporter.write_line(f"{len(nodeids)} test(s) left out, {why}:")
+        for nodeid in nodeids:
+            terminalreporter.write_line(f"    {nodeid}")

@@ -2,10 +2,14 @@
 refuses broken markers; the instructor's notebooks pass every check and the
 released ones run to the end and fail exactly their exercises' visible checks."""
 
+import datetime
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -114,36 +118,79 @@ def test_every_notebook_is_released_clean_with_its_cell_ids(released):
                    for c in student.cells if c.cell_type == "code")
 
 
-def test_no_solution_or_hidden_check_is_in_any_released_file(released):
-    out, written = released
-    solutions, hidden_names = [], []
-    for path in INSTRUCTOR:
-        nb = nbformat.read(path, as_version=4)
-        hidden_names += release.hidden_check_names(nb)
-        solutions += release.release_notebook(nb, path.stem)[1]
-    assert solutions and hidden_names, "the lab's notebooks should hold exercises with solutions and hidden checks"
-    texts = {path: path.read_text() for path in out.rglob("*") if path.is_file()}
-    for path, text in texts.items():
-        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path
-        for name in hidden_names:
-            assert name not in text, f"hidden check {name} in {path}"
-        as_json_strings = {json.dumps(line)[1:-1] for s in solutions for line in s.text.split("\n")
-                           if len(line.strip()) > 12}  # short lines (a brace, `return n;`) occur anywhere
-        leaked = [line for line in as_json_strings if line.strip() in text]
-        assert not leaked, f"solution lines in {path}: {leaked[:3]}"
+def solutions_by_place() -> dict[str, list]:
+    """Every solution of the lab, by where it is: each instructor notebook, each C file of csrc/."""
+    found = {path.name: release.release_notebook(nbformat.read(path, as_version=4), path.stem)[1]
+             for path in INSTRUCTOR}
+    for name in release._tracked(paths.ROOT):
+        if name.startswith("csrc/") and name.endswith((".c", ".h")):
+            solutions = release.strip_solutions((paths.ROOT / name).read_text(), name)[1]
+            if solutions:
+                found[name] = solutions
+    return found
+
+
+def edition_files(out: Path) -> dict[str, tuple[set[str], str]]:
+    """Every file of the edition but its .git: its lines (stripped) and its text; a notebook's
+    are its cells' sources (a line of a cell is one JSON string in the file)."""
+    files = {}
+    for path in sorted(out.rglob("*")):
+        relative = path.relative_to(out)
+        if not path.is_file() or relative.parts[0] == ".git":
+            continue
+        text = path.read_text(errors="replace")
+        if path.suffix == ".ipynb":
+            nb = nbformat.reads(text, as_version=4)
+            text = "\n".join([json.dumps(nb.metadata)] + [cell.source for cell in nb.cells])
+        files[str(relative)] = ({line.strip() for line in text.split("\n")}, text)
+    return files
+
+
+def test_no_solution_line_nor_hidden_check_is_anywhere_in_the_edition(released):
+    """Every non-blank line of every solution body (notebooks and C) is searched for in every
+    file of the edition: as a whole line, and inside any line when it is 30 characters or more.
+    A line the lab's own C holds outside every answer (`}`, `return 0;`, `close(fd);`) is not
+    an answer: those are counted apart, from the instructor's C with its answers cut out."""
+    out, _ = released
+    by_place = solutions_by_place()
+    lines = {line.strip() for solutions in by_place.values() for s in solutions for line in s.text.split("\n")
+             if line.strip()}
+    lab_c = {line.strip() for name in release._tracked(paths.ROOT) if name.startswith("csrc/")
+             and name.endswith((".c", ".h"))
+             for line in release.strip_solutions((paths.ROOT / name).read_text(), name)[0].split("\n")}
+    files = edition_files(out)
+    leaked = [(line, name) for line in sorted(lines - lab_c) for name, (file_lines, text) in files.items()
+              if line in file_lines or (len(line) >= 30 and line in text)]
+    print(f"{len(lines)} distinct solution lines ({sum(map(len, by_place.values()))} solutions in "
+          f"{len(by_place)} places) searched in {len(files)} files of the edition; {len(lines & lab_c)} of them "
+          "are also the lab's own C outside every answer")
+    for name, solutions in by_place.items():
+        print(f"  {name}: {len(solutions)} solutions, "
+              f"{sum(len([x for x in s.text.split(chr(10)) if x.strip()]) for s in solutions)} lines")
+    assert len(lines - lab_c) > 100 and by_place.keys() >= {"csrc/services/procstat.c", "csrc/loop/ev_poll.c",
+                                                            "csrc/loadgen/strategies.c"}
+    assert leaked == [], f"{len(leaked)} solution lines in the edition, e.g. {leaked[:5]}"
+
+    hidden = [name for path in INSTRUCTOR for name in release.hidden_check_names(nbformat.read(path, as_version=4))]
+    assert hidden, "the lab's notebooks should hold hidden checks"
+    assert [(name, file) for name in hidden for file, (_, text) in files.items() if name in text] == []
+    marker = re.compile(r"^\s*(#|/\*)\s*(BEGIN|END) SOLUTION")
+    assert [file for file, (file_lines, _) in files.items() if file.startswith(("csrc/", "notebooks/"))
+            and any(marker.match(line) for line in file_lines)] == []
+    assert [name for name in release.INSTRUCTOR_ONLY if (out / name).exists()] == []
 
 
 # ---------------------------------------------------------------------------
 # running them: instructor passes everything, students fail exactly the exercises
 
 
-def run_with_checks(source: Path, tmp_path: Path) -> list[dict]:
+def run_with_checks(source: Path, tmp_path: Path, **extra_env: str) -> list[dict]:
     """papermill `source` (quick profile) in its own directory; the check records it wrote."""
     workdir = tmp_path / source.stem
     workdir.mkdir(parents=True)
     checks = workdir / "checks.jsonl"
     env = dict(_kernel_env(tmp_path), LABKIT_CHECKS_FILE=str(checks),
-               LABKIT_RESULTS=str(workdir / "results.jsonl"))
+               LABKIT_RESULTS=str(workdir / "results.jsonl"), **extra_env)
     run = subprocess.Popen([str(PAPERMILL), str(source), str(workdir / "out.ipynb"), "-p", "profile", "quick",
                             "-k", "labkit", "--cwd", str(workdir)], cwd=workdir, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
@@ -191,3 +238,173 @@ def test_labkit_release_command_writes_the_students_copy(tmp_path):
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in (out / "notebooks").iterdir()) == [p.name for p in INSTRUCTOR]
     assert f"students' copy in {out}" in done.stdout
+
+
+# ---------------------------------------------------------------------------
+# the edition as a whole: it builds, it names its release, it is a git repository,
+# and making it changes nothing in the instructor's checkout
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def test_the_edition_is_every_tracked_file_but_the_instructors_and_a_git_repository(released):
+    out, written = released
+    tracked = set(release._tracked(paths.ROOT))
+    shipped = set(git(out, "ls-files").split("\n")) - {""}
+    assert shipped == (tracked - set(release.INSTRUCTOR_ONLY)) | {release.RELEASE_JSON, release.LEFT_OUT_JSON}
+    assert shipped == {str(p.relative_to(out)) for p in written}
+    info = json.loads((out / release.RELEASE_JSON).read_text())
+    assert git(out, "log", "--format=%s") == f"Students' edition, release {info['release']} ({info['date']})\n"
+    assert git(out, "status", "--porcelain") == "" and git(out, "branch", "--show-current") == "main\n"
+    for name in [".ci/run", "scripts/setup-system.sh"]:  # executables stay executable
+        assert os.access(out / name, os.X_OK), name
+
+
+def test_release_json_names_the_release_and_every_notebook_carries_it(released):
+    out, _ = released
+    info = json.loads((out / release.RELEASE_JSON).read_text())
+    digests = {f"notebooks/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest() for path in INSTRUCTOR}
+    assert info["notebooks"] == digests
+    assert info["release"] == hashlib.sha256("".join(f"{name[len('notebooks/'):]} {digest}\n" for name, digest
+                                                     in digests.items()).encode()).hexdigest()[:12]
+    assert info["lab_commit"] == git(paths.ROOT, "rev-parse", "HEAD").strip()
+    age = datetime.datetime.now(datetime.timezone.utc) - datetime.datetime.fromisoformat(info["date"])
+    assert datetime.timedelta(0) <= age < datetime.timedelta(hours=1)
+    for path in INSTRUCTOR:
+        student = nbformat.read(out / "notebooks" / path.name, as_version=4)
+        assert student.metadata["labkit"]["release"] == {"release": info["release"],
+                                                         "sha256": digests[f"notebooks/{path.name}"]}
+    assert release.edition(out) == info and release.edition(paths.ROOT) is None
+
+
+@pytest.mark.parametrize("handed_in, instructor_changed, warned", [
+    ("the edition's notebook", False, False),          # made from the release it is graded with
+    ("the edition's notebook", True, True),            # the instructor's notebook changed since
+    ("the instructor's notebook", False, False),       # no release in it: nothing to compare
+])
+def test_grade_warns_about_a_notebook_made_from_another_release(released, tmp_path, capsys, handed_in,
+                                                                 instructor_changed, warned):
+    from labkit.instructor import grade
+
+    name = "01_proc_service"
+    source = (released[0] if handed_in == "the edition's notebook" else paths.ROOT) / "notebooks" / f"{name}.ipynb"
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    (tmp_path / "class" / "alice" / f"{name}.ipynb").write_bytes(source.read_bytes())
+    instructor = (paths.NOTEBOOKS / f"{name}.ipynb").read_bytes() + (b"\n" if instructor_changed else b"")
+    tasks = grade.find_tasks(tmp_path / "class", [name])
+    warnings = release.warn_other_releases(tasks, {name: instructor})
+    printed = capsys.readouterr().err
+    if warned:
+        info = release.edition(released[0])
+        assert warnings == [f"warning: alice/{name}.ipynb was made from release {info['release']!r}, whose copy of "
+                            "this notebook differs from the instructor's notebook it is graded with (its checks "
+                            "may differ)"]
+        assert printed == warnings[0] + "\n"
+    else:
+        assert warnings == [] and printed == ""
+
+
+def tree_state() -> tuple[dict, str]:
+    """The instructor's checkout as release must leave it: every tracked file's bytes and
+    mode, and git's view of the tree (untracked files included)."""
+    files = {}
+    for name in release._tracked(paths.ROOT):
+        path = paths.ROOT / name
+        if path.is_file():
+            files[name] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)
+    return files, git(paths.ROOT, "status", "--porcelain")
+
+
+def test_making_the_edition_changes_nothing_in_the_instructors_checkout(tmp_path):
+    before = tree_state()
+    release.release(tmp_path / "edition")
+    assert tree_state() == before
+
+
+def test_the_edition_builds_from_its_own_folder(released):
+    out, _ = released
+    done = subprocess.run(["make", "--no-print-directory", "build"], cwd=out, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    models = subprocess.run(["make", "-s", "--no-print-directory", "-C", "csrc", "print-MODELS"], cwd=out,
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert {"iterative", "threaded", "select", "poll", "epoll"} <= set(models)
+    assert [p for p in models + ["loadgen"] if not (out / "build" / "bin" / p).is_file()] == []
+
+
+def edition_pytest(out: Path, *args: str) -> str:
+    """pytest as the edition's `make test` runs it (its own labkit first on the path); the output."""
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=out,
+                          env=dict(os.environ, PYTHONPATH=str(out)), capture_output=True, text=True, timeout=300)
+    return done.stdout + done.stderr
+
+
+def test_the_editions_tests_leave_out_what_waits_for_an_answer_and_say_why(released, tmp_path):
+    out = tmp_path / "edition"
+    release.release(out)
+    listed = json.loads((out / release.LEFT_OUT_JSON).read_text())
+    parse = next(e for e in listed["exercises"] if e["function"] == "procstat_parse")
+    assert parse["tests"], "procstat_parse's tests are listed"
+    said = edition_pytest(out, "--collect-only", "-q", "tests")
+    assert "ERROR" not in said and "error" not in said.split("\n")[-2], said[-3000:]  # every kept file collects
+    assert "left out of this students' edition" in said
+    print(said[said.index("left out of this"):])
+    assert "needs exercise 1.1 (procstat_parse, notebook 01_proc_service): csrc/services/procstat.c still has " \
+           "the stub" in said
+    assert "tests/test_build.py::test_top_processes_agrees_with_psutil" in said.split("left out of")[1]
+    for name, why in release.INSTRUCTOR_ONLY.items():
+        assert f"{name}: not in the edition ({why})" in said
+    # The student's own function in place (here: the lab's): those tests run again.
+    (out / "csrc" / "services" / "procstat.c").write_text((paths.CSRC / "services" / "procstat.c").read_text())
+    said = edition_pytest(out, "--collect-only", "-q", "tests/test_build.py")
+    assert "needs exercise 1.1" not in said and "tests/test_build.py::test_top_processes_agrees_with_psutil" in said
+
+
+@pytest.mark.timeout(3 * QUICK_RUN_LIMIT_S + 300)
+@pytest.mark.parametrize("name", [
+    # Until notebook 01 asks for exercise 1.1 before its section 4 uses the C parser (the TRICKY
+    # cell subscripts build.parse_stat_line's None from the stub), it stops there in an edition.
+    pytest.param("01_proc_service.ipynb", marks=pytest.mark.xfail(strict=True, reason=(
+        "notebook 01 uses the C parser before exercise 1.1: TypeError in its TRICKY cell"))),
+    "03_uploads.ipynb",           # a C exercise of its own (the lingering close), no answer in csrc/
+    "04_write_strategies.ipynb",  # exercise 4.1's fill_iovec is the load generator's: writev fails at once
+])
+def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(released, tmp_path, name):
+    """In the edition itself (its labkit, its csrc with the stubs, built there): the notebook
+    runs to the end in the quick profile and every visible check fails."""
+    from labkit.instructor.check_cells import check_catalog
+
+    out, _ = released
+    teacher = nbformat.read(paths.NOTEBOOKS / name, as_version=4)
+    visible = sorted(spec.name for spec in check_catalog(teacher) if not spec.hidden)
+    student = run_with_checks(out / "notebooks" / name, tmp_path, PYTHONPATH=str(out))
+    assert sorted(r["check"] for r in student) == visible
+    assert [(r["check"], r["status"], r["message"][:300]) for r in student if r["status"] != "failed"] == []
+
+
+
+@pytest.mark.parametrize("written, adopted", [
+    ("the released stub", False),                # its check fails: csrc/ keeps the stub
+    ("a correct fill_iovec", True),              # its check passes: the lab runs it from now on
+])
+def test_in_the_edition_a_passing_check_puts_the_students_function_into_csrc(tmp_path, written, adopted):
+    from labkit import csource
+
+    out = tmp_path / "edition"
+    release.release(out)
+    stub_file = (out / "csrc" / "loadgen" / "strategies.c").read_text()
+    lab = csource.c_function("loadgen/strategies.c", "fill_iovec")[2]
+    code = release._function_text(stub_file, "fill_iovec") if written == "the released stub" else \
+        "\n".join(line for line in lab.split("\n") if "SOLUTION" not in line and "STUB" not in line)
+    done = subprocess.run([sys.executable, "-c", "import sys; from labkit.instructor import c_exercises; "
+                           "c_exercises.check_fill_iovec(sys.stdin.read())"], input=code, cwd=out,
+                          env=dict(os.environ, PYTHONPATH=str(out)), capture_output=True, text=True, timeout=300)
+    assert (done.returncode == 0) == adopted, done.stderr[-2000:]
+    now = (out / "csrc" / "loadgen" / "strategies.c").read_text()
+    assert (release._function_text(now, "fill_iovec") == code) and (now != stub_file) == adopted
+    waiting = [why for _, why in release.left_out(out)[1]]
+    assert any("exercise 4.1 (fill_iovec" in why for why in waiting) != adopted
+    if adopted:
+        assert "your fill_iovec() is now in csrc/loadgen/strategies.c" in done.stdout

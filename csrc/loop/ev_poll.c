@@ -81,6 +81,8 @@ int ev_poll(ev_t *ev, int timeout_ms, ev_fired_t *fired)
     if (ready <= 0)
         return ready;
     int n = 0;
+    /* BEGIN SOLUTION */
+    /* STUB: (void)fired; // ✏️ exercise 1.2 (notebook 01): fired[n++] = ... for every ready descriptor */
     for (int i = 0; i < ev->nfds; i++) {
         short got = ev->fds[i].revents;
         /* An error or hang-up is reported as readable: the read then says what happened. */
@@ -91,6 +93,7 @@ int ev_poll(ev_t *ev, int timeout_ms, ev_fired_t *fired)
         if (mask)
             fired[n++] = (ev_fired_t){ ev->fds[i].fd, mask };
     }
+    /* END SOLUTION */
     return n;
 }
 

@@ -41,6 +41,9 @@ static int skip_field(const char **p, const char *end)
 
 int procstat_parse(const char *line, size_t len, struct proc_cpu *out)
 {
+    /* BEGIN SOLUTION */
+    /* STUB: (void)line; (void)len; (void)out; (void)parse_field; (void)skip_field;
+    return -1; // ✏️ exercise 1.1 (notebook 01): fill *out and return 0, or return -1 for a malformed line */
     const char *end = line + len;
     const char *open = memchr(line, '(', len);
     const char *close = NULL;
@@ -81,6 +84,7 @@ int procstat_parse(const char *line, size_t len, struct proc_cpu *out)
         return -1;
     out->pid = (int)pid;
     return 0;
+    /* END SOLUTION */
 }
 
 /* True if a uses less CPU than b: the order a top-K list ranks by. */
@@ -160,7 +164,7 @@ int procstat_top(struct proc_cpu *out, int k)
         return -1;
 
     int n = 0;
-    struct proc_cpu p;
+    struct proc_cpu p = { 0 }; /* set: a stub procstat_parse (the exercise) leaves it untouched */
     for (;;) {
         errno = 0; /* readdir's NULL means the end unless errno says otherwise */
         struct dirent *e = readdir(proc);

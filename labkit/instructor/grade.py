@@ -449,6 +449,7 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
             raise LabError(f"no checks to grade in {', '.join(unknown)}",
                            f"grade notebooks with checks: {', '.join(graded) or '(none found)'}")
         tasks = find_tasks(submissions, notebooks)
+        release.warn_other_releases(tasks, instructor_bytes)  # graded all the same: only says so
         digests = {(t.student, t.notebook): digest(t, instructor_bytes[t.notebook]) for t in tasks}
         todo = []
         for task in tasks:
@@ -470,8 +471,8 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
             _grade_here(todo, grader, jobs, finished, progress)
     finally:
         grader.close()
-    frame = _write_gradebook(out_dir, tasks, outcomes)
     answers = hand.settle(out_dir, [row for o in outcomes for row in o.rows], marks)
+    frame = _write_gradebook(out_dir, tasks, outcomes)
     order = {(t.student, t.notebook): i for i, t in enumerate(tasks)}
     outcomes.sort(key=lambda o: order[(o.task.student, o.task.notebook)])
     for student in dict.fromkeys(o.task.student for o in outcomes):

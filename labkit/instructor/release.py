@@ -15,12 +15,25 @@ Markers, each alone on its line (indentation kept):
 Without a STUB line a Python solution becomes `raise NotImplementedError(...)`
 and a C one `return -1;`.  A stub must run and fail its checks: a stub that
 raises stops papermill, so notebooks give every Python solution a STUB.
+
+The release is a whole tree, the students' edition: every file git tracks in the
+lab's checkout, the notebooks released as above, every C file under csrc/ with
+its marked regions replaced by their stubs (three of the C exercises' answers
+are the lab's own functions: C_EXERCISES), without the instructor's material
+(INSTRUCTOR_ONLY), with RELEASE.json naming the release, and a git repository
+of its own (one commit per release) to push or serve with nbgitpuller.
 """
 
 from __future__ import annotations
 
+import datetime
+import hashlib
+import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +43,6 @@ from ..errors import LabError
 HIDDEN_TAG = "hidden-check"
 DEFAULT_OUT = paths.BUILD / "release"
 RELEASE_MARK = ".labkit-release"  # a folder holding it may be replaced by the next release
-EXERCISES_C = paths.CSRC / "exercises"  # C exercise files, released like cells when present
 
 _BEGIN = re.compile(r"^(\s*)(?:#\s*BEGIN SOLUTION\s*|/\*\s*BEGIN SOLUTION\s*\*/\s*)$")
 _END = re.compile(r"^\s*(?:#\s*END SOLUTION\s*|/\*\s*END SOLUTION\s*\*/\s*)$")
@@ -133,41 +145,355 @@ def hidden_check_names(nb) -> list[str]:
     return names
 
 
+# ---------------------------------------------------------------------------
+# the students' edition: a whole tree
+
+
+RELEASE_JSON = "RELEASE.json"  # at the edition's root: which release it is
+LEFT_OUT_JSON = "tests/edition_left_out.json"  # in the edition: the tests it leaves out, and why (tests/conftest.py)
+
+# The instructor's own material: not in the edition.  Path in the lab -> why.
+INSTRUCTOR_ONLY = {
+    "tests/test_release.py": "checks the release against the instructor's solutions and hidden checks",
+    "tests/test_grade.py": "grading: runs the instructor's notebooks and their hidden checks",
+    "tests/test_grade_attacks.py": "grading's sandbox, run on the instructor's notebooks and hidden checks",
+    "tests/test_grade_dask.py": "grading on a cluster, run on the instructor's notebooks and hidden checks",
+    "tests/test_cluster_security.py": "the grading cluster's security, with test_grade_dask's cluster",
+    "tests/test_exercises.py": "checks the C exercises' checks with the lab's own answers and with variants of "
+                               "them (the lingering close's among them)",
+}
+
+
+# Tests the edition keeps but its `make test` leaves out: they need the notebooks' answers
+# (the instructor's notebooks pass every check), which only a student's own notebook holds.
+NEEDS_NOTEBOOK_ANSWERS = {
+    "tests/test_notebooks.py::test_05_*": "needs notebook 05's answers: it asserts the notebook scores 12/12",
+    "tests/test_browser.py::test_a_student_runs_the_notebook_in_a_browser[[]*":
+        "needs the notebook's answers: an unsolved check prints a FAIL line too long for the page's checks",
+}
+
+
+@dataclass(frozen=True)
+class CExercise:
+    """A C exercise whose answer is the lab's own function: the marked region of `function`
+    in csrc/`source` is the solution, and the edition ships its stub.  In the edition the
+    lab runs the student's own function (c_exercises puts it into csrc/ once its visible
+    check passes); until then `uses` does not work, and the edition's `make test` leaves out
+    `tests` (pytest node ids, fnmatch patterns) while csrc/ still holds the stub."""
+
+    label: str      # as the notebook numbers it
+    notebook: str
+    function: str
+    source: str     # under csrc/
+    uses: str       # what in the lab runs it
+    tests: tuple[str, ...]
+
+
+# Which tests need which answer was found by running the edition's tests with the stubs,
+# then again with the lab's own functions in csrc/ (all of them pass then).
+_TOP_MODELS_BUT_ITERATIVE = ("aio", "busypoll", "epoll", "epoll_et", "epoll_workers", "fork", "pool", "prefork",
+                             "select", "select_fork", "threaded", "uring")  # and poll: see ev_poll
+_POLL_KIND_TESTS = (  # parametrized by server kind: their [poll] and [poll-...] cases
+    "tests/test_battery.py::test_battery",
+    "tests/test_concurrency.py::test_2000_connections_through_loadgen_without_a_failure",
+    "tests/test_concurrency.py::test_a_silent_client_does_not_block_the_others",
+    "tests/test_concurrency.py::test_out_of_descriptors_sheds_the_excess_and_keeps_serving",
+    "tests/test_procs.py::test_each_model_starts_pinned_answers_and_stops",
+    "tests/test_protocol.py::test_abrupt_resets_do_not_disturb_the_server",
+    "tests/test_protocol.py::test_bad_request_gets_err_and_only_that_connection_closes",
+    "tests/test_protocol.py::test_client_that_never_reads_cannot_grow_the_server",
+    "tests/test_protocol.py::test_echo_returns_every_byte_in_order",
+    "tests/test_protocol.py::test_good_request_before_a_bad_one_is_answered",
+    "tests/test_protocol.py::test_names_with_spaces_parentheses_and_control_bytes",
+    "tests/test_protocol.py::test_request_then_half_close_gets_the_whole_reply",
+    "tests/test_protocol.py::test_several_requests_on_one_connection_and_pipelined",
+    "tests/test_protocol.py::test_sigterm_with_clients_connected",
+    "tests/test_protocol.py::test_sink_bad_put_gets_err",
+    "tests/test_protocol.py::test_sink_counts_bytes_and_reads_repeatably",
+    "tests/test_protocol.py::test_top_1000_lists_every_process_with_its_real_name",
+    "tests/test_protocol.py::test_top_default_k_is_two_ranked_rows",
+    "tests/test_protocol.py::test_top_k_and_crlf",
+    "tests/test_uploads.py::test_a_body_cut_short_by_a_reset_leaves_the_server_serving_others",
+    "tests/test_uploads.py::test_every_model_takes_bodies_of_0_1_1mib_and_10mib",
+    "tests/test_uploads.py::test_pipelined_puts_on_one_connection_are_answered_in_order",
+)
+
+C_EXERCISES = (
+    CExercise("1.1", "01_proc_service", "procstat_parse", "services/procstat.c",
+              "the top service of every server model, build.top_processes() and build.parse_stat_line()", (
+        "tests/test_battery.py::test_battery[[]*-top: one byte per segment[]]",
+        "tests/test_battery.py::test_battery[[]*-top: pipelined, then another[]]",
+        "tests/test_battery.py::test_battery[[]*-top: reads nothing until the output is full[]]",
+        "tests/test_battery.py::test_battery[[]*-top: reset while output is queued[]]",
+        "tests/test_battery.py::test_battery[[]*-top: split at every byte[]]",
+        "tests/test_build.py::test_parse_stat_line_keeps_spaces_and_parentheses_in_the_name",
+        "tests/test_build.py::test_parse_stat_line_matches_psutil_for_this_process",
+        "tests/test_build.py::test_top_processes_agrees_with_psutil",
+        "tests/test_cli.py::test_a_small_sweep_prints_a_median_table_and_resumes[[]*",
+        "tests/test_cli.py::test_sweep_writes_where_labkit_results_says_as_the_notebooks_do",
+        "tests/test_concurrency.py::test_a_silent_client_does_not_block_the_others[[]*",
+        "tests/test_concurrency.py::test_iterative_serves_one_client_at_a_time[[]*",
+        "tests/test_loadgen.py::test_against_the_threaded_server[[]*",
+        "tests/test_notebook_hygiene.py::test_papermill_killed_mid_sweep_leaves_nothing",
+        "tests/test_notebook_hygiene.py::test_papermill_timeout_leaves_nothing",
+        "tests/test_panel.py::test_run_button_measures_into_the_given_results_file",
+        "tests/test_procs.py::test_client_runs_pinned_and_counts[[]*",
+        "tests/test_procs.py::test_each_model_starts_pinned_answers_and_stops[[]*",
+        "tests/test_protocol.py::test_abrupt_resets_do_not_disturb_the_server[[]*",
+        "tests/test_protocol.py::test_bad_request_gets_err_and_only_that_connection_closes[[]*",
+        "tests/test_protocol.py::test_good_request_before_a_bad_one_is_answered[[]*",
+        "tests/test_protocol.py::test_names_with_spaces_parentheses_and_control_bytes[[]*",
+        "tests/test_protocol.py::test_request_then_half_close_gets_the_whole_reply[[]*",
+        "tests/test_protocol.py::test_several_requests_on_one_connection_and_pipelined[[]*",
+        "tests/test_protocol.py::test_sigterm_with_clients_connected[[]*",
+        "tests/test_protocol.py::test_top_1000_lists_every_process_with_its_real_name[[]*",
+        "tests/test_protocol.py::test_top_default_k_is_two_ranked_rows[[]*",
+        "tests/test_protocol.py::test_top_k_and_crlf[[]*",
+        "tests/test_stacks.py::test_without_kernel_permission_the_stacks_are_user_only_and_say_so",
+        "tests/test_sweep.py::test_failed_points_are_kept_and_measured_again",
+        "tests/test_sweep.py::test_point_row_has_every_field_and_the_pinning_used",
+        "tests/test_sweep.py::test_point_without_perf_says_where_counters_came_from",
+        "tests/test_sweep.py::test_rows_are_written_as_measured_and_resume_skips_them",
+        "tests/test_workers.py::test_epoll_workers_share_the_listener_with_epollexclusive",
+        "tests/test_workers.py::test_pool_runs_a_fixed_number_of_threads",
+        "tests/test_workers.py::test_serves_exactly_n_clients_at_once[[]*",
+        *(f"tests/test_protocol.py::test_client_that_never_reads_cannot_grow_the_server[[]{model}{san}[]]"
+          for model in _TOP_MODELS_BUT_ITERATIVE for san in ("", "-san")),
+        "tests/test_notebooks.py::test_01_*",
+    )),
+    CExercise("1.2", "01_proc_service", "ev_poll", "loop/ev_poll.c",
+              "the poll server model and the poll backend of csrc/bench", (
+        *(f"{test}[[]{kind}" for test in _POLL_KIND_TESTS for kind in ("poll[]]", "poll-*")),
+        "tests/test_bench.py::test_events_rows_per_backend_and_select_refuses_past_fd_setsize",
+        "tests/test_bench.py::test_throughput_has_a_row_per_model_and_stores_the_sweeps_rows",
+        "tests/test_multiplexing.py::test_idle_point_holds_idle_connections_beside_an_open_loop",
+        "tests/test_notebooks.py::test_02_*",
+    )),
+    CExercise("4.1", "04_write_strategies", "fill_iovec", "loadgen/strategies.c",
+              "the load generator's --strategy writev", (
+        "tests/test_independent_counts.py::test_tcp_segments_from_tcp_info_agree_with_nstat_in_the_clients_namespace"
+        "[[]writev-15x100[]]",
+        "tests/test_write_strategies.py::test_every_byte_arrives_and_the_reported_reads_are_the_servers_own"
+        "[[]writev[]]",
+        "tests/test_write_strategies.py::test_nagle_meets_delayed_ack_only_for_two_writes_without_nodelay"
+        "[[]writev-off-False[]]",
+        "tests/test_write_strategies.py::test_write_calls_per_repetition_are_exact_by_perfs_count[[]writev-1[]]",
+        "tests/test_notebooks.py::test_04_*",
+    )),
+)
+
+
+def edition(root: Path | str | None = None) -> dict | None:
+    """RELEASE.json of `root` (default: the tree labkit runs from) when it is a students'
+    edition; None in the instructor's checkout."""
+    try:
+        return json.loads((Path(root or paths.ROOT) / RELEASE_JSON).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _git(args: list[str], cwd: Path, env: dict | None = None) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        raise LabError(f"git {' '.join(args)} failed in {cwd}: {done.stderr.strip()[-400:]}",
+                       "run labkit release from the lab's git checkout, with git installed")
+    return done.stdout
+
+
+def _tracked(root: Path) -> list[str]:
+    """Every file git tracks in the lab's checkout (as the working tree has it)."""
+    return [name for name in _git(["ls-files", "-z"], root).split("\0") if name]
+
+
+def _function_text(text: str, function: str) -> str:
+    from ..csource import find_function
+
+    lines = text.split("\n")
+    found = find_function(lines, function)
+    if found is None:
+        raise LabError(f"no function {function}() in the C source of exercise {function}",
+                       "keep C_EXERCISES in labkit/instructor/release.py in step with csrc/")
+    return "\n".join(lines[found[0]:found[1] + 1])
+
+
+def exercise_state(exercise: CExercise, root: Path | str | None = None) -> str:
+    """The sha256 of `exercise`'s function as csrc/ holds it now (the edition's stub, or the
+    student's own once it is in place)."""
+    text = (Path(root or paths.ROOT) / "csrc" / exercise.source).read_text()
+    return sha256(_function_text(text, exercise.function).encode())
+
+
+def left_out(root: Path | str | None = None) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """What the edition at `root` (default: this tree) leaves out of its tests: the files
+    not in it {path: why}, and [(node id pattern, why)] for the tests that need the notebooks'
+    answers and those of every C exercise whose function in csrc/ is still the released stub;
+    ({}, []) in the instructor's checkout."""
+    path = Path(root or paths.ROOT) / LEFT_OUT_JSON
+    if not path.is_file():
+        return {}, []
+    listed = json.loads(path.read_text())
+    waiting = list(listed.get("answers", {}).items())
+    for entry in listed.get("exercises", []):
+        exercise = CExercise(entry["label"], entry["notebook"], entry["function"], entry["source"], entry["uses"],
+                             tuple(entry["tests"]))
+        try:
+            still_stub = exercise_state(exercise, root) == entry["stub_sha256"]
+        except (OSError, LabError):
+            still_stub = True  # the file or function is gone: its tests cannot pass either
+        if still_stub:
+            why = (f"needs exercise {exercise.label} ({exercise.function}, notebook {exercise.notebook}): "
+                   f"csrc/{exercise.source} still has the stub, run by {exercise.uses}")
+            waiting += [(pattern, why) for pattern in exercise.tests]
+    return dict(listed.get("removed", {})), waiting
+
+
+def _clear(out: Path) -> None:
+    """Empty `out` for a new release: only an earlier release (its mark) is ever wiped;
+    its .git stays, so the next release is one more commit on the same history."""
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not (out / RELEASE_MARK).is_file():  # never wipe a folder we did not write
+        raise LabError(f"{out} exists and is not an earlier release",
+                       "choose an empty or new folder with --out, or remove that one yourself")
+    for entry in out.iterdir():  # a stale file from an older release must not ship
+        if entry.name == ".git" and entry.is_dir() and not entry.is_symlink():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _commit(out: Path, info: dict) -> None:
+    """The edition as a git repository: one commit per release, on branch main."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env.update(GIT_AUTHOR_NAME="labkit release", GIT_AUTHOR_EMAIL="labkit-release@localhost",
+               GIT_COMMITTER_NAME="labkit release", GIT_COMMITTER_EMAIL="labkit-release@localhost")
+    if not (out / ".git").is_dir():
+        _git(["init", "-q"], out, env)
+        _git(["symbolic-ref", "HEAD", "refs/heads/main"], out, env)
+    exclude = out / ".git" / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    if RELEASE_MARK not in (exclude.read_text() if exclude.is_file() else "").split("\n"):
+        with open(exclude, "a") as lines:
+            lines.write(f"\n{RELEASE_MARK}\n")
+    _git(["add", "-A"], out, env)
+    _git(["-c", "commit.gpgsign=false", "commit", "-q", "--allow-empty", "-m",
+          f"Students' edition, release {info['release']} ({info['date']})\n\n"
+          f"Made by labkit release from the lab's commit {info['lab_commit']}"
+          f"{' (with uncommitted changes)' if info['lab_tree_dirty'] else ''}."], out, env)
+
+
 def release(out: Path | str | None = None, notebooks: Path | str | None = None) -> list[Path]:
-    """Write the students' copy of every notebook (and csrc/exercises/) under `out`; the files written."""
+    """Write the students' edition under `out`: every file git tracks in the lab, the
+    notebooks released, C solutions replaced by stubs, without INSTRUCTOR_ONLY, with
+    RELEASE.json and tests/edition_left_out.json; a git repository.  The files written."""
     import nbformat
 
     out = Path(out or DEFAULT_OUT).resolve()
+    root = paths.ROOT
     source_dir = Path(notebooks or paths.NOTEBOOKS)
     sources = sorted(source_dir.glob("*.ipynb"))
     if not sources:
         raise LabError(f"no notebooks in {source_dir}", "run labkit release from the lab's checkout")
-    # Everything is checked before anything is written: a marker error leaves no half release.
-    released = []
+    if out == root or out in root.parents:
+        raise LabError(f"{out} holds the lab itself", "choose a folder outside the lab's checkout with --out")
+    # Everything is checked and made before anything is written: a marker error leaves no half release.
+    digests = {path.name: sha256(path.read_bytes()) for path in sources}
+    info = {"release": sha256("".join(f"{name} {digest}\n" for name, digest in digests.items()).encode())[:12],
+            "date": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+            "lab_commit": _git(["rev-parse", "HEAD"], root).strip(),
+            "lab_tree_dirty": bool(_git(["status", "--porcelain", "--untracked-files=no"], root).strip()),
+            "notebooks": {f"notebooks/{name}": digest for name, digest in digests.items()}}
+    files: dict[str, bytes] = {}
+    executable, links = set(), {}
+    for name in _tracked(root):
+        path = root / name
+        if name in INSTRUCTOR_ONLY or (name.startswith("notebooks/") and name.endswith(".ipynb")):
+            continue  # the notebooks are released below, from source_dir
+        if path.is_symlink():
+            links[name] = os.readlink(path)
+            continue
+        if not path.is_file():
+            continue  # tracked, but deleted in the working tree
+        data = path.read_bytes()
+        if name.startswith("csrc/") and path.suffix in (".c", ".h"):
+            data = strip_solutions(data.decode(), name)[0].encode()
+        files[name] = data
+        if os.stat(path).st_mode & 0o111:
+            executable.add(name)
     for path in sources:
-        nb = nbformat.read(path, as_version=4)
-        released.append((Path("notebooks") / path.name, release_notebook(nb, path.stem)[0]))
-    c_files = []
-    if EXERCISES_C.is_dir():
-        for path in sorted(p for p in EXERCISES_C.rglob("*") if p.is_file()):
-            text, _ = strip_solutions(path.read_text(), str(path.relative_to(paths.ROOT)))
-            c_files.append((path.relative_to(paths.ROOT), text))
-    if out.exists() and any(out.iterdir()):
-        if not (out / RELEASE_MARK).is_file():  # never wipe a folder we did not write
-            raise LabError(f"{out} exists and is not an earlier release",
-                           "choose an empty or new folder with --out, or remove that one yourself")
-        shutil.rmtree(out)  # a stale file from an older release must not ship
+        nb = release_notebook(nbformat.read(path, as_version=4), path.stem)[0]
+        nb.metadata.setdefault("labkit", {})["release"] = {"release": info["release"],
+                                                           "sha256": digests[path.name]}
+        text = nbformat.writes(nb)
+        files[f"notebooks/{path.name}"] = (text if text.endswith("\n") else text + "\n").encode()
+    exercises = []
+    for exercise in C_EXERCISES:
+        stub = _function_text(files[f"csrc/{exercise.source}"].decode(), exercise.function)
+        exercises.append({"label": exercise.label, "notebook": exercise.notebook, "function": exercise.function,
+                          "source": exercise.source, "uses": exercise.uses, "tests": list(exercise.tests),
+                          "stub_sha256": sha256(stub.encode())})
+    files[LEFT_OUT_JSON] = (json.dumps({"removed": dict(INSTRUCTOR_ONLY), "answers": dict(NEEDS_NOTEBOOK_ANSWERS),
+                                        "exercises": exercises}, indent=2) + "\n").encode()
+    files[RELEASE_JSON] = (json.dumps(info, indent=2) + "\n").encode()
+
+    _clear(out)
     out.mkdir(parents=True, exist_ok=True)
     (out / RELEASE_MARK).write_text("written by labkit release; the whole folder is replaced by the next one\n")
     written = []
-    for relative, nb in released:
-        target = out / relative
+    for name, data in sorted(files.items()):
+        target = out / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(nb, target)
+        target.write_bytes(data)
+        if name in executable:
+            target.chmod(0o755)
         written.append(target)
-    for relative, text in c_files:
-        target = out / relative
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-        written.append(target)
+    for name, link in sorted(links.items()):
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(link, out / name)
+        written.append(out / name)
+    _commit(out, info)
+    untracked = [name for name in _git(["ls-files", "--others", "--exclude-standard", "-z"], root).split("\0")
+                 if name]
+    if untracked:  # a new module the notebooks import would be missing: say so
+        print(f"warning: {len(untracked)} file(s) git does not track are not in the edition (git add them to "
+              f"ship them): {', '.join(untracked[:10])}{' ...' if len(untracked) > 10 else ''}", file=sys.stderr)
     return written
+
+
+# ---------------------------------------------------------------------------
+# grading: a submission from another release
+
+
+def other_release(submitted, instructor_bytes: bytes) -> str | None:
+    """Why the submitted notebook (an nbformat node) was not made from the release of the
+    instructor's notebook (its bytes) that grades it, or None when it was (or says nothing)."""
+    made = submitted.get("metadata", {}).get("labkit", {}).get("release")
+    if not isinstance(made, dict) or made.get("sha256") == sha256(instructor_bytes):
+        return None
+    return (f"made from release {str(made.get('release'))[:12]!r}, whose copy of this notebook differs from the "
+            "instructor's notebook it is graded with (its checks may differ)")
+
+
+def warn_other_releases(tasks, instructor_bytes: dict[str, bytes]) -> list[str]:
+    """Print a warning (stderr) for each task's submission made from another release;
+    the warnings.  Grading goes on: this only says so."""
+    from .submissions import Refused, read_notebook
+
+    warnings = []
+    for task in tasks:
+        if task.submitted is None:
+            continue
+        try:
+            why = other_release(read_notebook(task.submitted), instructor_bytes[task.notebook])
+        except Refused:
+            continue  # grading says why it cannot read it
+        if why:
+            warnings.append(f"warning: {task.student}/{task.notebook}.ipynb was {why}")
+            print(warnings[-1], file=sys.stderr)
+    return warnings
