@@ -40,18 +40,49 @@ def _kernel_env(tmp_path: Path) -> dict:
     return env
 
 
-def run_quick(name: str, tmp_path: Path) -> tuple[nbformat.NotebookNode, float]:
-    """papermill the notebook `name` on a copy, quick profile; the executed notebook and
-    the wall time.  A run over the limit is killed (its whole process group)."""
+class QuickRun:
+    """One notebook papermilled in the quick profile: the executed notebook, its wall time,
+    the folder its results (results.jsonl) and check records (checks.jsonl) went to."""
+
+    def __init__(self, nb, elapsed: float, folder: Path):
+        self.nb, self.elapsed, self.folder = nb, elapsed, folder
+
+    @property
+    def rows(self) -> list[dict]:
+        path = self.folder / "results.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    @property
+    def checks(self) -> list[dict]:
+        path = self.folder / "checks.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+_RUNS: dict[str, QuickRun] = {}
+
+
+def run_quick(name: str) -> QuickRun:
+    """papermill the instructor's notebook `name` on a copy, quick profile, with its checks
+    recorded: once per test session, shared by every test that reads it (these, and the
+    release's "the instructor passes every check").  A run over the limit is killed (its
+    whole process group)."""
+    if name in _RUNS:
+        return _RUNS[name]
+    import atexit
+    import tempfile
+
     source = paths.NOTEBOOKS / name
     assert source.exists(), f"{source} is missing: restore it (git checkout -- notebooks/) or drop it from the list"
-    workdir = tmp_path / "run"
+    folder = Path(tempfile.mkdtemp(prefix=f"labkit-quick-{Path(name).stem}-"))
+    atexit.register(shutil.rmtree, folder, True)
+    workdir = folder / "run"
     workdir.mkdir()
     shutil.copy(source, workdir / name)
+    env = dict(_kernel_env(folder), LABKIT_CHECKS_FILE=str(folder / "checks.jsonl"))
     started = time.monotonic()
     run = subprocess.Popen([str(PAPERMILL), name, "out.ipynb", "-p", "profile", "quick", "-k", "labkit",
                             "--cwd", str(workdir)],
-                           cwd=workdir, env=_kernel_env(tmp_path), stdout=subprocess.PIPE,
+                           cwd=workdir, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         output, _ = run.communicate(timeout=QUICK_RUN_LIMIT_S)
@@ -63,8 +94,9 @@ def run_quick(name: str, tmp_path: Path) -> tuple[nbformat.NotebookNode, float]:
     assert run.returncode == 0, output.decode(errors="replace")[-4000:]
     executed = nbformat.read(workdir / "out.ipynb", as_version=4)
     figures_tell_the_truth(executed, name)
-    no_client_uses_more_cpus_than_it_has(tmp_path / "results.jsonl")
-    return executed, elapsed
+    no_client_uses_more_cpus_than_it_has(folder / "results.jsonl")
+    _RUNS[name] = QuickRun(executed, elapsed, folder)
+    return _RUNS[name]
 
 
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -119,15 +151,17 @@ def no_errors(nb) -> None:
             assert out.output_type != "error", f"cell {index}: {out.ename}: {out.evalue}"
 
 
-def test_00_setup_runs_quick(tmp_path):
-    nb, elapsed = run_quick("00_setup.ipynb", tmp_path)
+def test_00_setup_runs_quick():
+    run = run_quick("00_setup.ipynb")
+    nb, elapsed = run.nb, run.elapsed
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
 
 
-def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
+def test_01_proc_service_runs_quick_and_shows_what_a_student_sees():
     results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    nb, elapsed = run_quick("01_proc_service.ipynb", tmp_path)
+    run = run_quick("01_proc_service.ipynb")
+    nb, elapsed = run.nb, run.elapsed
     print(f"01_proc_service.ipynb, quick profile: {elapsed:.1f} s")
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
@@ -137,7 +171,7 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
     assert injected and 'profile = "quick"' in injected[0].source
 
     # The quick sweep: every model x 10, 50 clients, once, all measured, in the temp file only.
-    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    rows = run.rows
     assert sorted((r["model"], r["clients"]) for r in rows) == sorted(
         (m, c) for m in ("iterative", "threaded", "select") for c in (10, 50))
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
@@ -166,9 +200,10 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees(tmp_path):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
 
-def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves(tmp_path):
+def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves():
     results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    nb, elapsed = run_quick("02_multiplexing.ipynb", tmp_path)
+    run = run_quick("02_multiplexing.ipynb")
+    nb, elapsed = run.nb, run.elapsed
     print(f"02_multiplexing.ipynb, quick profile: {elapsed:.1f} s")
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
@@ -187,7 +222,7 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert "FD_SETSIZE" in wall and "refused" in wall and not wall.startswith("0 connections echoed")
 
     # Both quick sweeps measured into the temporary file only.
-    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    rows = run.rows
     scale = [r for r in rows if r["experiment"] == "echo_scale"]
     idle = [r for r in rows if r["experiment"] == "idle_conns" and r["idle"] != 800]
     where = [r for r in rows if r["experiment"] == "idle_conns" and r["idle"] == 800]
@@ -235,9 +270,10 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert "share no point" in shown_text(shown)
 
 
-def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path):
+def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
     results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    nb, elapsed = run_quick("03_uploads.ipynb", tmp_path)
+    run = run_quick("03_uploads.ipynb")
+    nb, elapsed = run.nb, run.elapsed
     print(f"03_uploads.ipynb, quick profile: {elapsed:.1f} s")
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
@@ -256,7 +292,7 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path
     assert "OK 1024 1" in epoll
 
     # The quick sweep, into the temporary file only: every point measured, bytes exact.
-    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    rows = run.rows
     assert sorted((r["model"], r["clients"], r["size"]) for r in rows) == sorted(
         (m, c, s) for m in ("threaded", "busypoll", "aio", "select", "epoll") for c in (1, 100)
         for s in (100 * 1024, 10 << 20))
@@ -294,16 +330,17 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures(tmp_path
     assert all("the server still serves" in card for name, card in shown.items() if name != "failures.no_server()")
 
 
-def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle(tmp_path):
+def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
     results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    nb, elapsed = run_quick("04_write_strategies.ipynb", tmp_path)
+    run = run_quick("04_write_strategies.ipynb")
+    nb, elapsed = run.nb, run.elapsed
     print(f"04_write_strategies.ipynb, quick profile: {elapsed:.1f} s")
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
     shown = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "csource.show_source(") if "data" in o)
     assert "static int write_repetition" in shown and "static int fill_iovec" in shown
 
-    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    rows = run.rows
     writes = [r for r in rows if r["experiment"] == "write_strategies" and r["repetitions"] == 2000]  # the panel's
     nagle = [r for r in rows if r["experiment"] == "nagle"]
     # the segments cell: one 60,000-byte write is one or two segments on loopback, ~42 at MTU 1,500;
@@ -337,18 +374,19 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle(tmp_path
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root (CI runs as root)")
-def test_05_different_hosts_runs_quick_across_links_and_leaves_none(tmp_path):
+def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
     from labkit import netlink
 
     results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
     namespaces_before = set(netlink.lab_namespaces())
-    nb, elapsed = run_quick("05_different_hosts.ipynb", tmp_path)
+    run = run_quick("05_different_hosts.ipynb")
+    nb, elapsed = run.nb, run.elapsed
     print(f"05_different_hosts.ipynb, quick profile: {elapsed:.1f} s")
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
     assert set(netlink.lab_namespaces()) <= namespaces_before, "a link outlived the notebook"
 
-    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    rows = run.rows
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     by = {name: [r for r in rows if r["experiment"] == name] for name in ("echo_scale", "uploads", "bdp", "nagle")}
     assert all(by.values()), {name: len(found) for name, found in by.items()}
