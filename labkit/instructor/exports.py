@@ -5,10 +5,13 @@ save(): the values the check reads (found by grade.check_groups from the
 check's own source) are written as one JSON line to the file named by
 LABKIT_EXPORTS.  The checks then run in another process, under another uid
 (labkit.instructor.checker), on these values alone: the student's kernel
-decides nothing.  A value is data (numbers, text, lists, dicts, a pandas
-DataFrame or Series) or the name of a module; anything else is exported as
-"unexportable" and the check that reads it fails, saying so.  Nothing here is
-pickled: decoding never runs code.
+decides nothing.  A value is data (numbers, text, lists, dicts with keys of any
+plain kind, a pandas DataFrame or Series), the name of a module, or a function
+the student wrote, as its source: decoded, it is a StudentFunction, which runs
+each call in a process of its own (its arguments and result plain data), never
+in the process that judges it.  Anything else is exported as "unexportable" and
+the check that reads it fails, saying so.  Nothing here is pickled: decoding
+never runs code.
 """
 
 from __future__ import annotations
@@ -46,7 +49,74 @@ def encode(value):
         return {kind: [encode(item) for item in (sorted(value, key=repr) if kind == "set" else value)]}
     if isinstance(value, dict) and all(isinstance(key, str) for key in value):
         return {"dict": {key: encode(item) for key, item in value.items()}}
+    if isinstance(value, dict):  # {delay in ms: ratio}: keys of other kinds, as pairs
+        return {"pairs": [[encode(key), encode(item)] for key, item in value.items()]}
+    if isinstance(value, types.FunctionType):
+        return _function(value)
     return {"unexportable": type(value).__name__}
+
+
+def _function(function) -> dict:
+    """A function the student wrote, as its source (a lambda or a nested one cannot stand alone)."""
+    import inspect
+    import textwrap
+
+    name = function.__name__
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+    except (OSError, TypeError):
+        return {"unexportable": f"function {name} (its source is not available)"}
+    if name == "<lambda>" or function.__code__.co_freevars:
+        return {"unexportable": f"function {name} (write it with def, at the top level of a cell)"}
+    return {"function": {"name": name, "source": source}}
+
+
+class StudentFunction:
+    """A student's function, run alone: each call starts `python -I` with the function's
+    source and the call's arguments (plain data, as JSON) and reads its result back.  A
+    crash, an endless loop (`timeout`) or an exception becomes an AssertionError that
+    says so; nothing the function does reaches the caller's process."""
+
+    RUNNER = ("import json, math, sys\n"
+              "call = json.load(sys.stdin)\n"
+              "space = {'__name__': '__student__', 'math': math}\n"
+              "exec(compile(call['source'], '<your ' + call['name'] + '>', 'exec'), space)\n"
+              "result = space[call['name']](*call['args'])\n"
+              "try:\n"
+              "    text = json.dumps({'result': result})\n"
+              "except (TypeError, ValueError):\n"
+              "    sys.exit(NOT_DATA)\n"
+              "sys.stdout.write(text)\n").replace("NOT_DATA", "86")
+
+    def __init__(self, name: str, source: str, timeout: float = 10.0):
+        self.__name__, self.source, self.timeout = name, source, timeout
+
+    def __call__(self, *args):
+        import subprocess
+        import sys
+
+        try:
+            done = subprocess.run([sys.executable, "-I", "-c", self.RUNNER],
+                                  input=json.dumps({"name": self.__name__, "source": self.source,
+                                                    "args": list(args)}),
+                                  capture_output=True, text=True, timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"your {self.__name__}{tuple(args)} did not return within "
+                                 f"{self.timeout:g} s (an endless loop?)") from None
+        if done.returncode == 86:
+            raise AssertionError(f"your {self.__name__} returned something that is not plain data "
+                                 "(a number, text, a list or a dict)")
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+            raise AssertionError(f"your {self.__name__}{tuple(args)} failed: {last}")
+        try:
+            return json.loads(done.stdout)["result"]
+        except (ValueError, KeyError):
+            raise AssertionError(f"your {self.__name__} returned something that is not plain data "
+                                 "(a number, text, a list or a dict)") from None
+
+    def __repr__(self) -> str:
+        return f"<your function {self.__name__}, run in a process of its own>"
 
 
 class Unexportable:
@@ -99,6 +169,13 @@ def decode(name: str, tagged):
         return {"list": list, "tuple": tuple, "set": set}[kind](items)
     if kind == "dict":
         return {key: decode(name, item) for key, item in body.items()}
+    if kind == "pairs":
+        pairs = [(decode(name, key), decode(name, item)) for key, item in body]
+        if not all(isinstance(key, (str, int, float, bool, tuple, type(None))) for key, _ in pairs):
+            return Unexportable(name, "dict with keys that are not plain data")
+        return dict(pairs)
+    if kind == "function":
+        return StudentFunction(str(body["name"]), str(body["source"]))
     return Unexportable(name, str(body) if kind == "unexportable" else kind)
 
 

@@ -1,0 +1,69 @@
+"""What a graded notebook hands to the checks (labkit.instructor.exports): every kind of
+value the notebooks' checks read comes back as it was, through JSON, and a student's
+function comes back as its source and runs in a process of its own."""
+
+import json
+import math
+import textwrap
+
+import pytest
+
+from labkit.instructor import exports
+
+
+def round_trip(value):
+    return exports.decode("x", json.loads(json.dumps(exports.encode(value))))
+
+
+@pytest.mark.parametrize("value", [
+    {20: 1.07, 0: 1.02},                  # 05's measured_over_predicted: {delay in ms: ratio}
+    {(1, "a"): [1, 2], None: "none"},
+    {"text keys": {"nested": [1.5, None]}},
+    [1, (2, 3), "x"],
+])
+def test_plain_data_comes_back_as_it_was(value):
+    assert round_trip(value) == value
+
+
+def _namespace_with(source: str) -> dict:
+    """Define a function the way a notebook cell does (its source findable by inspect)."""
+    import linecache
+
+    filename = f"<cell {abs(hash(source))}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    space = {}
+    exec(compile(source, filename, "exec"), space)  # noqa: S102
+    return space
+
+
+PREDICT = textwrap.dedent("""
+    def predict_transfer_s(size_bytes, rate_bit_s, one_way_delay_s):
+        return size_bytes * 8 / rate_bit_s + 2 * one_way_delay_s
+""")
+
+
+def test_a_students_function_comes_back_as_its_source_and_runs_alone():
+    function = round_trip(_namespace_with(PREDICT)["predict_transfer_s"])
+    assert isinstance(function, exports.StudentFunction)
+    assert math.isclose(function(10 * 2**20, 1e9, 0.005), 0.093886, rel_tol=1e-4)
+
+
+@pytest.mark.parametrize("body, says", [
+    ("    while True:\n        pass\n", "did not return within 1 s"),
+    ("    return 1 / 0\n", "ZeroDivisionError"),
+    ("    return object()\n", "not plain data"),
+    ("    import os\n    os._exit(3)\n", "failed"),
+])
+def test_a_function_that_hangs_crashes_or_returns_no_data_fails_its_check_saying_why(body, says):
+    source = "def f(x):\n" + body
+    function = round_trip(_namespace_with(source)["f"])
+    function.timeout = 1.0
+    with pytest.raises(AssertionError, match=says):
+        function(1)
+
+
+def test_a_lambda_or_a_closure_is_unexportable_and_says_how_to_write_it():
+    closure = _namespace_with("def outer():\n    y = 2\n    def inner(x):\n        return x + y\n    return inner\n")
+    for value in (lambda x: x, closure["outer"]()):
+        encoded = exports.encode(value)
+        assert "unexportable" in encoded and "def, at the top level of a cell" in encoded["unexportable"]
