@@ -91,3 +91,13 @@ def test_a_sweep_counts_its_points_measured_and_reused(points, tmp_path, monkeyp
     assert sweep.points_done() == 2 and first.attrs["points_before"] == 0
     again = sweep.run("proc_top", params, results=results, measure=fake, progress=False)  # reused
     assert sweep.points_done() == 4 and again.attrs["points_before"] == 2
+
+
+@pytest.mark.parametrize("value, why, says", [
+    (10, "iterative waits out every client", "your prediction: 10 — iterative waits out every client (recorded before"),
+    (None, "", "your prediction: none yet (it is None): write a number before you run the sweep"),
+])
+def test_say_shows_a_prediction_as_a_sentence_not_a_dict(points, capsys, value, why, says):
+    predictions.say(predictions.made("x", value, why))
+    shown = capsys.readouterr().out
+    assert says in shown and "{" not in shown

@@ -46,6 +46,17 @@ def made(name: str, value, why: str = "") -> dict:
             "sweeps_before": sweep.points_done()}
 
 
+def say(prediction: dict) -> None:
+    """Show a prediction as a sentence (it wraps in the page, where a printed dict ran off it)."""
+    value, why = prediction.get("value"), prediction.get("why") or ""
+    if not _is_number(value):
+        _show(f"**your prediction**: none yet (it is {value!r}): write a number before you run the sweep")
+        return
+    seen = prediction.get("sweeps_before")
+    when = "before this kernel measured any point" if seen == 0 else f"after {seen} point(s) of earlier sweeps"
+    _show(f"**your prediction**: {_format(value, '')}" + (f" — {why}" if why else "") + f" (recorded {when})")
+
+
 def _format(value, unit: str) -> str:
     if not _is_number(value):
         return "—"
