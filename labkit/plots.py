@@ -60,10 +60,12 @@ SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down
 TEMPLATE = go.layout.Template(layout=go.Layout(
     font=dict(family="DejaVu Sans, Arial, sans-serif", size=13),
     plot_bgcolor="white",
+    # automargin: a title broken in two lines gets the room it needs; minorloglabels: a log axis
+    # writes 0.05 and 0.2 whole (plotly's default wrote them "5" and "2" under 0.1)
     xaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside",
-               automargin=True),
+               automargin=True, minorloglabels="complete"),
     yaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside",
-               automargin=True),  # a title broken in two lines gets the room it needs
+               automargin=True, minorloglabels="complete"),
     legend=dict(title=dict(text="server model")),
     hoverlabel=dict(align="left"),
     margin=dict(l=70, r=30, t=70, b=60),

@@ -404,3 +404,11 @@ def test_the_counters_table_writes_its_points_as_their_parameters_do():
     delays = [dict(rows[0], link_delay_ms=delay) for delay in (0, 5)]
     html = plots.style_counters(plots.counters_table(pd.DataFrame(delays))).to_html()
     assert ">one-way delay (ms)<" in html and "link_delay_ms" not in html
+
+
+def test_a_log_axis_writes_its_minor_labels_whole():
+    """0.05 under 0.1 read as "5" with plotly's default small digits."""
+    fig = plots.metric_vs(synthetic(), "elapsed_s", log_y=True)
+    assert fig.layout.yaxis.type == "log"
+    assert fig.layout.template.layout.yaxis.minorloglabels == "complete"
+    assert fig.layout.template.layout.xaxis.minorloglabels == "complete"
