@@ -104,11 +104,11 @@ def _sweep(args) -> int:
     from . import experiments, plots, store, sweep
 
     experiment = experiments.get(args.experiment)
-    params = experiment.resolve(args.profile, **_given(args))
-    if params.get("pinning_note"):
-        print(f"note: {params['pinning_note']}", file=sys.stderr)
+    plan = experiment.resolve(args.profile, **_given(args))
+    if plan.pinning_note:
+        print(f"note: {plan.pinning_note}", file=sys.stderr)
     results = args.results or os.environ.get("LABKIT_RESULTS") or None  # the notebooks' rule too
-    frame = sweep.run(experiment.name, params, results=results, resume=not args.resume_off)
+    frame = sweep.run(plan, results=results, resume=not args.resume_off)
     if frame.attrs.get("reused"):
         print(f"note: {frame.attrs['reused']} of {frame.attrs['planned']} point(s) were already measured in "
               f"{frame.attrs['results']} and were reused, not measured again (--no-resume measures them again)",

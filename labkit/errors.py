@@ -24,3 +24,8 @@ class BuildError(LabError):
 
 class ServerFailed(LabError):
     """A server did not start, or died while being measured."""
+
+
+class ClientFailed(LabError):
+    """The load generator broke down during a point (it ran past its time and was killed, or
+    ended without its summary): that point failed, not the parameters every point shares."""

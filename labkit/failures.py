@@ -139,7 +139,7 @@ def _load(load: LoadSpec, port: int, pinning: Pinning, prefix=()) -> procs.Clien
 def no_server(clients: int = 20) -> FailureCase:
     """Clients and no server: every connect is refused at once."""
     pinning = Pinning.resolve()
-    port = bench._free_port()  # free a moment ago, so nothing listens there
+    port = bench.free_port()  # free a moment ago, so nothing listens there
     run = _load(_uploads(clients, 1024), port, pinning)
     return FailureCase(
         title="1. No server",
@@ -226,7 +226,7 @@ def too_many_open_files(model: str = "threaded", clients: int = 200, limit: int 
     pinning = Pinning.resolve()
     lowered = ["prlimit", f"--nofile={limit}:{limit}", "--"]
     try:
-        _load(_uploads(clients, 1024), bench._free_port(), pinning, prefix=lowered)
+        _load(_uploads(clients, 1024), bench.free_port(), pinning, prefix=lowered)
         client_refusal = "(the client ran: it did not check its limit)"
     except LabError as refusal:
         client_refusal = refusal.what

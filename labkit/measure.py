@@ -1,12 +1,15 @@
 """One measured point: a pinned server under perf, the pinned client under perf -> one row.
 
-    row = measure.point(ServerSpec("epoll", "echo"), LoadSpec(300, 20, "echo"), Pinning([0], [1]))
+    row = measure.point(Run(ServerSpec("epoll", "echo"), LoadSpec(300, 20, "echo"), Pinning([0], [1])))
 
-The row's columns are labkit.row's.  A point that goes wrong on the machine's
-side (the server crashes, dies mid-run, the client fails) becomes a row with
-status "failed" and the reason, so a sweep keeps its other points.  A user
-error that would fail every point (an unknown model, a CPU that does not
-exist, too many clients for the open-file limit) is raised as LabError instead.
+A Run says everything about one measurement (an experiment's plan makes one per
+grid point and repeat; a benchmark or a test builds one by hand).  The row's
+columns are labkit.row's.  A point that goes wrong on the machine's side (the
+server crashes, dies mid-run, the client breaks down: errors.ClientFailed)
+becomes a row with status "failed" and the reason, so a sweep keeps its other
+points.  A user error that would fail every point (an unknown model, a CPU that
+does not exist, too many clients for the open-file limit) is raised as LabError
+instead.
 """
 
 from __future__ import annotations
@@ -16,27 +19,20 @@ import contextlib
 import math
 import os
 import re
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from . import procs, row as rows
-from .errors import LabError, ServerFailed
+from .errors import ClientFailed, LabError, ServerFailed
 from .procs import ClientRun, LoadSpec, Pinning, ServerSpec
+
+if TYPE_CHECKING:
+    from .netlink import Link
 
 NAN = float("nan")
 # The load generator "measured itself" when it kept its CPUs this busy.
 SATURATION = 0.90
 _STDERR_TAIL = 800
-
-
-def _latency(summary: dict, key: str) -> float:
-    latency = summary.get("latency_us") or {}
-    value = latency.get(key)
-    return NAN if value is None else float(value)
-
-
-def _number(summary: dict, key: str) -> float:
-    value = summary.get(key)
-    return NAN if value is None else float(value)
 
 
 def _prefixed(prefix: str, counters: dict, events: list[str]) -> dict:
@@ -58,17 +54,35 @@ def _tail(text: str) -> str:
     return text if len(text) <= _STDERR_TAIL else "..." + text[-_STDERR_TAIL:]
 
 
-def point(server: ServerSpec, load: LoadSpec, pinning: Pinning = Pinning(), events=None, link=None,
-          stacks: bool = False) -> dict:
-    """Measure `load` against one freshly started `server`, each pinned as `pinning` says;
-    with a `link` (labkit.netlink.Link, not made yet), each in its own network namespace
-    across it, the link made for this point and removed after it.  With `stacks`, also
-    where the server's time goes: its sampled stacks and its system calls by name."""
+@dataclass(frozen=True)
+class Run:
+    """One measurement: `load` against a fresh `server`, each pinned as `pinning` says.
+
+    `link` (a labkit.netlink.Link, not made yet): each side in its own network namespace
+    across it, made for this run and removed after it; None: the same host.  `events`:
+    the perf events to count (None: perf.DEFAULT_EVENTS).  `stacks`: also where the
+    server's time goes (its sampled stacks, its system calls by name).  A sweep's run
+    also names its grid `point`, its `repeat` and its `key` in the results file."""
+
+    server: ServerSpec
+    load: LoadSpec
+    pinning: Pinning = Pinning()
+    link: Link | None = None
+    events: tuple[str, ...] | None = None
+    stacks: bool = False
+    point: dict = field(default_factory=dict)
+    repeat: int = 0
+    key: str = ""
+
+
+def point(run: Run) -> dict:
+    """Measure one `run`: its row (labkit.row's columns, status "ok" or "failed")."""
+    link = run.link
     if link is None:
-        return _point(server, load, pinning, events, None, stacks)
+        return _point(run.server, run.load, run.pinning, run.events, None, run.stacks)
     with link:
-        row = _point(replace(server, flags={**server.flags, "host": link.server_address}), load, pinning,
-                     events, link, stacks)
+        row = _point(replace(run.server, flags={**run.server.flags, "host": link.server_address}), run.load,
+                     run.pinning, run.events, link, run.stacks)
     row["link"] = link.shaping
     row.update(link.row_counters())
     return row
@@ -254,11 +268,13 @@ def _run_client(row: dict, server: procs.Server, load: LoadSpec, pinning: Pinnin
             return procs.run_load(load, server.port, cpus=pinning.client_cpus, events=events,
                                   host=link.server_address, prefix=link.client_prefix)
         return procs.run_load(load, server.port, cpus=pinning.client_cpus, events=events)
-    except LabError as failure:
-        if not (_machine_side(failure) or not server.alive()):
-            raise  # the user's parameters: every point would fail the same way
+    except ClientFailed as failure:  # this run broke down
         rows.fail(row, f"the client failed: {failure.what}")
-        return None
+    except LabError as failure:
+        if server.alive():
+            raise  # the user's parameters: every point would fail the same way
+        rows.fail(row, f"the client failed: {failure.what}")  # the server's death took the client down
+    return None
 
 
 def _syscalls_per_repetition(row: dict, load: LoadSpec) -> None:
@@ -275,12 +291,6 @@ def _syscalls_per_repetition(row: dict, load: LoadSpec) -> None:
         row[column] = sum(counts) / repetitions if not any(math.isnan(c) for c in counts) else NAN
 
 
-def _machine_side(failure: LabError) -> bool:
-    """A client failure that belongs to this point, not to the user's parameters."""
-    what = failure.what
-    return ("ran longer than" in what) or ("without its JSON summary" in what)
-
-
 def _status(code: int | None) -> str:
     if code is None:
         return "unknown"
@@ -295,34 +305,12 @@ def _status(code: int | None) -> str:
 
 
 def _fill_client(row: dict, client: ClientRun) -> float:
+    """The load generator's part of `row` (what its summary reports, as labkit.row's table
+    says, and what follows from it); its elapsed time."""
     summary = client.summary
-    elapsed = float(summary.get("elapsed_s") or NAN)
-    row.update({
-        "elapsed_s": elapsed,
-        "requests_ok": int(summary.get("requests_ok", 0)),
-        "requests_failed": int(summary.get("requests_failed", 0)),
-        "connections_failed": int(summary.get("connections_failed", 0)),
-        "connections_lost": int(summary.get("connections_lost", 0)),
-        "idle_failed": int(summary.get("idle_connections_failed", 0)),
-        "errors": dict(summary.get("errors") or {}),
-        "throughput_rps": float(summary.get("throughput_rps") or NAN),
-        "body_bytes_ok": int(summary.get("body_bytes_ok") or 0),
-        "transfer_s": _number(summary, "transfer_s"),
-        "goodput_gbit_s": _number(summary, "goodput_gbit_s"),
-        "server_reads_per_request": _number(summary, "sink_server_reads_mean"),
-        "send_s": _number(summary, "send_s"),
-        "send_gbit_s": _number(summary, "send_gbit_s"),
-        "write_calls_per_repetition": _number(summary, "write_calls_per_repetition"),
-        "data_segments_per_repetition": _number(summary, "data_segments_per_repetition"),
-        "server_reads_per_repetition": _number(summary, "server_reads_per_repetition"),
-        "lat_histogram": [list(bucket) for bucket in summary.get("histogram") or []],
-        "client_cpus": list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0)),
-    })
+    row.update(rows.from_summary(summary))
+    row["client_cpus"] = list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0))
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
-    for percentile in ("p50", "p90", "p99", "p999", "max"):
-        row[f"lat_{percentile}_us"] = _latency(summary, percentile)
-    uncorrected = (summary.get("latency_uncorrected_us") or {}).get("p99")
-    row["lat_uncorrected_p99_us"] = NAN if uncorrected is None else float(uncorrected)
 
     # The CPUs the generator used: its CPU time over the wall time of the same window (the
     # whole run, connects to closes; not its start-up, nor perf's).  Process CPU over the
@@ -330,7 +318,6 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     window = summary.get("window") or {}
     wall, busy = float(window.get("wall_s") or NAN), float(window.get("cpu_s", NAN))
     row["client_cpu_util"] = busy / wall if wall > 0 else NAN
-    row["client_threads"] = int(summary.get("threads") or 1)
     # The CPUs the generator could use: its threads, at most one CPU each.
     row["client_cpus_usable"] = min(row["client_threads"], len(row["client_cpus"]) or 1)
     threads_busy = [part.get("busy") for part in summary.get("per_thread") or []]
@@ -355,7 +342,7 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     if client.returncode != 0 or failures:
         rows.fail(row, f"the load generator reported failures (exit {client.returncode}): "
                    + ("; ".join(failures) or _tail(client.stderr)))
-    return elapsed
+    return row["elapsed_s"]
 
 
 def _source(server_source: str, client_source: str) -> str:

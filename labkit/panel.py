@@ -18,7 +18,7 @@ import ipywidgets as w
 import plotly.graph_objects as go
 from IPython.display import HTML, display
 
-from labkit import experiments, plots, sweep
+from labkit import plots, sweep
 from labkit.errors import LabError
 from labkit.friendly import error_html
 
@@ -50,7 +50,6 @@ def _on_change(widget, callback) -> None:
         widget.observe(callback, names="value")
 
 
-
 def help_html(text: str) -> str:
     """A parameter's help line as the panel shows it: escaped, `code` as code (a student saw the
     backticks themselves)."""
@@ -58,25 +57,27 @@ def help_html(text: str) -> str:
 
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
+
 class ControlPanel:
-    """ControlPanel("proc_top", params) where params = experiments.resolve(...).
+    """ControlPanel(plan) where plan = experiments.resolve(...): its fields start at the
+    plan's values.
 
-    .run() reads the fields, resolves and validates them, runs the sweep into
-    `results` (a JSON Lines path; None = data/results/<experiment>.jsonl) and
-    refreshes the figure and the counters table.  After a run: .df, .figure,
-    .params."""
+    .run() reads the fields into a new plan (plan.with_values: the fields' values checked,
+    the plan's other values kept), runs the sweep into `results` (a JSON Lines path; None =
+    data/results/<experiment>.jsonl) and refreshes the figure and the counters table.
+    After a run: .df, .figure, .plan."""
 
-    def __init__(self, experiment: str, params: dict, results=None, metric: str | None = None):
-        self.experiment = experiments.get(experiment)
-        self.profile = params.get("profile", "full")
-        self.params = params
+    def __init__(self, plan, results=None, metric: str | None = None):
+        self.experiment = plan.experiment
+        self.profile = plan.profile
+        self.plan = plan
         self.results = results
         self.df = None
         self.figure = None
         self.last_error = None  # the LabError the panel last showed, if any
 
         self.names = tuple(p.name for p in self.experiment.fields)
-        self.fields = {p.name: p.kind.widget(params[p.name]) for p in self.experiment.fields}
+        self.fields = {p.name: p.kind.widget(plan[p.name]) for p in self.experiment.fields}
         # A value a field cannot take is explained under the field, as soon as it is typed.
         self.messages = {p.name: w.HTML() for p in self.experiment.fields}
         for param in self.experiment.fields:
@@ -139,11 +140,10 @@ class ControlPanel:
         try:
             for param in self.experiment.fields:
                 self._check_field(param)  # every rejected value explained where it was typed
-            self.params = self.experiment.resolve(self.profile, **self.values())
+            self.plan = self.plan.with_values(**self.values())
             self.progress.value, self.progress.bar_style = 0, ""
             self.status.value = "starting..."
-            self.df = sweep.run(self.experiment.name, self.params, results=self.results,
-                                progress=self._on_progress)
+            self.df = sweep.run(self.plan, results=self.results, progress=self._on_progress)
         except LabError as problem:
             self.last_error = problem
             self.progress.bar_style = "danger"

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import build, launcher, system
-from .errors import LabError, ServerFailed
+from .errors import ClientFailed, LabError, ServerFailed
 
 # Room for the load generator's own descriptors (stdio, perf, epoll...) above one per client.
 FD_MARGIN = 32
@@ -380,7 +380,8 @@ class LoadSpec:
 
     @staticmethod
     def summary(stdout: bytes, stderr: str, returncode: int) -> dict:
-        """loadgen's one JSON object, or a LabError that says why there is none."""
+        """loadgen's one JSON object; a LabError when it refused its arguments (every point
+        would), ClientFailed when it ended without one (this run broke down)."""
         if returncode == 2:
             raise LabError(f"the load generator refused its arguments: {stderr.strip()}",
                            "check the client parameters (clients, requests, service, k, size)")
@@ -390,7 +391,7 @@ class LoadSpec:
                 raise ValueError("not a JSON object")
             return summary
         except ValueError:
-            raise LabError(
+            raise ClientFailed(
                 f"the load generator exited with status {returncode} without its JSON summary\n"
                 f"--- its stderr ---\n{stderr.strip()[-2000:] or '(empty)'}",
                 "read the message above; a crash here is a bug in csrc/loadgen",
@@ -417,7 +418,8 @@ def run_load(load: LoadSpec, port: int, cpus=None, events=None, host: str = "127
     getrusage's without perf) against `host:port`.
 
     Past load.wall_limit() + CLIENT_WALL_MARGIN_S the client's process group is
-    killed and LabError raised."""
+    killed and ClientFailed raised (as it is when the generator ends without its
+    summary); arguments it refuses are a plain LabError."""
     from . import perf
 
     load.check()
@@ -440,7 +442,7 @@ def run_load(load: LoadSpec, port: int, cpus=None, events=None, host: str = "127
         try:
             stdout, stderr = launcher.run_to_end(child, wall_limit)
         except subprocess.TimeoutExpired:
-            raise LabError(
+            raise ClientFailed(
                 f"the load generator ran longer than {wall_limit:g} s and was killed",
                 "give it a larger timeout, or fewer clients or requests",
             ) from None

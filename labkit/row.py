@@ -1,13 +1,18 @@
 """The results row: one per measured point, every column defined here once.
 
-measure.point fills it; the sweep adds the grid point's own parameters and
-where and when it ran; bench throughput stores the same rows.  A column that
-was not measured is NaN (JSON null on disk), never 0.
+COLUMNS is the one table of the measured columns: each one's not-measured value
+and, for what the load generator reports, its key in the generator's JSON
+summary.  new() starts a row from it (MEASURED), from_summary() reads the
+generator's part; measure.point fills the rest, the sweep adds the grid point's own
+parameters and where and when it ran; bench throughput stores the same rows.
+A number that was not measured is NaN (JSON null on disk), never 0.
 """
 
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
+from typing import Callable
 
 NAN = float("nan")
 
@@ -19,43 +24,102 @@ SCHEMA_CHANGES = {
        "(version 1 divided its whole-process CPU, start-up and perf's included, by the exchanges' time)",
 }
 
-# What the load generator reports, and what is derived from it.
-MEASURED = {
-    "schema": SCHEMA,
-    "status": "ok", "error": "", "elapsed_s": NAN,
-    "requests_ok": 0, "requests_failed": 0, "connections_failed": 0, "connections_lost": 0,
-    "idle_failed": 0, "lost_connections": 0, "errors": {}, "server_said": "",
-    "lat_p50_us": NAN, "lat_p90_us": NAN, "lat_p99_us": NAN, "lat_p999_us": NAN, "lat_max_us": NAN,
-    "lat_uncorrected_p99_us": NAN,
-    "throughput_rps": NAN,
+
+def _or_nan(value) -> float:
+    """A time or a rate where 0 means none was measured (no request completed): NaN."""
+    return float(value) if value else NAN
+
+
+def _buckets(histogram) -> list:
+    return [list(bucket) for bucket in histogram]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One measured column: its value before (or without) a measurement, and where the load
+    generator's JSON summary reports it ("latency_us.p50": a key inside a key) and how it is
+    read; a column with no summary key is filled by measure.point or derived."""
+
+    name: str
+    default: object
+    summary: str = ""
+    read: Callable = float
+
+
+# Every measured column, in the row's order.  Columns read from the summary are
+# from_summary's; the others measure.point fills (the server's side, perf, the link).
+COLUMNS = tuple(Column(*spec) for spec in (
+    # column                     default   summary key                      read
+    ("schema",                   SCHEMA),
+    ("status",                   "ok"),
+    ("error",                    ""),
+    ("elapsed_s",                NAN,      "elapsed_s",                     _or_nan),
+    ("requests_ok",              0,        "requests_ok",                   int),
+    ("requests_failed",          0,        "requests_failed",               int),
+    ("connections_failed",       0,        "connections_failed",            int),
+    ("connections_lost",         0,        "connections_lost",              int),
+    ("idle_failed",              0,        "idle_connections_failed",       int),
+    ("lost_connections",         0),       # the three failure counts above, summed
+    ("errors",                   {},       "errors",                        dict),
+    ("server_said",              ""),
+    ("lat_p50_us",               NAN,      "latency_us.p50"),
+    ("lat_p90_us",               NAN,      "latency_us.p90"),
+    ("lat_p99_us",               NAN,      "latency_us.p99"),
+    ("lat_p999_us",              NAN,      "latency_us.p999"),
+    ("lat_max_us",               NAN,      "latency_us.max"),
+    ("lat_uncorrected_p99_us",   NAN,      "latency_uncorrected_us.p99"),
+    ("throughput_rps",           NAN,      "throughput_rps",                _or_nan),
     # uploads (echo/sink bodies): the bytes delivered, first request byte to last reply, the
     # server's reads per body (from its OK replies), and its own --expect report, if asked
-    "body_bytes_ok": 0, "transfer_s": NAN, "goodput_gbit_s": NAN, "server_reads_per_request": NAN,
-    "server_batch_s": NAN,
+    ("body_bytes_ok",            0,        "body_bytes_ok",                 int),
+    ("transfer_s",               NAN,      "transfer_s"),
+    ("goodput_gbit_s",           NAN,      "goodput_gbit_s"),
+    ("server_reads_per_request", NAN,      "sink_server_reads_mean"),
+    ("server_batch_s",           NAN),
     # write strategies (seed 004): per repetition of nbufs buffers, the client's write-family
     # calls (its own count, and perf's syscall tracepoints where permitted), the TCP segments
     # the kernel sent (TCP_INFO), the server's reads (its OK replies, and perf's count)
-    "send_s": NAN, "send_gbit_s": NAN, "write_calls_per_repetition": NAN,
-    "data_segments_per_repetition": NAN, "server_reads_per_repetition": NAN,
-    "client_write_syscalls_per_repetition": NAN, "server_read_syscalls_per_repetition": NAN,
-    "lat_histogram": [],
-    "server_cpu_us_per_request": NAN, "server_cs_per_request": NAN, "server_cpu_ms_per_mb": NAN,
-    "counters_source": "", "counters_note": "",
-    "link": "loopback",  # what joined server and client: loopback, or the namespaces' link and its shaping
+    ("send_s",                   NAN,      "send_s"),
+    ("send_gbit_s",              NAN,      "send_gbit_s"),
+    ("write_calls_per_repetition", NAN,    "write_calls_per_repetition"),
+    ("data_segments_per_repetition", NAN,  "data_segments_per_repetition"),
+    ("server_reads_per_repetition", NAN,   "server_reads_per_repetition"),
+    ("client_write_syscalls_per_repetition", NAN),
+    ("server_read_syscalls_per_repetition", NAN),
+    ("lat_histogram",            [],       "histogram",                     _buckets),
+    ("server_cpu_us_per_request", NAN),
+    ("server_cs_per_request",    NAN),
+    ("server_cpu_ms_per_mb",     NAN),
+    ("counters_source",          ""),
+    ("counters_note",            ""),
+    ("link",                     "loopback"),  # what joined server and client: loopback, or the namespaces' link
     # across a link (its namespaces are the run's own, so their counters are the run's): TCP segments
     # both sides retransmitted, frames the delay line lost on purpose, and how late it let one leave
-    "tcp_retrans_segs": NAN, "link_lost_frames": NAN, "link_max_late_us": NAN,
-    "server_cpus": [], "client_cpus": [],
+    ("tcp_retrans_segs",         NAN),
+    ("link_lost_frames",         NAN),
+    ("link_max_late_us",         NAN),
+    ("server_cpus",              []),
+    ("client_cpus",              []),
     # the load generator's headroom: CPUs it used (client_cpu_util) against the CPUs its threads
     # could use; saturated: it, not the server, was the limit (every event loop busy)
-    "client_cpu_util": NAN, "client_threads": 1, "client_cpus_usable": NAN, "client_busiest_thread": NAN,
-    "client_saturated": False,
+    ("client_cpu_util",          NAN),
+    ("client_threads",           1,        "threads",                       int),
+    ("client_cpus_usable",       NAN),
+    ("client_busiest_thread",    NAN),
+    ("client_saturated",         False),
     # where the time goes (a point measured with stacks): the server's folded stacks
     # {"epoll;main;...;tcp_sendmsg_[k]": samples}, what they could see, and its system
     # calls per request by name; empty, with the reason in the notes, where not measurable
-    "server_stacks": {}, "stacks_samples": 0, "stacks_scope": "", "stacks_note": "",
-    "server_syscalls_per_request": {}, "syscalls_note": "",
-}
+    ("server_stacks",            {}),
+    ("stacks_samples",           0),
+    ("stacks_scope",             ""),
+    ("stacks_note",              ""),
+    ("server_syscalls_per_request", {}),
+    ("syscalls_note",            ""),
+))
+# What a row holds before anything is measured.
+MEASURED = {column.name: column.default for column in COLUMNS}
+
 # Each side's counters: "server_<event>" and "client_<event>" for the events
 # asked for, and these ratios derived from them (labkit.perf.derive).
 DERIVED = ("ipc", "branch-miss-rate", "cpus-utilized")
@@ -72,6 +136,20 @@ def new(server, load, events: list[str]) -> dict:
     for side in SIDES:
         row.update({f"{side}_{name}": NAN for name in [*events, *DERIVED]})
     return row
+
+
+def from_summary(summary: dict) -> dict:
+    """The columns the load generator's JSON summary reports, read as COLUMNS says; a key it
+    left out (or reported as null) is the column's not-measured value."""
+    values = {}
+    for column in COLUMNS:
+        if not column.summary:
+            continue
+        value = summary
+        for key in column.summary.split("."):
+            value = (value or {}).get(key)
+        values[column.name] = copy.deepcopy(column.default) if value is None else column.read(value)
+    return values
 
 
 def fail(row: dict, reason: str) -> dict:

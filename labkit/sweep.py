@@ -1,20 +1,21 @@
-"""A sweep: an experiment's grid x repeats, each point measured and stored at once.
+"""A sweep: a plan's points (its grid x repeats), each measured and stored at once.
 
-Rows go to a JSON Lines file (labkit.store; default data/results/<experiment>.jsonl)
-as soon as each point is measured, so an interrupted sweep loses nothing and
-resumes where it stopped: a point whose key is already in the file with status
-"ok" is not measured again.
+sweep.run(plan) takes a labkit.plan.Plan (experiments.resolve makes one) and
+measures each of its measure.Runs.  Rows go to a JSON Lines file (labkit.store;
+default data/results/<experiment>.jsonl) as soon as each point is measured, so
+an interrupted sweep loses nothing and resumes where it stopped: a run whose key
+is already in the file with status "ok" is not measured again.  The frame it
+returns keeps the plan's experiment in frame.attrs["experiment"], for the plots
+to read its axes.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import experiments, launcher, perf, store
+from . import launcher, store
 from . import measure as measure_module
 from .row import SCHEMA
 
@@ -26,13 +27,6 @@ _points_done = 0
 def points_done() -> int:
     """How many sweep points this process (a notebook's kernel) has measured or reused so far."""
     return _points_done
-
-
-def point_key(experiment: str, point: dict, repeat: int) -> str:
-    """Stable across runs and machines: the same point and repeat give the same key."""
-    identity = json.dumps({"experiment": experiment, "point": point, "repeat": repeat},
-                          sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
 def _environment() -> dict:
@@ -66,17 +60,17 @@ def _progress_reporter(progress, total: int, axes: list[str]):
     return (lambda row: None), (lambda: None)
 
 
-def run(experiment: str, params: dict, results=None, measure=measure_module.point, progress=True,
-        resume: bool = True, on_point=None):
-    """Measure every point of `params` (from experiments.resolve) and return their rows.
+def run(plan, results=None, measure=measure_module.point, progress=True, resume: bool = True,
+        on_point=None):
+    """Measure every point of `plan` (a labkit.plan.Plan) and return their rows.
 
-    `measure(server, load, pinning)` measures one point (measure.point)."""
+    `measure(run)` measures one measure.Run (measure.point); `on_point(row)` sees each
+    row as it is stored."""
     import pandas as pd
 
-    declared = experiments.get(experiment)
-    path = Path(results) if results is not None else store.results_path(experiment)
-    points = [(point, repeat) for point in declared.grid(params) for repeat in range(params["repeats"])]
-    keys = [point_key(experiment, point, repeat) for point, repeat in points]
+    experiment = plan.experiment
+    path = Path(results) if results is not None else store.results_path(experiment.name)
+    runs = plan.points()
     earlier = store.read_rows(path)
     store.check_schema(earlier, path)  # a newer lab's rows are refused before anything is measured
     # a point counts as measured when its row is ok and means what this lab's columns mean
@@ -86,34 +80,26 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     already_running = set(launcher.live_children())
     run_id = uuid.uuid4().hex[:12]
     environment = _environment()
-    advance, close = _progress_reporter(progress, len(points), declared.axis_columns)
+    advance, close = _progress_reporter(progress, len(runs), experiment.axis_columns)
     reused = 0
     global _points_done
     points_before = _points_done
     try:
-        for (point, repeat), key in zip(points, keys):
-            if key in measured_ok:
+        for planned in runs:
+            if planned.key in measured_ok:
                 reused += 1
                 _points_done += 1
-                advance({**point, "repeat": repeat, "status": "skipped (already measured)"})
+                advance({**planned.point, "repeat": planned.repeat, "status": "skipped (already measured)"})
                 continue
-            extra = {"events": [*perf.DEFAULT_EVENTS, *declared.events]} if declared.events else {}
-            link = declared.link(point)
-            if link is not None:
-                extra["link"] = link
-            if params.get("profile_stacks"):
-                extra["stacks"] = True
-            measured = measure(declared.server_spec(point), declared.load_spec(point),
-                               declared.pinning(point, params.get("pinning_note", "")), **extra)
-            row = {**point, **measured}  # what was measured wins (server_cpus: the CPUs it really had)
+            row = {**planned.point, **measure(planned)}  # what was measured wins (server_cpus: the CPUs it had)
             row.update({
-                "experiment": experiment,
-                "repeat": repeat,
-                "point_key": key,
+                "experiment": experiment.name,
+                "repeat": planned.repeat,
+                "point_key": planned.key,
                 "run_id": run_id,
                 "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "profile": params.get("profile", ""),
-                "pinning_note": params.get("pinning_note", ""),
+                "profile": plan.profile,
+                "pinning_note": plan.pinning.note,
                 **environment,
             })
             store.append(path, row)
@@ -129,14 +115,16 @@ def run(experiment: str, params: dict, results=None, measure=measure_module.poin
     finally:
         close()
 
-    wanted = set(keys)
+    wanted = {planned.key for planned in runs}
     rows = [row for row in store.read_rows(path) if row.get("point_key") in wanted]
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame = frame.drop_duplicates("point_key", keep="last").reset_index(drop=True)
-    # how many points were already in the results file and were not measured again
-    # points_before: how many points this process had measured or reused before this sweep began
-    frame.attrs.update(reused=reused, planned=len(points), results=str(path), points_before=points_before)
+    # reused: how many points were already in the results file and were not measured again;
+    # points_before: how many points this process had measured or reused before this sweep began;
+    # experiment: the declaration the plots read the axes from
+    frame.attrs.update(reused=reused, planned=len(runs), results=str(path), points_before=points_before,
+                       experiment=experiment)
     return frame
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 
+import pandas as pd
 import pytest
 
 from labkit import bench, build, launcher
@@ -43,7 +44,7 @@ def test_parse_sockperf_refuses_one_way_latency_and_garbage():
 
 
 def test_missing_sockperf_says_how_to_install(monkeypatch, built_bin):
-    monkeypatch.setattr(bench, "find_sockperf", lambda: None)
+    monkeypatch.setattr(bench.sockperf, "find_sockperf", lambda: None)
     with pytest.raises(LabError) as raised:
         bench.rtt(rounds=1, exchanges=50, seconds=1)
     assert "sockperf is not installed" in raised.value.what
@@ -53,7 +54,7 @@ def test_missing_sockperf_says_how_to_install(monkeypatch, built_bin):
 def test_cli_rtt_without_sockperf_prints_the_labs_figure_alone(monkeypatch, capsys, built_bin):
     from labkit import cli
 
-    monkeypatch.setattr(bench, "find_sockperf", lambda: None)
+    monkeypatch.setattr(bench.sockperf, "find_sockperf", lambda: None)
     assert cli.main(["bench", "rtt", "--rounds", "1", "--exchanges", "100"]) == 0
     out, err = capsys.readouterr()
     assert "apt-get install sockperf" in err
@@ -81,7 +82,7 @@ def test_rtt_against_sockperf_prints_both_and_their_ratio(built_bin):
 def test_throughput_has_a_row_per_model_and_stores_the_sweeps_rows(tmp_path, monkeypatch, built_bin):
     from labkit import store
 
-    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(bench.common, "RESULTS_DIR", tmp_path)
     frame = bench.throughput(clients=4, requests=20)
     assert sorted(frame["model"]) == build.models()
     assert (frame["error"] == "").all(), frame[frame["error"] != ""][["model", "error"]]
@@ -105,7 +106,7 @@ def test_throughput_refuses_an_unknown_model():
 
 
 def test_events_rows_per_backend_and_select_refuses_past_fd_setsize(tmp_path, monkeypatch, built_bin):
-    monkeypatch.setattr(bench, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(bench.common, "RESULTS_DIR", tmp_path)
     frame = bench.events(descriptors=(10, 2000), writes=50, runs=1)
     assert sorted(frame["backend"].unique()) == sorted(bench.BACKENDS)
     assert len(frame) == 2 * len(bench.BACKENDS)
@@ -150,7 +151,7 @@ def test_upload_bench_measures_each_model_beside_iperf3(built_bin):
 
 
 def test_upload_bench_without_iperf3_says_how_to_install(monkeypatch, built_bin):
-    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(LabError) as raised:
         bench.iperf3_ceiling()
     assert "iperf3 is not installed" in raised.value.what and "apt-get install iperf3" in raised.value.fix
@@ -182,3 +183,18 @@ def test_scaling_runs_the_worker_counts_this_machine_holds_and_prints_the_ratio(
     assert re.search(r"^ +1 +\d+ +[\d,]+ +1\.00 +0\.7 +\d+%  (PASS|MISS|generator-bound)$", text, re.M)
     with pytest.raises(LabError, match="not a model with a worker count"):
         bench.scaling(model="epoll")
+
+
+def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
+    nan = float("nan")
+    frame = pd.DataFrame({
+        "backend": ["select", "select", "poll", "poll", "epoll", "epoll"],
+        "descriptors": [100, 2000] * 3, "active": 1, "writes": 10,
+        "ns_per_poll": [1000.0, nan, 900.0, 9000.0, 500.0, 600.0], "ns_per_event": nan, "note": "",
+    })
+    fig = bench.event_cost(frame)
+    by_name = {trace.name: trace for trace in fig.data}
+    assert set(by_name) == {"select", "poll", "epoll"}
+    assert list(by_name["select"].x) == [100]  # the refused size is not drawn at all
+    assert list(by_name["poll"].y) == [0.9, 9.0]  # ns -> µs
+    assert "select at 2,000" in fig.layout.title.subtitle.text

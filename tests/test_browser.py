@@ -262,8 +262,8 @@ _RUN_ALL_SECONDS = {"05_different_hosts": 420}
 _MAIN_TABLE = {
     "00_setup": 'table["shown"] = ',
     "01_proc_service": 'plots.style_counters(plots.counters_table(df, side="server"))',
-    "02_multiplexing": "observations = plots.observations_table(",
-    "03_uploads": 'plots.seed_times_table(df, seeds.table("002"))',
+    "02_multiplexing": "observations = seeds.observations_table(",
+    "03_uploads": 'seeds.times_table(df, seeds.table("002"))',
     "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
     "05_different_hosts": "for model in upload_params[\"models\"]:",
 }

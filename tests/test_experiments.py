@@ -75,8 +75,7 @@ def test_a_declaration_that_cannot_work_is_refused_when_it_is_written():
 
 
 def test_a_test_experiment_becomes_points_server_flags_and_loadgen_flags(toy):
-    params = toy.resolve("quick")
-    points = toy.grid(params)
+    points = toy.resolve("quick").grid()
     assert [(p["model"], p["size"], p["clients"]) for p in points] == [
         ("select", 16, 3), ("select", 4096, 3), ("epoll_workers", 16, 3), ("epoll_workers", 4096, 3)]
     assert toy.server_spec(points[2]).argv(0)[1:] == ["--port", "0", "--service", "echo", "--workers", "1"]
@@ -86,26 +85,42 @@ def test_a_test_experiment_becomes_points_server_flags_and_loadgen_flags(toy):
     assert flags["--clients"] == "3" and flags["--engine"] == "events" and flags["--service"] == "echo"
 
 
+def test_a_plan_carries_its_experiment_its_values_and_its_runs(toy):
+    plan = experiments.resolve(toy, "quick", size=[16])  # the Experiment itself, or its name
+    assert plan.experiment is toy and plan.profile == "quick" and plan["size"] == [16]
+    assert plan["server_cpus"] == plan.pinning.server_cpus and plan.pinning_note == plan.pinning.note
+    assert plan.describe().startswith("echo_sizes (profile quick): models select, epoll_workers; message size")
+    wider = plan.with_values(size=[16, 64])  # a second plan from the first: the other values kept
+    assert (wider["size"], wider["clients"], wider.profile) == ([16, 64], plan["clients"], "quick")
+    runs = plan.with_values(repeats=2).points()
+    assert [(run.point["model"], run.repeat) for run in runs] == [
+        ("select", 0), ("select", 1), ("epoll_workers", 0), ("epoll_workers", 1)]
+    first = runs[0]
+    assert (first.server.model, first.load.options["size"], first.pinning) == ("select", 16, plan.pinning)
+    assert (first.link, first.events, first.stacks) == (None, None, False)
+    assert len({run.key for run in runs}) == 4
+
+
 def test_every_axis_is_in_the_grid_in_declared_order():
     idle = experiments.get("idle_conns")
     assert idle.axis_columns == ["model", "idle", "clients", "placement", "link_delay_ms"]
     assert experiments.get("echo_scale").axis_columns == ["model", "clients", "exchanges", "placement",
                                                           "link_delay_ms"]
-    points = idle.grid(idle.resolve("quick"))
+    points = idle.resolve("quick").grid()
     assert [(p["model"], p["idle"]) for p in points][:2] == [("select", 0), ("select", 1000)]
 
 
 def test_a_same_host_point_has_no_link_so_link_delays_do_not_multiply_it():
     echo = experiments.get("echo_scale")
-    params = echo.resolve("quick", models=["epoll"], clients=[10], exchanges=[5], placement="same_host,namespaces",
-                          link_rate="1gbit", link_delay_ms=[0, 5, 20], link_loss_percent=1)
-    placed = [(p["placement"], p["link_rate"], p["link_delay_ms"], p["link_loss_percent"])
-              for p in echo.grid(params)]
+    plan = echo.resolve("quick", models=["epoll"], clients=[10], exchanges=[5], placement="same_host,namespaces",
+                        link_rate="1gbit", link_delay_ms=[0, 5, 20], link_loss_percent=1)
+    placed = [(p["placement"], p["link_rate"], p["link_delay_ms"], p["link_loss_percent"]) for p in plan.grid()]
     assert placed == [("same_host", None, 0, 0.0), ("namespaces", "1gbit", 0, 1.0), ("namespaces", "1gbit", 5, 1.0),
                       ("namespaces", "1gbit", 20, 1.0)]
-    link = echo.link(echo.grid(params)[2])
+    link = echo.link(plan.grid()[2])
     assert (link.rate, link.delay_ms, link.loss_percent) == ("1gbit", 5, 1.0)
-    assert echo.link(echo.grid(params)[0]) is None
+    assert echo.link(plan.grid()[0]) is None
+    assert [run.link is None for run in plan.points()] == [True, False, False, False]
 
 
 @pytest.mark.parametrize("given, says", [(dict(link_delay_ms=[20001]), "link delay 20001 is above 10000"),
@@ -162,7 +177,7 @@ def test_a_test_experiment_runs_through_labkit_sweep(tmp_path, built_bin):
 def test_a_test_experiment_runs_through_the_panel_and_the_plots(toy, tmp_path, built_bin):
     from labkit.panel import ControlPanel
 
-    panel = ControlPanel("echo_sizes", toy.resolve("quick"), results=tmp_path / "sizes.jsonl")
+    panel = ControlPanel(toy.resolve("quick"), results=tmp_path / "sizes.jsonl")
     assert tuple(panel.fields) == ("models", "size", "clients", "exchanges", "workers", "connect_timeout",
                                    "repeats", "server_cpus", "client_cpus")
     panel.set(models=["select"], size=[16, 1024], server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])

@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from labkit import figure_check, plots
+from labkit import experiments, figure_check, plots
 
 
 def bars_on_log():
@@ -70,7 +70,9 @@ def one_model_many_settings():
                  link_delay_ms=delay, repeat=0, status="ok", transfer_s=size / 1e9 * (1 + delay))
             for size in (102400, 1048576, 10485760) for placement in ("same_host", "other_host")
             for delay in (0, 5, 50)]
-    return plots.metric_vs(pd.DataFrame(rows), "transfer_s", x="size")
+    df = pd.DataFrame(rows)
+    df.attrs["experiment"] = experiments.get("uploads")  # as labkit.sweep's frames declare it
+    return plots.metric_vs(df, "transfer_s", x="size")
 
 
 def test_one_model_s_lines_take_a_colour_and_a_shape_each_and_the_long_legend_goes_under():
@@ -91,8 +93,10 @@ def pd_rows_of_many_models():
     import pandas as pd
 
     models = ["iterative", "threaded", "select", "poll", "epoll", "uring", "fork", "pool", "aio"]
-    return pd.DataFrame([dict(experiment="proc_top", model=m, clients=c, repeat=0, status="ok",
-                              elapsed_s=0.01 * c * (i + 1)) for i, m in enumerate(models) for c in (1, 10)])
+    df = pd.DataFrame([dict(experiment="proc_top", model=m, clients=c, repeat=0, status="ok",
+                            elapsed_s=0.01 * c * (i + 1)) for i, m in enumerate(models) for c in (1, 10)])
+    df.attrs["experiment"] = experiments.get("proc_top")
+    return df
 
 
 @pytest.mark.parametrize("name, make, says", CASES, ids=[c[0] for c in CASES])

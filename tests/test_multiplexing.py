@@ -69,20 +69,20 @@ def test_echo_scale_profiles_follow_seed_003():
     assert full["service"] == "echo" and full["engine"] == "events" and full["repeats"] >= 3
     assert {"threaded", "select", "select_fork", "epoll", "epoll_workers", "poll"} <= set(full["models"])
     assert "iterative" not in full["models"]
-    points = experiments.grid(full)
+    points = full.grid()
     assert len(points) == len(full["models"]) * 2 * 2
     assert {(p["clients"], p["exchanges"]) for p in points} == {(5000, 200), (5000, 300), (10000, 200), (10000, 300)}
 
     quick = experiments.resolve("echo_scale", "quick")
-    assert len(experiments.grid(quick)) * quick["repeats"] <= 12
+    assert len(quick.points()) <= 12
 
 
 def test_idle_conns_sweeps_idle_connections_for_the_readiness_models():
     full = experiments.resolve("idle_conns")
     assert full["models"] == ["select", "poll", "epoll"]
     assert full["idle"] == [0, 500, 1000, 2000, 5000, 10000]
-    assert {p["idle"] for p in experiments.grid(full)} == set(full["idle"])
-    assert all(p["rate"] and p["duration"] for p in experiments.grid(full))
+    assert {p["idle"] for p in full.grid()} == set(full["idle"])
+    assert all(p["rate"] and p["duration"] for p in full.grid())
     assert experiments.resolve("idle_conns", "quick")["idle"] == [0, 1000]
 
 
@@ -175,7 +175,7 @@ def test_a_worker_killed_mid_run_fails_the_point_and_the_sweep_goes_on(built_bin
     killer = threading.Thread(target=_kill_one_worker, args=("epoll_workers", 0.3, killed))
     killer.start()
     started = time.monotonic()
-    frame = sweep.run("echo_scale", params, results=tmp_path / "echo.jsonl", progress=False)
+    frame = sweep.run(params, results=tmp_path / "echo.jsonl", progress=False)
     killer.join()
     assert killed, "no worker was found to kill"
     assert time.monotonic() - started < 90

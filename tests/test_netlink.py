@@ -251,7 +251,7 @@ def test_every_experiment_runs_on_the_same_host_or_across_a_link(built_bin, tmp_
 
     params = experiments.resolve("echo_scale", "quick", models=["epoll"], clients=[50], exchanges=[5],
                                  placement=["same_host", "namespaces"], link_rate="100mbit")
-    frame = sweep.run("echo_scale", params, results=tmp_path / "r.jsonl", progress=False)
+    frame = sweep.run(params, results=tmp_path / "r.jsonl", progress=False)
     by_place = {row["placement"]: row for _, row in frame.iterrows()}
     assert set(by_place) == {"same_host", "namespaces"}
     assert all(row["status"] == "ok" and row["requests_ok"] == 250 for row in by_place.values())
@@ -259,7 +259,7 @@ def test_every_experiment_runs_on_the_same_host_or_across_a_link(built_bin, tmp_
     assert by_place["namespaces"]["link"] == "tbf 100mbit"
     assert by_place["namespaces"]["server_host"] == netlink.SERVER_ADDRESS
     # the point's link is gone (other tests may hold links of their own meanwhile)
-    assert netlink._LIVE == {}
+    assert netlink.leftovers.LIVE == {}
     mine = [r for r in paths.RUN_DIR.glob(netlink.RECORD_GLOB) if json.loads(r.read_text())["owner_pid"] == os.getpid()]
     assert mine == []
 
@@ -276,10 +276,10 @@ def test_an_experiment_refuses_a_bad_link_rate_before_measuring():
 def test_a_normal_user_without_user_namespaces_is_told_exactly_what_to_run(monkeypatch):
     """Not root, and the kernel refuses unprivileged user namespaces: the message names the
     command, nothing is made, and doctor reports the same."""
-    monkeypatch.setattr(netlink.os, "geteuid", lambda: 1000)
-    monkeypatch.setattr(netlink, "user_namespaces_allowed",
+    monkeypatch.setattr(netlink.link.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netlink.link, "user_namespaces_allowed",
                         lambda: (False, "this kernel refuses unprivileged user namespaces (Operation not permitted)"))
-    monkeypatch.setattr(netlink, "_user_namespace_setting",
+    monkeypatch.setattr(netlink.host, "_user_namespace_setting",
                         lambda: "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
     link = netlink.Link(rate="1gbit")
     with pytest.raises(LabError) as refused:
@@ -368,7 +368,7 @@ def test_autocorking_is_turned_off_in_the_links_namespaces_only_and_the_segments
     params = experiments.resolve("write_strategies", "quick", strategy=["many"], nodelay=["on"], shape=["100x15"],
                                  placement=["namespaces"], link_rate="10mbit", link_autocorking=["on", "off"],
                                  repetitions=200)
-    frame = sweep.run("write_strategies", params, results=tmp_path / "r.jsonl", progress=False)
+    frame = sweep.run(params, results=tmp_path / "r.jsonl", progress=False)
     segments = {row["link_autocorking"]: row["data_segments_per_repetition"] for _, row in frame.iterrows()}
     assert set(frame["status"]) == {"ok"} and set(frame["write_calls_per_repetition"]) == {100}
     assert segments["on"] < segments["off"] <= 100, segments

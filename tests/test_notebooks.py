@@ -211,7 +211,7 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees():
     assert ("not measurable on this machine: cycles" in table) != cycles_measured
     # Every plot cell produced a figure.
     for start in ('plots.metric_vs(df, "elapsed_s")', "plots.latency_vs(df)",
-                  'plots.seed_comparison(df, seeds.table("001"), "cycles")'):
+                  'seeds.comparison(df, seeds.table("001"), "cycles")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
 
@@ -278,7 +278,7 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in flames)
     assert "pselect6" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "syscalls = "))
     # Seed 003's observations beside the student's.
-    shown = outputs(nb, 'observations = plots.observations_table(df, seeds.table("003"))')
+    shown = outputs(nb, 'observations = seeds.observations_table(df, seeds.table("003"))')
     table = "".join(o.get("data", {}).get("text/html", "") for o in shown)
     assert "seed 003" in table and "0.007262" in table and "yours" in table and "NaN" not in table
     # the quick grid does not meet the seed's: said, not shown as a table of blanks
@@ -329,7 +329,7 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
     # Seed 002's same-host table beside the student's numbers.
-    table = outputs(nb, 'plots.seed_times_table(df, seeds.table("002"))')[0]["data"]["text/html"]
+    table = outputs(nb, 'seeds.times_table(df, seeds.table("002"))')[0]["data"]["text/html"]
     assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
 
     # Every failure case, with the errno each side saw.

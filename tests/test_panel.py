@@ -21,7 +21,7 @@ NOTEBOOK_PARAMETERS = ("models", "clients", "requests", "repeats", "profile_stac
 @pytest.fixture
 def panel(tmp_path, built_bin):
     params = experiments.resolve("proc_top", "quick")
-    return ControlPanel("proc_top", params, results=tmp_path / "proc_top.jsonl")
+    return ControlPanel(params, results=tmp_path / "proc_top.jsonl")
 
 
 def test_fields_are_exactly_the_notebooks_parameters(panel):
@@ -78,7 +78,7 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     assert panel.status.value == "done: 1 points"
     assert isinstance(panel.figure, go.Figure)
     assert [t.name for t in panel.figure.data] == ["select"]
-    assert panel.params["clients"] == [2] and panel.params["profile"] == "quick"
+    assert panel.plan["clients"] == [2] and panel.plan.profile == "quick"
     rows = [json.loads(line) for line in (tmp_path / "proc_top.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["model"] == "select"
 
@@ -138,7 +138,7 @@ def test_friendly_errors_show_what_and_fix_and_still_fail_the_cell(capsys):
 @pytest.mark.parametrize("experiment", ["echo_scale", "idle_conns"])
 def test_panel_fields_follow_any_experiments_parameters(experiment, built_bin):
     params = experiments.resolve(experiment, "quick")
-    panel = ControlPanel(experiment, params)
+    panel = ControlPanel(params)
     expected = tuple(p.name for p in experiments.get(experiment).parameters if p.name not in ("service", "engine"))
     assert tuple(panel.fields) == expected == tuple(p.name for p in experiments.get(experiment).fields)
     values = panel.values()
@@ -162,7 +162,7 @@ def test_every_experiments_panel_reads_back_what_it_was_given(experiment, built_
     """Each parameter kind's widget shows a value and reads it back so that it resolves
     to the same parameters (sizes with units, buffer shapes, lists of choices...)."""
     params = experiments.resolve(experiment, "quick")
-    panel = ControlPanel(experiment, params)
+    panel = ControlPanel(params)
     again = experiments.resolve(experiment, "quick", **panel.values())
     for param in experiments.get(experiment).fields:
         mine, theirs = again[param.name], params[param.name]

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit import experiments, plots, seeds
+from labkit import experiments, netlink, plots, seeds
 from labkit.errors import LabError
 
 NO_HW = "cycles, instructions, branches, branch-misses, cache-misses: <not supported> (no hardware counters)"
@@ -45,6 +45,12 @@ def synthetic(models=("iterative", "threaded", "select"), clients=(3, 6, 10), re
     return pd.DataFrame(rows)
 
 
+def of_experiment(df: pd.DataFrame, name: str) -> pd.DataFrame:
+    """`df` declaring its experiment, as labkit.sweep's frames do (its axes, their titles and values)."""
+    df.attrs["experiment"] = experiments.get(name)
+    return df
+
+
 def _model_traces(fig):
     return {t.name: t for t in fig.data if t.name != "failed"}
 
@@ -65,7 +71,7 @@ def test_one_line_per_model_with_median_and_min_max_spread():
 def test_each_model_keeps_its_colour_in_every_figure():
     df = synthetic()
     for fig in (plots.metric_vs(df, "elapsed_s"),
-                plots.seed_comparison(df, seeds.table("001"), "context-switches")):
+                seeds.comparison(df, seeds.table("001"), "context-switches")):
         for trace in fig.data:
             if trace.name in plots.MODEL_COLORS:
                 assert trace.line.color == plots.color(trace.name)
@@ -175,26 +181,6 @@ def test_counters_table_with_hardware_counters():
     assert "not measurable" not in plots.style_counters(table).to_html()
 
 
-def test_seed_comparison_puts_the_seed_beside_your_numbers():
-    seed = seeds.table("001")
-    fig = plots.seed_comparison(synthetic(), seed, "context-switches")
-    titles = [a.text for a in fig.layout.annotations]
-    assert "your machine (server side)" in titles
-    assert "seed 001 (server side, their machine)" in titles
-    right = [t for t in fig.data if t.xaxis == "x2"]
-    threaded = next(t for t in right if t.name == "threaded")
-    assert list(threaded.y) == [4, 26, 50]
-    left = {t.name: t for t in fig.data if t.xaxis == "x"}
-    assert list(left["threaded"].y) == [2 * c * 2 for c in (3, 6, 10)]
-    assert fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text == fig.layout.yaxis.title.text
-
-
-def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():
-    fig = plots.seed_comparison(synthetic(hardware=False), seeds.table("000"), "cycles")
-    assert all(t.xaxis == "x2" for t in fig.data)
-    assert any("not measurable on this machine" in a.text.replace("<br>", " ") for a in fig.layout.annotations)
-
-
 def test_bad_input_says_what_to_do():
     df = synthetic()
     with pytest.raises(LabError, match="no column"):
@@ -203,7 +189,7 @@ def test_bad_input_says_what_to_do():
         plots.counters_table(df, side="both")
     assert "side='client'" in err.value.fix
     with pytest.raises(LabError):
-        plots.seed_comparison(df, seeds.table("001"), "page-faults")
+        seeds.comparison(df, seeds.table("001"), "page-faults")
     with pytest.raises(LabError):
         plots.metric_vs(df.drop(columns=["status"]), "elapsed_s")
 
@@ -215,22 +201,7 @@ def test_failed_points_table():
     assert np.all(plots.failed_points(synthetic()).shape == (0, 4))
 
 
-def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
-    nan = float("nan")
-    bench = pd.DataFrame({
-        "backend": ["select", "select", "poll", "poll", "epoll", "epoll"],
-        "descriptors": [100, 2000] * 3, "active": 1, "writes": 10,
-        "ns_per_poll": [1000.0, nan, 900.0, 9000.0, 500.0, 600.0], "ns_per_event": nan, "note": "",
-    })
-    fig = plots.event_cost(bench)
-    by_name = {trace.name: trace for trace in fig.data}
-    assert set(by_name) == {"select", "poll", "epoll"}
-    assert list(by_name["select"].x) == [100]  # the refused size is not drawn at all
-    assert list(by_name["poll"].y) == [0.9, 9.0]  # ns -> µs
-    assert "select at 2,000" in fig.layout.title.subtitle.text
-
-
-def _uploads_rows():
+def uploads_rows():
     """uploads-shaped rows: two models x 1 and 100 connections x two sizes."""
     rows = []
     for model in ("epoll", "aio"):
@@ -240,11 +211,11 @@ def _uploads_rows():
                                  status="ok", error="", goodput_gbit_s=clients * size / 1e9,
                                  server_batch_s=clients * size / 1e9, client_saturated=False,
                                  counters_note=""))
-    return pd.DataFrame(rows)
+    return of_experiment(pd.DataFrame(rows), "uploads")
 
 
 def test_a_size_axis_is_written_with_units_and_each_size_has_its_own_dash():
-    df = _uploads_rows()
+    df = uploads_rows()
     fig = plots.metric_vs(df, "goodput_gbit_s", x="size", log_x=True)
     assert list(fig.layout.xaxis.ticktext) == ["100KB", "10MB"] and fig.layout.xaxis.type == "log"
     assert fig.layout.yaxis.title.text == "goodput (Gbit/s)"
@@ -252,46 +223,6 @@ def test_a_size_axis_is_written_with_units_and_each_size_has_its_own_dash():
     dashes = {trace.name: trace.line.dash for trace in by_clients.data}
     assert dashes == {"aio, upload size 100KB": "solid", "aio, upload size 10MB": "dot",
                       "epoll, upload size 100KB": "solid", "epoll, upload size 10MB": "dot"}
-
-
-def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
-    table = plots.seed_times_table(_uploads_rows(), seeds.table("002"))
-    row = table.loc[("100", "10MB")]
-    assert row[("seed 002 (ms)", "aio")] == pytest.approx(571.0)
-    assert row[("yours (ms)", "aio")] == pytest.approx(100 * (10 << 20) / 1e9 * 1000)
-    # rows with no number on either side are dropped; a "<1 ms" in the seed stays blank, not 0
-    assert not table.isna().all(axis=1).any()
-    assert math.isnan(table.loc[("1", "1KB"), ("seed 002 (ms)", "busypoll")])
-
-
-def test_seed_placements_table_puts_the_seeds_hosts_beside_your_links():
-    rows = [dict(model="aio", clients=1, size=10 << 20, status="ok", experiment="uploads", placement=placement,
-                 link=link, server_batch_s=seconds)
-            for placement, link, seconds in (("same_host", "loopback", 0.004), ("namespaces", "tbf 1gbit", 0.086),
-                                             ("namespaces", "tbf 1gbit", 0.090),
-                                             ("namespaces", "tbf 1gbit, delay line 5ms", 0.16))]
-    table = plots.seed_placements_table(pd.DataFrame(rows), seeds.table("002"), "aio")
-    assert list(table.index) == [("1", "10MB")]  # only what you measured: the seed's other rows compare nothing
-    row = table.loc[("1", "10MB")]
-    assert row[("seed 002 (ms)", "different_hosts")] == pytest.approx(98.0)
-    assert row[("seed 002 (ms)", "same_host")] == pytest.approx(5.0)
-    assert row[("yours (ms)", "tbf 1gbit")] == pytest.approx(88.0)  # the median of two
-    assert row[("yours (ms)", "loopback")] == pytest.approx(4.0)
-
-
-def test_topology_draws_a_box_per_namespace_joined_by_veths():
-    ends = [{"namespace": "lk000001s", "role": "server",
-             "interfaces": [{"name": "lk000001a", "address": "198.18.0.1/30", "qdisc": "tbf", "mtu": 1500}]},
-            {"namespace": "lk000001m", "role": "delay line",
-             "interfaces": [{"name": "lk000001x", "address": "no address", "qdisc": "noqueue", "mtu": 1500}]},
-            {"namespace": "lk000001c", "role": "client",
-             "interfaces": [{"name": "lk000001b", "address": "198.18.0.2/30", "qdisc": "tbf", "mtu": 1500}]}]
-    fig = plots.topology(ends, "tbf 1gbit, delay line 5ms")
-    assert [shape.type for shape in fig.layout.shapes].count("rect") == 3
-    assert [shape.type for shape in fig.layout.shapes].count("line") == 2
-    texts = " ".join(a.text for a in fig.layout.annotations)
-    assert "198.18.0.1/30" in texts and "netns lk000001m" in texts and "qdisc tbf" in texts
-    assert "delay line 5ms" in fig.layout.title.text
 
 
 def test_latency_histogram_sums_the_repeats_into_bins_per_decade():
@@ -362,25 +293,6 @@ def test_a_reference_line_sits_at_its_value_on_linear_and_log_axes(log_y):
     assert shape.xref == "x domain" and (shape.x0, shape.x1) == (0, 1)
 
 
-def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
-    rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
-                 lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
-            for m in ("threaded", "select", "epoll", "epoll_workers")
-            for c, e in ((5000, 200), (10000, 200), (500, 20))]
-    table = plots.observations_table(pd.DataFrame(rows), seeds.table("003"))
-    points = list(dict.fromkeys(table.index.get_level_values(0)))
-    assert points == ["5,000 clients / 200 exchanges", "10,000 clients / 200 exchanges"]  # shared ones only
-    assert table.loc[("10,000 clients / 200 exchanges", "yours: p50 response time (s)"), "select"] == "failed"
-    assert table.loc[("5,000 clients / 200 exchanges", "yours: lost connections"), "select"] == "7"
-    assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll"] == "0.008002"
-    # a model the seed did not have: a dash on its side, yours beside it
-    assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll_workers"] == "—"
-    assert table.loc[("5,000 clients / 200 exchanges", "yours: p50 response time (s)"), "epoll_workers"] == "0.002"
-    assert "not measured by you: 5,000 x 300, 10,000 x 300" in table.attrs["note"]
-    assert "not in seed 003: 500 x 20" in table.attrs["note"]
-    assert not table.isna().any().any()
-
-
 def test_the_counters_note_says_each_remark_once_and_lists_what_was_missing_once():
     df = pd.DataFrame({"counters_note": [
         "perf ok; not measurable on this machine: cycles, instructions",
@@ -394,7 +306,7 @@ def test_the_counters_note_says_each_remark_once_and_lists_what_was_missing_once
 def test_the_counters_table_writes_its_points_as_their_parameters_do():
     rows = [dict(experiment="uploads", model="epoll", clients=1, size=size, placement="same_host", link_delay_ms=0,
                  repeat=0, status="ok", **{"server_task-clock": 1.0}) for size in (102400, 10485760)]
-    table = plots.counters_table(pd.DataFrame(rows))
+    table = plots.counters_table(of_experiment(pd.DataFrame(rows), "uploads"))
     assert table.loc[("epoll", 10485760), "task-clock (ms)"] == 1.0  # the values stay
     # the axes with one value are said once, in the caption
     assert "(connections 1, placement same_host, one-way delay (ms) 0)" in table.attrs["caption"]
@@ -402,7 +314,7 @@ def test_the_counters_table_writes_its_points_as_their_parameters_do():
     assert ">100KB<" in html and ">10MB<" in html and "10485760" not in html
     # each axis headed by its parameter's label, as in every title and legend
     delays = [dict(rows[0], link_delay_ms=delay) for delay in (0, 5)]
-    html = plots.style_counters(plots.counters_table(pd.DataFrame(delays))).to_html()
+    html = plots.style_counters(plots.counters_table(of_experiment(pd.DataFrame(delays), "uploads"))).to_html()
     assert ">one-way delay (ms)<" in html and "link_delay_ms" not in html
 
 
@@ -412,3 +324,18 @@ def test_a_log_axis_writes_its_minor_labels_whole():
     assert fig.layout.yaxis.type == "log"
     assert fig.layout.template.layout.yaxis.minorloglabels == "complete"
     assert fig.layout.template.layout.xaxis.minorloglabels == "complete"
+
+
+def test_topology_draws_a_box_per_namespace_joined_by_veths():
+    ends = [{"namespace": "lk000001s", "role": "server",
+             "interfaces": [{"name": "lk000001a", "address": "198.18.0.1/30", "qdisc": "tbf", "mtu": 1500}]},
+            {"namespace": "lk000001m", "role": "delay line",
+             "interfaces": [{"name": "lk000001x", "address": "no address", "qdisc": "noqueue", "mtu": 1500}]},
+            {"namespace": "lk000001c", "role": "client",
+             "interfaces": [{"name": "lk000001b", "address": "198.18.0.2/30", "qdisc": "tbf", "mtu": 1500}]}]
+    fig = netlink.topology(ends, "tbf 1gbit, delay line 5ms")
+    assert [shape.type for shape in fig.layout.shapes].count("rect") == 3
+    assert [shape.type for shape in fig.layout.shapes].count("line") == 2
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "198.18.0.1/30" in texts and "netns lk000001m" in texts and "qdisc tbf" in texts
+    assert "delay line 5ms" in fig.layout.title.text

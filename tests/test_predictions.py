@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from labkit import sweep
+from labkit import row, sweep
 from labkit.instructor import exports, predictions
 
 
@@ -85,11 +85,11 @@ def test_a_sweep_counts_its_points_measured_and_reused(points, tmp_path, monkeyp
     monkeypatch.setattr(launcher, "live_children", lambda: [])
     params = experiments.resolve("proc_top", "quick", models=["iterative"], clients=[3, 6], repeats=1,
                                  placement="same_host")
-    fake = lambda server, load, pinning, **extra: {"status": "ok", "elapsed_s": 1.0}  # noqa: E731
+    fake = lambda run: {"status": "ok", "elapsed_s": 1.0, "schema": row.SCHEMA}  # noqa: E731
     results = tmp_path / "r.jsonl"
-    first = sweep.run("proc_top", params, results=results, measure=fake, progress=False)
+    first = sweep.run(params, results=results, measure=fake, progress=False)
     assert sweep.points_done() == 2 and first.attrs["points_before"] == 0
-    again = sweep.run("proc_top", params, results=results, measure=fake, progress=False)  # reused
+    again = sweep.run(params, results=results, measure=fake, progress=False)  # reused
     assert sweep.points_done() == 4 and again.attrs["points_before"] == 2
 
 

@@ -1,5 +1,7 @@
-"""The seed tables: transcribed exactly, internally consistent, readable by labkit.seeds."""
+"""The seed tables: transcribed exactly, internally consistent, readable by labkit.seeds; and your
+results set beside them (labkit.seeds.compare)."""
 
+import math
 import os
 from pathlib import Path
 
@@ -8,6 +10,7 @@ import pytest
 
 from labkit import paths, seeds
 from labkit.errors import LabError
+from test_plots import of_experiment, synthetic, uploads_rows  # results shaped like the sweep's
 
 MODELS_000 = ["iterative", "threaded", "select"]
 METRICS_000 = ["task-clock", "cpus-utilized", "page-faults", "cycles", "instructions",
@@ -109,3 +112,70 @@ def test_unknown_seed_and_metric_say_what_to_use():
     with pytest.raises(LabError) as err:
         seeds.wide("001", "page-faults")
     assert "context-switches" in err.value.fix
+
+
+# -- your results beside the seeds' (labkit.seeds.compare), on rows shaped like the sweep's
+
+
+def test_seed_comparison_puts_the_seed_beside_your_numbers():
+    seed = seeds.table("001")
+    fig = seeds.comparison(synthetic(), seed, "context-switches")
+    titles = [a.text for a in fig.layout.annotations]
+    assert "your machine (server side)" in titles
+    assert "seed 001 (server side, their machine)" in titles
+    right = [t for t in fig.data if t.xaxis == "x2"]
+    threaded = next(t for t in right if t.name == "threaded")
+    assert list(threaded.y) == [4, 26, 50]
+    left = {t.name: t for t in fig.data if t.xaxis == "x"}
+    assert list(left["threaded"].y) == [2 * c * 2 for c in (3, 6, 10)]
+    assert fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text == fig.layout.yaxis.title.text
+
+
+def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():
+    fig = seeds.comparison(synthetic(hardware=False), seeds.table("000"), "cycles")
+    assert all(t.xaxis == "x2" for t in fig.data)
+    assert any("not measurable on this machine" in a.text.replace("<br>", " ") for a in fig.layout.annotations)
+
+
+def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
+    table = seeds.times_table(uploads_rows(), seeds.table("002"))
+    row = table.loc[("100", "10MB")]
+    assert row[("seed 002 (ms)", "aio")] == pytest.approx(571.0)
+    assert row[("yours (ms)", "aio")] == pytest.approx(100 * (10 << 20) / 1e9 * 1000)
+    # rows with no number on either side are dropped; a "<1 ms" in the seed stays blank, not 0
+    assert not table.isna().all(axis=1).any()
+    assert math.isnan(table.loc[("1", "1KB"), ("seed 002 (ms)", "busypoll")])
+
+
+def test_seed_placements_table_puts_the_seeds_hosts_beside_your_links():
+    rows = [dict(model="aio", clients=1, size=10 << 20, status="ok", experiment="uploads", placement=placement,
+                 link=link, server_batch_s=seconds)
+            for placement, link, seconds in (("same_host", "loopback", 0.004), ("namespaces", "tbf 1gbit", 0.086),
+                                             ("namespaces", "tbf 1gbit", 0.090),
+                                             ("namespaces", "tbf 1gbit, delay line 5ms", 0.16))]
+    table = seeds.placements_table(of_experiment(pd.DataFrame(rows), "uploads"), seeds.table("002"), "aio")
+    assert list(table.index) == [("1", "10MB")]  # only what you measured: the seed's other rows compare nothing
+    row = table.loc[("1", "10MB")]
+    assert row[("seed 002 (ms)", "different_hosts")] == pytest.approx(98.0)
+    assert row[("seed 002 (ms)", "same_host")] == pytest.approx(5.0)
+    assert row[("yours (ms)", "tbf 1gbit")] == pytest.approx(88.0)  # the median of two
+    assert row[("yours (ms)", "loopback")] == pytest.approx(4.0)
+
+
+def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
+    rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
+                 lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
+            for m in ("threaded", "select", "epoll", "epoll_workers")
+            for c, e in ((5000, 200), (10000, 200), (500, 20))]
+    table = seeds.observations_table(pd.DataFrame(rows), seeds.table("003"))
+    points = list(dict.fromkeys(table.index.get_level_values(0)))
+    assert points == ["5,000 clients / 200 exchanges", "10,000 clients / 200 exchanges"]  # shared ones only
+    assert table.loc[("10,000 clients / 200 exchanges", "yours: p50 response time (s)"), "select"] == "failed"
+    assert table.loc[("5,000 clients / 200 exchanges", "yours: lost connections"), "select"] == "7"
+    assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll"] == "0.008002"
+    # a model the seed did not have: a dash on its side, yours beside it
+    assert table.loc[("5,000 clients / 200 exchanges", "seed 003: response time (s)"), "epoll_workers"] == "—"
+    assert table.loc[("5,000 clients / 200 exchanges", "yours: p50 response time (s)"), "epoll_workers"] == "0.002"
+    assert "not measured by you: 5,000 x 300, 10,000 x 300" in table.attrs["note"]
+    assert "not in seed 003: 500 x 20" in table.attrs["note"]
+    assert not table.isna().any().any()

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from labkit import build, experiments, launcher, measure, procs, store, sweep
-from labkit.errors import LabError
+from labkit.errors import ClientFailed, LabError
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -30,12 +30,12 @@ class Counting:
         self.calls = []
         self.before = before
 
-    def __call__(self, server, load, pinning):
-        point = {"model": server.model, "clients": load.clients}
+    def __call__(self, run):
+        point = {"model": run.server.model, "clients": run.load.clients}
         self.calls.append(point)
         if self.before:
             self.before(len(self.calls), point)
-        return measure.point(server, load, pinning)
+        return measure.point(run)
 
 
 def _lines(path):
@@ -129,6 +129,66 @@ def test_server_killed_mid_run_gives_a_failed_row_with_the_reason(monkeypatch):
     assert launcher.live_children() == []
 
 
+# How a client failure is taken, by its type: (what run_load raises, the server killed first,
+# a failed row (True) or raised to the user (False)).
+CLIENT_FAILURES = [
+    ("the client broke down", ClientFailed("the load generator ran longer than 3 s and was killed"), False, True),
+    ("refused arguments", LabError("the load generator refused its arguments: --bogus"), False, False),
+    ("refused, but the server had died", LabError("the load generator refused its arguments"), True, True),
+]
+
+
+@pytest.mark.parametrize("name, failure, kill_server, becomes_a_row", CLIENT_FAILURES,
+                         ids=[case[0] for case in CLIENT_FAILURES])
+def test_a_client_failure_is_a_failed_row_or_the_users_error_by_its_type(monkeypatch, name, failure, kill_server,
+                                                                         becomes_a_row):
+    def failing(load, port, *args, **kwargs):
+        if kill_server:
+            for conn in psutil.net_connections("tcp"):
+                if conn.laddr.port == port and conn.status == psutil.CONN_LISTEN and conn.pid:
+                    os.kill(conn.pid, signal.SIGKILL)
+                    psutil.Process(conn.pid).wait(2)
+        raise failure
+
+    monkeypatch.setattr(procs, "run_load", failing)
+    if not becomes_a_row:
+        with pytest.raises(LabError, match="refused its arguments"):
+            measuring.point("iterative", clients=2)
+    else:
+        row = measuring.point("iterative", clients=2)
+        assert row["status"] == "failed" and f"the client failed: {failure.what}" in row["error"]
+    assert launcher.live_children() == []
+
+
+def _same(got, expected) -> bool:
+    return (isinstance(expected, float) and math.isnan(expected) and math.isnan(got)) or got == expected
+
+
+# The load generator's summary -> the row's columns, as labkit.row's one table says.
+SUMMARIES = [
+    ("nothing reported: every column not measured", {},
+     {"elapsed_s": math.nan, "requests_ok": 0, "lat_p50_us": math.nan, "errors": {}, "lat_histogram": [],
+      "client_threads": 1, "body_bytes_ok": 0}),
+    ("0 s and 0 per second: none measured", {"elapsed_s": 0, "throughput_rps": 0},
+     {"elapsed_s": math.nan, "throughput_rps": math.nan}),
+    ("a key inside a key, null is not measured", {"latency_us": {"p50": 12, "p99": None}},
+     {"lat_p50_us": 12.0, "lat_p99_us": math.nan, "lat_max_us": math.nan}),
+    ("renamed columns", {"idle_connections_failed": 2, "sink_server_reads_mean": 3, "histogram": [(1, 2)],
+                         "threads": 4, "latency_uncorrected_us": {"p99": 7}},
+     {"idle_failed": 2, "server_reads_per_request": 3.0, "lat_histogram": [[1, 2]], "client_threads": 4,
+      "lat_uncorrected_p99_us": 7.0}),
+]
+
+
+@pytest.mark.parametrize("name, summary, expected", SUMMARIES, ids=[case[0] for case in SUMMARIES])
+def test_the_generators_summary_fills_the_rows_columns_from_one_table(name, summary, expected):
+    from labkit import row as row_module
+
+    got = row_module.from_summary(summary)
+    assert set(got) <= set(row_module.MEASURED)  # the summary's columns are the row's
+    assert {column: got[column] for column in expected if not _same(got[column], expected[column])} == {}
+
+
 def test_a_bad_cpu_is_a_user_error_not_a_failed_row():
     with pytest.raises(LabError):
         measuring.point("iterative", clients=2, server_cpus=[4096])
@@ -147,7 +207,7 @@ def test_profiles_and_given_values():
     assert seeds["clients"] == [3, 6, 10] and seeds["repeats"] == 2
     if len(CPUS) >= 2:
         assert not set(full["server_cpus"]) & set(full["client_cpus"])
-    points = experiments.grid(full)
+    points = full.grid()
     assert len(points) == 9 and {p["model"] for p in points} == set(full["models"])
 
 
@@ -188,12 +248,12 @@ def test_rows_are_written_as_measured_and_resume_skips_them(tmp_path):
 
     first = Counting()
     with pytest.raises(KeyboardInterrupt):
-        sweep.run("proc_top", params, results=results, measure=first, progress=False, on_point=stop_after_two)
+        sweep.run(params, results=results, measure=first, progress=False, on_point=stop_after_two)
     assert len(first.calls) == 2 and len(_lines(results)) == 2  # both rows on disk before the interrupt
     assert launcher.live_children() == []
 
     second = Counting()
-    frame = sweep.run("proc_top", params, results=results, measure=second, progress=False)
+    frame = sweep.run(params, results=results, measure=second, progress=False)
     assert len(second.calls) == 2  # only the two missing points
     assert len(frame) == 4 and set(frame["status"]) == {"ok"}
     assert frame["point_key"].is_unique
@@ -202,7 +262,7 @@ def test_rows_are_written_as_measured_and_resume_skips_them(tmp_path):
     assert "env_kernel" in frame.columns and "env_cores" in frame.columns
 
     third = Counting()
-    sweep.run("proc_top", params, results=results, measure=third, progress=False)
+    sweep.run(params, results=results, measure=third, progress=False)
     assert third.calls == []  # everything already measured
 
 
@@ -219,13 +279,13 @@ def test_failed_points_are_kept_and_measured_again(tmp_path, monkeypatch):
         return server
 
     monkeypatch.setattr(procs, "start_server", first_server_dies)
-    frame = sweep.run("proc_top", params, results=results, progress=False)
+    frame = sweep.run(params, results=results, progress=False)
     assert list(frame["status"]) == ["failed", "ok"]  # the sweep went on after the failure
     assert "died" in frame["error"][0]
     monkeypatch.setattr(procs, "start_server", real_start)
 
     again = Counting()
-    frame = sweep.run("proc_top", params, results=results, measure=again, progress=False)
+    frame = sweep.run(params, results=results, measure=again, progress=False)
     assert [c["model"] for c in again.calls] == ["iterative"]  # only the failed point
     assert list(frame["status"]) == ["ok", "ok"]  # newest row per point
     assert len(_lines(results)) == 3
@@ -234,7 +294,7 @@ def test_failed_points_are_kept_and_measured_again(tmp_path, monkeypatch):
 def test_nan_survives_the_json_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("LABKIT_NO_PERF", "1")
     results = tmp_path / "r.jsonl"
-    frame = sweep.run("proc_top", small(models=["select"]), results=results, progress=False)
+    frame = sweep.run(small(models=["select"]), results=results, progress=False)
     raw = _lines(results)[0]
     assert raw["server_cycles"] is None and raw["server_ipc"] is None  # JSON null on disk
     assert "NaN" not in results.read_text()
@@ -246,24 +306,32 @@ def test_nan_survives_the_json_round_trip(tmp_path, monkeypatch):
 
 def test_progress_callable_sees_every_point(tmp_path):
     seen = []
-    sweep.run("proc_top", small(), results=tmp_path / "r.jsonl",
+    sweep.run(small(), results=tmp_path / "r.jsonl",
               progress=lambda done, total, row: seen.append((done, total, row["model"])))
     assert seen == [(1, 2, "iterative"), (2, 2, "select")]
 
 
 def test_the_frame_holds_only_this_sweeps_points(tmp_path):
     results = tmp_path / "r.jsonl"
-    sweep.run("proc_top", small(models=["select"], clients=[2]), results=results, progress=False)
-    frame = sweep.run("proc_top", small(models=["select"], clients=[3]), results=results, progress=False)
+    sweep.run(small(models=["select"], clients=[2]), results=results, progress=False)
+    frame = sweep.run(small(models=["select"], clients=[3]), results=results, progress=False)
     assert list(frame["clients"]) == [3]
+    assert frame.attrs["experiment"] is experiments.get("proc_top")  # for the plots: its axes, its parameters
+    assert frame[frame["status"] == "ok"].attrs["experiment"] is frame.attrs["experiment"]
     assert len(store.load(results)) == 2
 
 
 def test_point_keys_are_stable_and_distinct():
-    point = experiments.grid(small())[0]
-    assert sweep.point_key("proc_top", point, 0) == sweep.point_key("proc_top", dict(point), 0)
-    assert sweep.point_key("proc_top", point, 0) != sweep.point_key("proc_top", point, 1)
-    assert sweep.point_key("proc_top", point, 0) != sweep.point_key("proc_top", {**point, "clients": 4}, 0)
+    from labkit.plan import point_key
+
+    plan = small(repeats=2)
+    point = plan.grid()[0]
+    assert point_key("proc_top", point, 0) == point_key("proc_top", dict(point), 0)
+    assert point_key("proc_top", point, 0) != point_key("proc_top", point, 1)
+    assert point_key("proc_top", point, 0) != point_key("proc_top", {**point, "clients": 4}, 0)
+    # each run of the plan carries its key; the hash is the one results files were written with
+    assert [run.key for run in plan.points()[:2]] == [point_key("proc_top", point, 0), point_key("proc_top", point, 1)]
+    assert point_key("proc_top", {"model": "select", "clients": 3}, 0) == "31f5ec9aa1914356"
 
 
 @pytest.mark.parametrize("delay", [0.15, 0.45, 0.8])
@@ -278,7 +346,7 @@ def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay)
     interrupt.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            sweep.run("proc_top", params, results=results, progress=False)
+            sweep.run(params, results=results, progress=False)
     finally:
         interrupt.cancel()
     assert launcher.live_children() == []
@@ -327,13 +395,13 @@ def test_a_point_whose_row_is_of_an_older_schema_is_measured_again(tmp_path):
 
     results = tmp_path / "r.jsonl"
     params = small(models=["select"], clients=[2])
-    first = sweep.run("proc_top", params, results=results, progress=False)
+    first = sweep.run(params, results=results, progress=False)
     lines = _lines(results)
     for row in lines:
         row.pop("schema")  # as a lab before the schema wrote it
     results.write_text("".join(json.dumps(row) + "\n" for row in lines))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        again = sweep.run("proc_top", params, results=results, progress=False)
+        again = sweep.run(params, results=results, progress=False)
     assert again.attrs["reused"] == 0 and len(_lines(results)) == 2 * len(first)
     assert list(again["schema"]) == [2] * len(first)  # the frame holds the new rows only

@@ -206,10 +206,9 @@ def test_zero_connections_is_refused():
 def test_points_over_the_byte_cap_are_left_out_and_named():
     chosen = experiments.resolve("uploads", "full", models=["epoll"], clients=[1, 1000], size="1MB, 10MB",
                                  max_bytes="2GB")
-    uploads = experiments.get("uploads")
-    assert sorted((p["clients"], p["size"]) for p in uploads.grid(chosen)) == [
+    assert sorted((p["clients"], p["size"]) for p in chosen.grid()) == [
         (1, 1 << 20), (1, 10 << 20), (1000, 1 << 20)]
-    [(point, why)] = uploads.left_out(chosen)
+    [(point, why)] = chosen.left_out()
     assert (point["clients"], point["size"]) == (1000, 10 << 20)
     assert why == "1,000 x 10MB = 10000MB is over max_bytes 2GB"
 
@@ -221,8 +220,8 @@ def test_a_grid_with_every_point_over_the_cap_is_refused():
 
 def test_the_server_is_told_how_many_connections_to_expect():
     chosen = experiments.resolve("uploads", "quick")
-    uploads = experiments.get("uploads")
-    point = uploads.grid(chosen)[-1]
+    uploads = chosen.experiment
+    point = chosen.grid()[-1]
     argv = uploads.server_spec(point).argv(0)
     assert argv[argv.index("--expect") + 1] == str(point["clients"])
     load = uploads.load_spec(point).argv(1234)

@@ -4,7 +4,7 @@
  *   delayline --left IF --right IF [--delay-ms D] [--jitter-ms J]
  *             [--loss-percent P] [--seed S] [--queue-mb M]
  *
- * It runs in the middle namespace of a link (labkit/netlink.py):
+ * It runs in the middle namespace of a link (labkit/netlink/):
  *
  *   server ns: veth end =|= IF_left  [ delayline ]  IF_right =|= veth end: client ns
  *

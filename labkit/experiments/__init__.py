@@ -7,11 +7,14 @@ An Experiment says everything the rest of labkit needs to know of it:
     notebook runs in about a minute on two cores (papermill tests, grading);
   * its grid: one point per combination of its list parameters (its axes), in
     the order they are declared;
-  * how a grid point becomes a server spec, a load spec and a pinning;
+  * how a grid point becomes a server spec, a load spec and a link;
   * its figures: the x axis (or bars per grid point) and the metrics offered.
-The sweep, the CLI, the control panel and the plots read these and nothing
-else, so a new experiment is one new file here (see docs/architecture.md,
-"Adding an experiment").
+resolve() turns an experiment and the values a notebook, the CLI or the panel
+chose into a Plan (labkit.plan), the object handed on from then on: the sweep
+measures its runs, the panel starts from it, the plots read the experiment a
+sweep's frame keeps.  They read the declaration and nothing else, so a new
+experiment is one new file here (see docs/architecture.md, "Adding an
+experiment").
 
 The registry finds every module here that defines EXPERIMENT, and every
 .py file in the folders named by LABKIT_EXPERIMENTS (colon-separated): an
@@ -22,16 +25,16 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import itertools
 import os
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from labkit import plan
 from labkit.errors import LabError
-from labkit.friendly import Note
-from labkit.params import BOTH, FROM_MACHINE, LOAD, NO_LINK, SERVER, SWEEP, Param
+from labkit.params import BOTH, LOAD, SERVER, Param
+from labkit.plan import Plan
 
 EXTRA_DIRS_ENV = "LABKIT_EXPERIMENTS"
 
@@ -65,9 +68,10 @@ class Experiment:
     profiles: dict = field(default_factory=dict)  # profile -> {parameter: value}; "full" is the defaults
     figures: tuple[Figure, ...] = COMMON_FIGURES
     timeout: float = 60.0  # seconds the load generator waits for one exchange
-    # A grid point this experiment does not run: leave_out(point, params) says why, or "" to run it
-    # (uploads: a point moving more bytes than the cap).  grid() drops them; left_out() lists them.
-    leave_out: Callable[[dict, dict], str] | None = None
+    # A grid point this experiment does not run: leave_out(point, plan) says why, or "" to run it
+    # (uploads: a point moving more bytes than the plan's cap).  Plan.grid() drops them; Plan.left_out()
+    # lists them.
+    leave_out: Callable[[dict, Plan], str] | None = None
     # perf events counted beside the default ones, on both sides (syscall tracepoints:
     # labkit.perf.SYSCALL_EVENTS); NaN where this machine cannot count them
     events: tuple[str, ...] = ()
@@ -90,6 +94,11 @@ class Experiment:
             problems.append(f"chart {self.chart!r} is neither 'lines' nor 'bars'")
         if problems:
             raise ValueError(f"experiment {self.name}: " + "; ".join(problems))
+
+    def __deepcopy__(self, memo) -> "Experiment":
+        """Itself: a declaration never changes.  (pandas deep-copies a frame's attrs into the
+        frames made from it, and a sweep's frame keeps its experiment there.)"""
+        return self
 
     # -- what it is made of ----------------------------------------------------
     def param(self, name: str) -> Param:
@@ -125,102 +134,11 @@ class Experiment:
     def defaults(self) -> dict:
         return {p.name: p.default for p in self.parameters}
 
-    # -- resolving and the grid -----------------------------------------------
-    def resolve(self, profile: str = "full", **given) -> dict:
-        """The parameters under `profile`, `given` values overriding (None = the default),
-        each checked by its kind, the pinning resolved, the open files checked."""
-        profiles = {"full": {}, **self.profiles}
-        if profile not in profiles:
-            raise LabError(f"unknown profile {profile!r} for {self.name}",
-                           f"choose one of: {', '.join(profiles)}")
-        names = [p.name for p in self.parameters]
-        unknown = sorted(set(given) - set(names))
-        if unknown:
-            raise LabError(f"{self.name} has no parameter {', '.join(unknown)}",
-                           f"its parameters are: {', '.join(names)}")
-        raw = {**self.defaults, **profiles[profile],
-               **{name: value for name, value in given.items() if value is not None}}
-        params = {p.name: p.kind.check(p.name, raw[p.name]) for p in self.parameters}
-        self._check_generator_limits(params)
-        self._resolve_pinning(params)
-        params["experiment"] = self.name
-        params["profile"] = profile
-        self._check_open_files(params)
-        for point in self.grid(params):
-            self.link(point)  # a link that cannot be (jitter above its delay, an MTU too large) is refused now
-        if not self.grid(params):
-            reasons = sorted({why for _, why in self.left_out(params)})
-            raise LabError(f"{self.name}: every grid point is left out ({'; '.join(reasons)})",
-                           "choose smaller values, or raise the limit that leaves them out")
-        return params
-
-    def _check_generator_limits(self, params: dict) -> None:
-        """Every number that becomes a load generator flag, against the limit the generator
-        declares for that flag (`loadgen --describe`): refused here, not at run time."""
-        from labkit import build
-
-        limits = build.loadgen_limits()["flags"]
-        for param in self.parameters:
-            bound = limits.get(param.flag_name) if param.to in (LOAD, BOTH) else None
-            if bound is None:
-                continue
-            values = params[param.name] if param.kind.is_list else [params[param.name]]
-            for value in values:
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                low = value > bound["above"] if "above" in bound else value >= bound.get("min", value)
-                if not low or value > bound["max"]:
-                    least = f"more than {bound['above']:g}" if "above" in bound else f"from {bound['min']:g}"
-                    raise LabError(f"{param.name} {param.kind.text(value)} is outside what the load generator "
-                                   f"takes for --{param.flag_name}: {least} to {param.kind.text(bound['max'])}",
-                                   f"give {param.name} {least} to {param.kind.text(bound['max'])}")
-
-    def _resolve_pinning(self, params: dict) -> None:
-        from labkit.procs import Pinning
-
-        asked = {name: None if params[name] == FROM_MACHINE else params[name]
-                 for name in ("server_cpus", "client_cpus")}
-        pinning = Pinning.resolve(asked["server_cpus"], asked["client_cpus"])
-        params.update(server_cpus=pinning.server_cpus, client_cpus=pinning.client_cpus,
-                      pinning_note=pinning.note)
-
-    def grid(self, params: dict) -> list[dict]:
-        """One point per combination of the axes, in the order they are declared: each
-        axis's column with one value, every other parameter (but repeats) as it is."""
-        return [point for point in self._every_point(params)
-                if not (self.leave_out and self.leave_out(point, params))]
-
-    def describe(self, params: dict) -> Note:
-        """The chosen values in a line to read before a sweep: "proc_top (profile quick):
-        models iterative, select; clients 10, 50; ..."."""
-        def shown(param):
-            value = params[param.name]
-            values = value if isinstance(value, (list, tuple)) else [value]
-            return ", ".join(param.kind.text(v) for v in values) or "none"
-
-        return Note(f"{self.name} (profile {params.get('profile', 'full')}): "
-                    + "; ".join(f"{p.title} {shown(p)}" for p in self.fields))
-
-    def left_out(self, params: dict) -> list[tuple[dict, str]]:
-        """The grid points leave_out drops, each with the reason."""
-        if self.leave_out is None:
-            return []
-        reasons = [(point, self.leave_out(point, params)) for point in self._every_point(params)]
-        return [(point, why) for point, why in reasons if why]
-
-    def _every_point(self, params: dict) -> list[dict]:
-        fixed = {p.column: _copy(params[p.name]) for p in self.parameters
-                 if not p.kind.is_list and p.to != SWEEP}
-        points = [self._without_link({**dict(zip(self.axis_columns, values)), **fixed})
-                  for values in itertools.product(*(params[p.name] for p in self.axes))]
-        return [point for i, point in enumerate(points) if point not in points[:i]]
-
-    def _without_link(self, point: dict) -> dict:
-        """A same_host point has no link: its link parameters at their empty values (one
-        loopback point, not one per link delay)."""
-        if point.get("placement", "same_host") != "same_host":
-            return point
-        return {**point, **{name: value for name, value in NO_LINK.items() if name in point}}
+    # -- resolving ---------------------------------------------------------------
+    def resolve(self, profile: str = "full", **given) -> Plan:
+        """A Plan: the parameters under `profile`, `given` values overriding (None = the
+        default), each checked by its kind, the pinning resolved, the open files checked."""
+        return plan.make(self, profile, given)
 
     # -- what a point runs ------------------------------------------------------
     def _flags(self, point: dict, side: str) -> dict:
@@ -256,24 +174,6 @@ class Experiment:
                     loss_percent=point.get("link_loss_percent", 0.0), jitter_ms=point.get("link_jitter_ms", 0),
                     mtu=point.get("link_mtu", 1500), autocorking=point.get("link_autocorking", "on") == "on")
 
-    def pinning(self, point: dict, note: str = ""):
-        from labkit.procs import Pinning
-
-        return Pinning(point.get("server_cpus"), point.get("client_cpus"), note)
-
-    def _check_open_files(self, params: dict) -> None:
-        """Refuse up front a point the hard open-file limit cannot hold, saying what fits
-        (the soft limit is raised before the run: procs.ensure_nofile)."""
-        from labkit import system
-        from labkit.procs import open_files_problem
-
-        hard = system.nofile_limit()[1]
-        for point in self.grid(params):
-            load = self.load_spec(point)
-            problem = open_files_problem(load.clients, load.idle, hard)
-            if problem:
-                raise problem
-
     # -- its figures ----------------------------------------------------------
     def saturation_warning(self, df) -> str | None:
         """What a student should know of the points where the load generator kept its CPUs
@@ -301,10 +201,6 @@ class Experiment:
                                          include_failed=figure.include_failed, **options)
         return plots.metric_vs(df, metric, x=self.param(self.x).column, series=others,
                                **{"log_x": self.log_x, **options})
-
-
-def _copy(value):
-    return list(value) if isinstance(value, list) else value
 
 
 # ---------------------------------------------------------------------------
@@ -350,12 +246,9 @@ def get(name: str) -> Experiment:
         raise LabError(f"unknown experiment {name!r}", f"choose one of: {', '.join(sorted(known))}") from None
 
 
-def resolve(name: str, profile: str = "full", **given) -> dict:
-    """The parameters of experiment `name` under `profile`, `given` values overriding (None = default)."""
-    return get(name).resolve(profile, **given)
-
-
-def grid(params: dict) -> list[dict]:
-    """The grid points of resolved `params` (they name their experiment)."""
-    return get(params["experiment"]).grid(params)
-
+def resolve(experiment: Experiment | str, profile: str = "full", **given) -> Plan:
+    """The Plan of `experiment` (an Experiment, or its name) under `profile`, `given` values
+    overriding (None = the default)."""
+    if isinstance(experiment, str):
+        experiment = get(experiment)
+    return experiment.resolve(profile, **given)

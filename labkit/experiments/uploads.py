@@ -13,13 +13,13 @@ from labkit.params import (BOTH, SERVER, SWEEP, Choice, Int, IntList, Models, Nu
 UPLOAD_MODELS = ["threaded", "busypoll", "aio", "select", "epoll", "uring"]
 
 
-def over_the_cap(point: dict, params: dict) -> str:
-    """A point that would move more than max_bytes is left out (10k x 10 MB is 100 GB)."""
+def over_the_cap(point: dict, plan) -> str:
+    """A point that would move more than the plan's max_bytes is left out (10k x 10 MB is 100 GB)."""
     total = point["clients"] * point["size"]
-    if total <= params["max_bytes"]:
+    if total <= plan["max_bytes"]:
         return ""
     return (f"{point['clients']:,} x {size_text(point['size'])} = {size_text(total)} is over "
-            f"max_bytes {size_text(params['max_bytes'])}")
+            f"max_bytes {size_text(plan['max_bytes'])}")
 
 
 EXPERIMENT = Experiment(

@@ -1,48 +1,11 @@
-"""Network namespaces joined by a veth link: "different hosts" on one machine.
-
-    with netlink.Link(rate="100mbit", delay_ms=5) as link:
-        server = procs.start_server(ServerSpec("epoll", "echo", flags={"host": link.server_address}),
-                                    prefix=link.server_prefix)
-        run = procs.run_load(load, server.port, host=link.server_address, prefix=link.client_prefix)
-
-A Link is a server namespace (lk<id>s) and a client namespace (lk<id>c), 198.18.0.1/30
-and 198.18.0.2/30 (RFC 2544's range for network benchmarking), with no route but the
-link's own, checked before a byte is sent.  `rate` shapes both directions with tbf.
-Delay, jitter and loss come from netem where the kernel has sch_netem; where it has not,
-from the lab's own delay line (csrc/link/delayline.c) in a third namespace (lk<id>m)
-between two veth pairs:
-
-    same wire, no delay or loss:   [lk<id>s] a ==veth== b [lk<id>c]
-    netem:                         [lk<id>s] a ==veth== b [lk<id>c], netem on a and b
-    delay line:                    [lk<id>s] a ==veth== x [lk<id>m: delayline] y ==veth== b [lk<id>c]
-
-`emulator` chooses ("auto": netem where it exists, else the delay line); `shaping`
-names what was used, for the results row.  Names carry a random id, so two runs at
-once never collide.
-
-As root the namespaces are named ones in the host's /run/netns.  A normal user's Link
-lives in a user namespace of its own (UserNamespace: root there, a private /run), where
-the kernel allows unprivileged user namespaces; where it does not, the refusal names the
-sysctl that forbids them.  Either way every command and process goes through the Link's
-`enter` and `prefix`.
-
-Every Link is recorded in build/run/netns-<id>.json (names, owner pid) before it is
-made, and removed with it: on leaving the `with`, on an exception, at exit.  A named
-namespace outlives every process in it (its /run/netns mount holds it), so as root each
-Link also has a reaper: a shell that waits, with SIGTERM as its death signal, and deletes
-the Link's namespaces and record when its owner dies however it dies (-9, or ipykernel's
-os._exit when papermill is killed, where no atexit runs).  Where setpriv is missing there
-is no reaper, and `labkit doctor --clean` finds the record whose owner is gone and deletes
-the namespaces (their veth ends go with them).  A normal user's namespaces go with their
-user namespace.
-"""
+"""The Link: a server namespace and a client namespace joined by a veth link, shaped by tbf,
+delayed and lossy by netem or the lab's delay line (see labkit.netlink), made and removed
+with `with`, and read back from the kernel (its routes, TCP counters, sysctls, qdiscs)."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -50,153 +13,19 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from . import paths
-from .errors import LabError
+from labkit import paths
+from labkit.errors import LabError
 
-SERVER_ADDRESS, CLIENT_ADDRESS, PREFIX_LEN = "198.18.0.1", "198.18.0.2", 30
-RECORD_GLOB = "netns-*.json"
-_RATE = re.compile(r"^(\d+(?:\.\d+)?)(kbit|mbit|gbit)$")
-_RATE_BITS = {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-ROOT_FIX = ("namespaces and veth links need CAP_NET_ADMIN: run the lab as root (sudo), or in a "
-            "container or VM where you are root")
-
-
-def _ip(*args: str, check: bool = True, enter=()) -> subprocess.CompletedProcess:
-    done = subprocess.run([*enter, "ip", *args], capture_output=True, text=True, timeout=20)
-    if check and done.returncode != 0:
-        message = done.stderr.strip() or done.stdout.strip()
-        fix = ROOT_FIX if "permitted" in message.lower() else "run the same `ip` command by hand to see why"
-        raise LabError(f"`ip {' '.join(args)}` failed: {message}", fix)
-    return done
-
-
-def rate_bits(rate: str) -> float:
-    """'100mbit' -> 1e8; a LabError for anything else (tc's units, bits per second)."""
-    found = _RATE.match(str(rate).strip().lower())
-    if not found or float(found.group(1)) <= 0:
-        raise LabError(f"the link rate {rate!r} is not a rate like 100mbit or 1gbit",
-                       "give the rate in tc's units: kbit, mbit or gbit, e.g. 100mbit")
-    bits = float(found.group(1)) * _RATE_BITS[found.group(2)]
-    if not 1e5 <= bits <= 1e11:
-        raise LabError(f"the link rate {rate} is outside 100kbit to 100gbit", "choose e.g. 100mbit or 1gbit")
-    return bits
-
-
-_netem_probe: tuple[bool, str] | None = None
-
-
-def netem_available() -> tuple[bool, str]:
-    """Whether this kernel has sch_netem (tc's delay, jitter and loss), tried once on a test link."""
-    global _netem_probe
-    if _netem_probe is None:
-        _netem_probe = _probe_netem()
-    return _netem_probe
-
-
-def _probe_netem() -> tuple[bool, str]:
-    """Add netem to a veth in a throw-away network namespace (a user namespace's, for a
-    normal user): it vanishes with the probe, nothing to remove."""
-    if shutil.which("tc") is None:
-        return False, "tc is not installed: sudo apt-get install iproute2"
-    fresh = ["unshare", "--net"] if os.geteuid() == 0 else ["unshare", "--user", "--map-root-user", "--net"]
-    script = ("ip link add lkprobe type veth peer name lkprobep || exit 3; "
-              "tc qdisc add dev lkprobe root netem delay 1ms")
-    done = subprocess.run([*fresh, "sh", "-c", script], capture_output=True, text=True, timeout=20)
-    if done.returncode == 0:
-        return True, "sch_netem is available"
-    if done.returncode == 3 or "unshare" in done.stderr:
-        return False, f"cannot make a test link ({done.stderr.strip()}): {ROOT_FIX}"
-    return False, f"this kernel has no sch_netem (tc said: {done.stderr.strip().removeprefix('Error: ')})"
-
-
-def delay_line_problem() -> str:
-    """Why the delay line cannot run here, or "" (it is built, and AF_PACKET sockets open)."""
-    from . import build
-
-    try:
-        build.binary(build.DELAY_LINE)
-    except LabError as problem:
-        return f"it does not build ({problem.what}): run `make build` to see why"
-    if os.geteuid() != 0:  # it runs as root of the link's user namespace, if there is one
-        allowed, why = user_namespaces_allowed()
-        return "" if allowed else why
-    import socket
-
-    try:
-        socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()
-    except OSError as problem:
-        return f"cannot open an AF_PACKET socket ({problem.strerror}): {ROOT_FIX}"
-    return ""
-
-
-def user_namespaces_allowed() -> tuple[bool, str]:
-    """Whether this (non-root) user may make a user namespace with its own mounts and network
-    (`unshare -Urmn`), and if not, why: the setting that forbids it."""
-    if shutil.which("unshare") is None or shutil.which("nsenter") is None:
-        return False, "util-linux's unshare and nsenter are missing"
-    done = subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "--net", "true"], capture_output=True,
-                          text=True, timeout=20)
-    if done.returncode == 0:
-        return True, "unprivileged user namespaces are allowed"
-    return False, f"this kernel refuses unprivileged user namespaces ({done.stderr.strip() or 'unshare failed'})"
-
-
-def _user_namespace_setting() -> str:
-    """The sysctl that forbids unprivileged user namespaces here, as the command that allows them."""
-    for path, allowed, command in (
-            ("/proc/sys/kernel/unprivileged_userns_clone", "1", "sudo sysctl -w kernel.unprivileged_userns_clone=1"),
-            ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "0",
-             "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
-            ("/proc/sys/user/max_user_namespaces", None, "sudo sysctl -w user.max_user_namespaces=15000")):
-        try:
-            value = open(path).read().strip()
-        except OSError:
-            continue
-        if (allowed is not None and value != allowed) or (allowed is None and value == "0"):
-            return command
-    return ""
-
-
-class UserNamespace:
-    """A user namespace this user owns and is root in, with its own mounts (a fresh /run,
-    so `ip netns add` may mount there) and network: where a normal user's Link lives.
-
-    It is a `sleep` that unshare started, with the launcher's death signal (given back by
-    setpriv after unshare's change of credentials): when it ends, its mounts go, and with
-    them the named namespaces and everything in them.  `enter` runs a command inside, as
-    root of the namespace (nsenter)."""
-
-    SCRIPT = "mount -t tmpfs labkit-run /run && mkdir /run/netns && echo ready && exec sleep infinity"
-
-    def __init__(self):
-        from . import launcher, procs
-
-        argv = ["unshare", "--user", "--map-root-user", "--mount", "--net", *launcher.death_signal_prefix(),
-                "sh", "-c", self.SCRIPT]
-        self.child = launcher.spawn(argv, role="userns", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        line = procs.read_ready_line(self.child.popen, timeout=5)
-        if not line.startswith(b"ready"):
-            launcher.stop_child(self.child, timeout=1)
-            said = self.child.popen.stderr.read().decode(errors="replace").strip()
-            raise LabError(f"could not make a user namespace for the link: {said or 'no output'}", unprivileged_fix())
-
-    @property
-    def enter(self) -> list[str]:
-        # --preserve-credentials: our uid is root there already, and setgroups is denied in it
-        return ["nsenter", "--target", str(self.child.pid), "--user", "--mount", "--net", "--preserve-credentials"]
-
-    def stop(self) -> None:
-        from . import launcher
-
-        launcher.stop_child(self.child, timeout=1)
-
+from .host import (CLIENT_ADDRESS, PREFIX_LEN, SERVER_ADDRESS, UserNamespace, delay_line_problem, netem_available,
+                   rate_bits, run_ip, unprivileged_fix, user_namespaces_allowed)
+from .leftovers import LIVE, start_reaper
 
 EMULATORS = ("auto", "netem", "delayline")
 
 
 @dataclass
 class Link:
-    """A server namespace and a client namespace joined by a veth link (see the module)."""
+    """A server namespace and a client namespace joined by a veth link (see labkit.netlink)."""
 
     rate: str | None = None        # tbf on both ends, "100mbit"; None: as fast as veth goes
     delay_ms: float = 0.0          # each direction
@@ -224,7 +53,7 @@ class Link:
         if self.emulator not in EMULATORS:
             raise LabError(f"unknown emulator {self.emulator!r}", f"choose one of: {', '.join(EMULATORS)}")
         self._delay_line = None
-        self._home = None  # as a normal user: the UserNamespace the link lives in
+        self._home = None  # as a normal user: the UserNamespace (host.py) the link lives in
         self._reaper = None  # as root: what deletes the namespaces if this process dies first
         self.made_names: set[str] = set()  # the namespaces this link made (and so removes)
 
@@ -263,7 +92,7 @@ class Link:
     def prefix(self, ns: str) -> list[str]:
         """The launch prefix of a process in namespace `ns`.  In a user namespace, entering it
         changes credentials, which clears the death signal: setpriv gives it back."""
-        from . import launcher
+        from labkit import launcher
 
         again = launcher.death_signal_prefix() if self._home else []
         return [*self.enter, *again, "ip", "netns", "exec", ns]
@@ -318,12 +147,12 @@ class Link:
             raise LabError(f"a link named lk{self.id} is already recorded ({self.record.name}: another run's, or "
                            "one a crash left)", "run again (a new link gets a new name); `labkit doctor --clean` "
                            "removes what a crash left") from None
-        _LIVE[self.id] = self
+        LIVE[self.id] = self
         try:
             if os.geteuid() != 0:
                 self._home = UserNamespace()
             else:
-                self._reaper = _reaper(self.namespaces, self.record)
+                self._reaper = start_reaper(self.namespaces, self.record)
             self._make()
         except BaseException:
             self.remove()
@@ -377,7 +206,7 @@ class Link:
             self._ip("-n", middle, "link", "set", middle_end, "up")
 
     def _start_delay_line(self) -> None:
-        from . import build, launcher, procs
+        from labkit import build, launcher, procs
 
         argv = [str(build.binary(build.DELAY_LINE)), "--left", f"lk{self.id}x", "--right", f"lk{self.id}y",
                 "--delay-ms", f"{self.delay_ms:g}", "--jitter-ms", f"{self.jitter_ms:g}",
@@ -393,7 +222,7 @@ class Link:
                            "run `labkit doctor`: it checks the delay line")
 
     def _stop_delay_line(self) -> None:
-        from . import launcher
+        from labkit import launcher
 
         child, self._delay_line = self._delay_line, None
         if child is None:
@@ -490,12 +319,12 @@ class Link:
             self._home.stop()  # and with it whatever is left in its namespaces
             self._home = None
         if self._reaper:
-            from . import launcher
+            from labkit import launcher
 
             launcher.stop_child(self._reaper, timeout=1.0, signum=signal.SIGKILL)  # its work is done
             self._reaper = None
         self.record.unlink(missing_ok=True)
-        _LIVE.pop(self.id, None)
+        LIVE.pop(self.id, None)
         self.made = False
 
     def row_counters(self) -> dict:
@@ -518,7 +347,7 @@ class Link:
         return self._home.enter if self._home else []
 
     def _ip(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return _ip(*args, check=check, enter=self.enter)
+        return run_ip(*args, check=check, enter=self.enter)
 
     def _in(self, ns: str, *argv: str) -> subprocess.CompletedProcess:
         """`argv` run in namespace `ns` (its stdout, stderr, status)."""
@@ -536,72 +365,3 @@ class Link:
 
     def __exit__(self, *exc) -> None:
         self.remove()
-
-
-def unprivileged_fix() -> str:
-    """What a normal user must do to get namespaces: the exact command."""
-    setting = _user_namespace_setting()
-    allow = f"allow unprivileged user namespaces (`{setting}`), or " if setting else ""
-    return (f"{allow}run the lab as root (`sudo make lab`), or in a container or VM where you are root; "
-            "same_host placement needs nothing")
-
-
-# Links made by this process, removed at exit whatever happened.
-_LIVE: dict[str, Link] = {}
-
-# The reaper: waits (a sleep at a time, so the trap runs at once), and on SIGTERM (its death
-# signal: its owner died) deletes the namespaces named after it, then the record.
-_REAPER = ('trap \'kill "$sleeping" 2>/dev/null; for ns in "$@"; do ip netns del "$ns" 2>/dev/null; done; '
-           'rm -f "$RECORD"; exit 0\' TERM; '
-           'while :; do sleep 3600 & sleeping=$!; wait "$sleeping"; done')
-
-
-def _reaper(namespaces: list[str], record):
-    """A child that deletes `namespaces` and `record` when this process dies (None without setpriv)."""
-    from . import launcher
-
-    setpriv = shutil.which("setpriv")
-    if setpriv is None:
-        return None  # labkit doctor --clean is the way then
-    return launcher.spawn([setpriv, "--pdeathsig", "TERM", "--", "sh", "-c", _REAPER, "reaper", *namespaces],
-                          role="link-reaper", env={**os.environ, "RECORD": str(record)})
-
-
-@atexit.register
-def _remove_all() -> None:
-    for link in list(_LIVE.values()):
-        link.remove()
-
-
-def leftover_records() -> list[tuple[str, list[str]]]:
-    """(record file name, namespaces) of links whose owner is gone (killed with -9)."""
-    import psutil
-
-    found = []
-    for record in sorted(paths.RUN_DIR.glob(RECORD_GLOB)) if paths.RUN_DIR.is_dir() else []:
-        try:
-            data = json.loads(record.read_text())
-            owner, namespaces = int(data["owner_pid"]), list(data["namespaces"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if not psutil.pid_exists(owner):
-            found.append((record.name, namespaces))
-    return found
-
-
-def clean_leftovers() -> list[str]:
-    """Delete the namespaces of every link whose owner is gone, and their records."""
-    done = []
-    for name, namespaces in leftover_records():
-        for ns in namespaces:
-            if _ip("netns", "del", ns, check=False).returncode == 0:
-                done.append(f"deleted network namespace {ns}")
-        (paths.RUN_DIR / name).unlink(missing_ok=True)
-        done.append(f"removed link record {name}")
-    return done
-
-
-def lab_namespaces() -> list[str]:
-    """The lab's namespaces that exist now (`ip netns list`)."""
-    listed = _ip("netns", "list", check=False).stdout.split()
-    return [name for name in listed if re.fullmatch(r"lk[0-9a-f]{6}[smc]", name)]

@@ -4,6 +4,10 @@ Each table is tidy: one row per number, with the side perf measured, the model,
 the client count, the metric (named like the sweep's columns), its value and
 unit, the number as the report printed it, and where it was copied from.
 data/seeds/README.md says what each seed measured and how far it compares.
+
+This module reads the tables; seeds/compare.py sets your results beside them
+(beside, times_table, placements_table, observations_table, comparison: all
+re-exported here, so a notebook writes seeds.comparison(df, seeds.table("001"), "cycles")).
 """
 
 from __future__ import annotations
@@ -12,6 +16,11 @@ import pandas as pd
 
 from labkit import paths
 from labkit.errors import LabError
+
+from .compare import beside, comparison, observations_table, placements_table, times_table
+
+__all__ = ["TABLES", "beside", "comparison", "describe", "observations_table", "placements_table", "side", "table",
+           "tables", "times_table", "wide"]
 
 # name -> (file, what it is); the file names are the README's headings.
 TABLES = {

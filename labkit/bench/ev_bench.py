@@ -1,0 +1,112 @@
+"""events: csrc/bench/ev_bench.c (libevent's test/bench.c idea) for the select, poll and
+epoll backends as the watched descriptors grow: time per poll call and per event, and the
+figure of it (event_cost).  A backend that cannot watch that many descriptors (select past
+FD_SETSIZE) gets a row with NaN figures and its refusal, never a 0."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from labkit import build, store, system
+from labkit.errors import LabError
+
+from .common import NAN, environment_columns, environment_line, pinning, prose, results_file, run_tool
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import plotly.graph_objects as go
+
+BACKENDS = ("select", "poll", "epoll")
+
+
+def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, runs: int = 5,
+           backends=BACKENDS, save: bool = True):
+    """Time per poll call and per event for each backend and descriptor count: a DataFrame.
+
+    A backend that cannot watch that many descriptors (select beyond
+    FD_SETSIZE) gets a row with NaN figures and its refusal in `note`."""
+    import pandas as pd
+
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise LabError(f"unknown backend(s): {', '.join(unknown)}", f"choose among: {', '.join(BACKENDS)}")
+    bad = [n for n in descriptors if n < active]
+    if bad or active < 1:
+        raise LabError(f"descriptor counts {bad} are below --active {active}",
+                       "give descriptor counts at least as large as the active ones")
+    system.raise_nofile(max(descriptors) + 64)  # ev_bench raises it too, up to the hard limit
+    bin_dir = build.build()
+    server_cpus, _, note = pinning()
+    rows = []
+    for backend in backends:
+        program = bin_dir / f"ev_bench_{backend}"
+        for count in descriptors:
+            argv = [str(program), "--descriptors", str(count), "--active", str(active),
+                    "--writes", str(writes), "--runs", str(runs)]
+            done = run_tool(argv, server_cpus, wall_timeout=120)
+            row = {"backend": backend, "descriptors": count, "active": active, "writes": writes,
+                   "ns_per_poll": NAN, "ns_per_event": NAN, "note": ""}
+            if done.returncode == 0:
+                figures = json.loads(done.stdout)
+                row.update(ns_per_poll=figures["ns_per_poll"], ns_per_event=figures["ns_per_event"])
+            elif done.returncode == 3:  # the backend's own refusal (select past FD_SETSIZE)
+                row["note"] = done.stderr.strip().splitlines()[-1]
+            else:
+                raise LabError(f"{program.name} --descriptors {count} failed (status {done.returncode}):\n"
+                               f"{done.stderr.strip()[-1500:]}", "read the message above")
+            rows.append(row)
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(server_cpus=server_cpus, client_cpus=None, pinning_note=note)
+    if save:
+        env = environment_columns()
+        path = results_file("events", env)
+        for row in rows:
+            store.append(path, {**row, "bench": "events", "server_cpus": server_cpus, "pinning_note": note, **env})
+        frame.attrs["saved_to"] = str(path)
+    return frame
+
+
+def format_events(frame) -> str:
+    per_poll = frame.pivot(index="descriptors", columns="backend", values="ns_per_poll")
+    per_poll = per_poll[[b for b in BACKENDS if b in per_poll.columns]] / 1000.0
+    active, writes = frame["active"].iloc[0], frame["writes"].iloc[0]
+    lines = [prose(environment_line(frame.attrs)), "",
+             prose(f"ev_bench (libevent's bench.c): {active} active of N watched eventfds, a chain of {writes} "
+                   "events per run; microseconds per poll call (median of runs):"),
+             per_poll.to_string(na_rep="refused", float_format=lambda v: f"{v:,.2f}"),
+             prose("select and poll pass every watched descriptor to the kernel on each call, so their cost "
+                   "grows with N; epoll's follows the active ones.")]
+    lines += [prose(f"note: {n}") for n in frame["note"] if n]
+    if frame.attrs.get("saved_to"):
+        lines.append(f"saved to {frame.attrs['saved_to']}")
+    return "\n".join(lines)
+
+
+def event_cost(bench: "pd.DataFrame") -> "go.Figure":
+    """ev_bench (libevent's bench.c): microseconds per poll call against watched
+    descriptors, one line per backend, log-log; a refused size (select past
+    FD_SETSIZE) is named in the subtitle instead of being drawn as zero."""
+    import plotly.graph_objects as go
+
+    from labkit.plots.grid import require
+    from labkit.plots.style import TEMPLATE, color
+
+    require(bench, ["backend", "descriptors", "ns_per_poll"])
+    active = int(bench["active"].iloc[0])
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, legend_title_text="backend",
+                      title=f"time per poll call vs watched descriptors ({active} active)",
+                      xaxis=dict(title="watched descriptors", type="log", dtick=1),
+                      yaxis=dict(title="µs per poll call", type="log", dtick=1))
+    refused = []
+    for backend, rows in bench.groupby("backend", sort=False):
+        measured = rows.dropna(subset=["ns_per_poll"]).sort_values("descriptors")
+        refused += [f"{backend} at {int(n):,}" for n in rows.loc[rows["ns_per_poll"].isna(), "descriptors"]]
+        fig.add_trace(go.Scatter(
+            x=measured["descriptors"], y=measured["ns_per_poll"] / 1000.0, mode="lines+markers",
+            name=backend, line=dict(color=color(backend)),
+            hovertemplate=f"<b>{backend}</b><br>%{{x:,}} descriptors<br>%{{y:,.2f}} µs per poll<extra></extra>"))
+    if refused:
+        fig.update_layout(title_subtitle_text="refused (above FD_SETSIZE): " + ", ".join(refused))
+    return fig

@@ -1,0 +1,36 @@
+"""Plotly figures and counter tables for sweep results: what the notebooks and the control
+panel draw.
+
+Every function takes the DataFrame that labkit.sweep returns (one row per measured point
+and repeat) and shows medians over repeats with their min-max spread, grouped by model and
+by the grid's axes (the experiment the frame declares in df.attrs["experiment"] says which;
+any column can be the x axis).  Two rules run through all of it:
+  * a failed point is drawn (a cross, the reason in its hover), never dropped;
+  * a counter that could not be measured is NaN and is said to be missing,
+    never drawn or printed as 0.
+Each model keeps one colour in every figure (MODEL_COLORS).
+
+  style.py    colours, the template, readable numbers and column titles, wrapping, titles
+  grid.py     what a frame says about its grid: axes, their titles and values, medians per point
+  figures.py  the charts: metric_vs, metric_by_point, latency_vs, latency_percentiles,
+              latency_histogram, reference_line
+  tables.py   counters_table, style_counters, failed_points, counters_note, saturation_warning
+
+Your numbers beside the seed reports' are labkit.seeds's; a link's namespaces drawn,
+labkit.netlink.topology; ev_bench's cost per poll call, labkit.bench.event_cost.
+"""
+
+from .figures import (latency_histogram, latency_percentiles, latency_vs, metric_by_point, metric_vs,
+                      reference_line, spans_decades)
+from .grid import axes_of, axis_title, setting, summarize, value_text, why_missing
+from .style import (FAILED_COLOR, LEGEND_BESIDE_MOST, MODEL_COLORS, SATURATED_GREY, SYMBOLS, TEMPLATE,
+                    Y_TITLE_MOST, color, label, readable)
+from .tables import COUNTER_EVENTS, counters_note, counters_table, failed_points, saturation_warning, style_counters
+
+__all__ = [
+    "COUNTER_EVENTS", "FAILED_COLOR", "LEGEND_BESIDE_MOST", "MODEL_COLORS", "SATURATED_GREY", "SYMBOLS",
+    "TEMPLATE", "Y_TITLE_MOST", "axes_of", "axis_title", "color", "counters_note", "counters_table",
+    "failed_points", "label", "latency_histogram", "latency_percentiles", "latency_vs", "metric_by_point",
+    "metric_vs", "readable", "reference_line", "saturation_warning", "setting", "spans_decades",
+    "style_counters", "summarize", "value_text", "why_missing",
+]

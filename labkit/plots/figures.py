@@ -1,0 +1,343 @@
+"""The lab's charts of sweep results: a metric against any column (a line per model and
+per value of the grid's other axes), bars per grid point, latency percentiles and
+histograms, and a reference line (iperf3's ceiling).  Medians of the repeats with their
+min-max spread; a failed point is drawn as a red cross with its reason, never dropped; a
+metric that could not be measured says why instead of being drawn as 0."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from labkit.errors import LabError
+
+from .grid import (axes_of, axis_title, is_numeric, kind_of, point_axes, point_label, require, series_of,
+                   setting, summarize, value_text, varying_axes, why_missing)
+from .style import (DASHES, FAILED_COLOR, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
+                    escape, finish, label, not_measurable, set_title, wrap)
+
+
+def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
+    """Whether the measured values of `metric` span `decades` or more (500 us to 1 s does):
+    then a linear axis flattens all but the largest, and the figure takes a log axis."""
+    if metric not in df.columns:
+        return False
+    rows = df[df["status"] == "ok"] if "status" in df.columns else df
+    values = pd.to_numeric(rows[metric], errors="coerce")
+    values = values[values > 0]
+    return len(values) > 1 and values.max() / values.min() >= 10 ** decades
+
+
+def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, title: str | None = None,
+              log_x: bool = False, log_y: bool | None = None, x_title: str | None = None) -> go.Figure:
+    """`metric` against column `x`, one line per model (and per value of every other axis
+    of the grid, `series`): median of the repeats, min-max error bars, failed points
+    as crosses with the reason in the hover.  log_y=None: a log axis where the values
+    span two decades or more."""
+    log_y = spans_decades(df, metric) if log_y is None else log_y
+    series = series_of(df, x, series)
+    x_title = x_title or axis_title(df, x)
+    summary = summarize(df, metric, x, series)
+    varying = {c for c in series if summary[c].nunique() > 1}
+    constant = [setting(df, c, summary[c].iloc[0])
+                for c in series if c not in varying and not summary.empty]
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, xaxis_title=x_title, yaxis_title=label(metric))
+    set_title(fig, title or f"{label(metric)} vs {x_title}", [] if title else constant)
+    ticks = sorted(summary[x].unique())
+    fig.update_xaxes(type="log" if log_x else "linear", tickvals=ticks,
+                     ticktext=[value_text(df, x, tick) for tick in ticks])
+    if log_y:
+        fig.update_yaxes(type="log")
+
+    measured = summary.dropna(subset=["median"])
+    combos = sorted({tuple(v) for v in measured[series].itertuples(index=False)}) if series else []
+    models = list(dict.fromkeys(measured["model"]))
+    by_series = len(models) == 1 and len(combos) > 1  # one model: its lines differ by colour
+    if by_series:
+        fig.update_layout(legend_title_text=f"{models[0]}: " + ", ".join(
+            axis_title(df, c) for c in series if c in varying))
+    for values, line in measured.groupby(["model", *series], sort=False):
+        model = values[0]
+        combo = combos.index(tuple(values[1:])) if series else 0
+        dash = "solid" if by_series or not series else DASHES[combo % len(DASHES)]
+        colour = SERIES_COLORS[combo % len(SERIES_COLORS)] if by_series else color(model)
+        # a shape per line: lines that coincide (every model reads as often) stay told apart
+        shape = SYMBOLS[(combo if by_series else models.index(model)) % len(SYMBOLS)]
+        fig.add_trace(go.Scatter(
+            x=line[x], y=line["median"], name=_line_name(df, None if by_series else model, series,
+                                                         values[1:], varying),
+            mode="lines+markers", legendgroup=None if by_series else model,
+            line=dict(color=colour, width=2, dash=dash),
+            # a point where the load generator was the limit is greyed out: it measured itself
+            marker=dict(size=8, symbol=[f"{shape}-open" if s else shape for s in line["saturated"]],
+                        color=[SATURATED_GREY if s else colour for s in line["saturated"]]),
+            error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
+                         arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
+            customdata=line[["min", "max", "measured", "saturated"]].to_numpy(),
+            hovertemplate=(f"<b>{model}</b><br>%{{x}} {x_title}<br>median %{{y:,.4g}}<br>"
+                           "min-max %{customdata[0]:,.4g} - %{customdata[1]:,.4g}<br>"
+                           "repeats %{customdata[2]}<br>client saturated: %{customdata[3]}"
+                           "<extra></extra>"),
+        ))
+    add_failures(fig, summary, x, x_noun=x_title)
+
+    notes = []
+    missing = summary[summary["median"].isna() & (summary["ok"] > 0)]
+    if measured.empty:
+        annotate(fig, f"{label(metric)}: " + not_measurable(why_missing(df, metric), "<br>"))
+        fig.update_xaxes(showticklabels=False, showgrid=False)
+        fig.update_yaxes(showticklabels=False, showgrid=False)
+    elif not missing.empty:
+        notes.append(f"not measurable for {', '.join(sorted(missing['model'].unique()))}: "
+                     f"{why_missing(df, metric)}")
+    if summary["saturated"].any():
+        notes.append("grey ◇ = the load generator was the limit there (it measured itself, not the server)")
+    if notes:  # under the shared settings, not instead of them
+        shared = fig.layout.title.subtitle.text or ""
+        subtitle = "<br>".join([*([shared] if shared else []), *(wrap(note, 95) for note in notes)])
+        fig.update_layout(title_subtitle_text=subtitle, margin_t=70 + 18 * subtitle.count("<br>") + 18)
+    finish(fig)
+    return fig
+
+
+def _line_name(df: pd.DataFrame, model: str | None, series: list[str], values: tuple, varying: set[str]) -> str:
+    """'epoll', or 'epoll, clients 100' when another axis than x varies; without the model
+    (None: the legend's title names it and the axes), the values alone: 'other_host, 5'."""
+    if model is None:
+        return ", ".join(value_text(df, column, value) for column, value in zip(series, values)
+                         if column in varying)
+    shown = [setting(df, column, value) for column, value in zip(series, values)
+             if column in varying]
+    return ", ".join([model, *shown])
+
+
+def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
+               x_title: str | None = None) -> go.Figure:
+    """Latency percentiles against column `x`: one colour per model, one dash per percentile."""
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    x_title = x_title or axis_title(df, x)
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, title=f"request latency vs {x_title}",
+                      xaxis_title=x_title, yaxis_title="latency (µs)")
+    any_measured = False
+    for dash, pct in zip(dashes, percentiles):
+        column = f"lat_{pct}_us"
+        summary = summarize(df, column, x).dropna(subset=["median"])
+        any_measured |= not summary.empty
+        for model, line in summary.groupby("model", sort=False):
+            fig.add_trace(go.Scatter(
+                x=line[x], y=line["median"], name=f"{model} {pct}", legendgroup=model,
+                mode="lines+markers", line=dict(color=color(model), dash=dash, width=2),
+                error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
+                             arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
+                hovertemplate=f"<b>{model}</b> {pct}<br>%{{x}} {x_title}<br>%{{y:,.0f}} µs<extra></extra>",
+            ))
+    add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
+    if not any_measured:
+        annotate(fig, "latency: nothing measured (every point failed)")
+    fig.update_xaxes(tickvals=sorted(df[x].unique()))
+    finish(fig)
+    return fig
+
+
+def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None = None,
+                    include_failed: bool = False, log_y: bool | None = None) -> go.Figure:
+    """One group of bars per grid point (a value of each of `axes`: clients x exchanges),
+    one bar per model (its colour), the median of the repeats with min-max whiskers.
+    A point with a failed repeat is marked with a red cross at its bar (or at 0), the
+    reasons in the hover.  include_failed=True takes the values of failed repeats too
+    (lost connections are measured *because* the point failed).  log_y=None: a log axis
+    where the values span two decades or more."""
+    log_y = spans_decades(df, metric) if log_y is None else log_y
+    axes = varying_axes(df, point_axes(df, axes))
+    require(df, ["model", *axes, "status"])
+    if metric not in df.columns:
+        raise LabError(f"the results have no column {metric!r}",
+                       "pick one of: " + ", ".join(c for c in df.columns if is_numeric(df[c])))
+    fig = go.Figure()
+    models = list(dict.fromkeys(df["model"]))
+    whose = "per model" if len(models) > 1 else f"of {models[0]}" if models else ""
+    fig.update_layout(template=TEMPLATE, barmode="group", title=title or f"{label(metric)} {whose}",
+                      xaxis_title=" · ".join(axis_title(df, a) for a in axes), yaxis_title=label(metric))
+    if log_y:
+        fig.update_yaxes(type="log")
+    constant = [setting(df, c, df[c].iloc[0]) for c in axes_of(df)
+                if c != "model" and c not in axes and c in df.columns and df[c].nunique() == 1]
+    set_title(fig, title or f"{label(metric)} {whose}", [] if title else constant)
+
+    rows, failures = [], []
+    for values, point in df.groupby(["model", *axes], sort=True):
+        model, where = values[0], point_label(df, axes, values[1:])
+        used = point if include_failed else point[point["status"] == "ok"]
+        used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
+            if include_failed and "requests_ok" in used else used
+        measured = pd.to_numeric(used[metric], errors="coerce").dropna()
+        failed = point[point["status"] != "ok"]
+        median = measured.median() if len(measured) else math.nan
+        rows.append(dict(model=model, point=where, median=median,
+                         low=measured.min() if len(measured) else math.nan,
+                         high=measured.max() if len(measured) else math.nan, n=len(measured)))
+        if len(failed):
+            reasons = "; ".join(sorted({wrap(escape(str(e)), 90) for e in failed["error"].fillna("")}))
+            failures.append(dict(model=model, point=where, y=median,
+                                 text=f"{len(failed)} of {len(point)} repeats failed<br>{reasons}"))
+    summary = pd.DataFrame(rows)
+    kinds = [kind_of(df, axis) for axis in axes]
+    # many grid points: slanted labels, with room made below them for the axis title
+    # type category: labels like "500" and "2,000" would otherwise make plotly a numeric axis
+    fig.update_xaxes(automargin=True, title_standoff=16, type="category")
+    if df.groupby(axes).ngroups > 8:
+        fig.update_xaxes(tickangle=-40)
+    order = [point_label(df, axes, values) for values in sorted(
+        set(zip(*(df[a] for a in axes))),
+        key=lambda values: tuple(kind.sort_key(v) if kind else v for kind, v in zip(kinds, values)))]
+    for i, model in enumerate(models):
+        bars = summary[summary["model"] == model].set_index("point").reindex(order)
+        drawn = dict(
+            x=order, y=bars["median"], name=model, offsetgroup=model,
+            error_y=dict(type="data", symmetric=False, array=bars["high"] - bars["median"],
+                         arrayminus=bars["median"] - bars["low"], thickness=1.2, width=4),
+            customdata=bars[["n"]].to_numpy(),
+            hovertemplate=f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>repeats %{{customdata[0]}}<extra></extra>",
+        )
+        if log_y:  # a bar's length means nothing on a log axis (where would it start?): a mark at the median
+            fig.add_trace(go.Scatter(mode="markers", marker=dict(color=color(model), size=11,
+                                                                 symbol=SYMBOLS[i % len(SYMBOLS)]), **drawn))
+        else:
+            fig.add_trace(go.Bar(marker_color=color(model), **drawn))
+    if log_y:
+        fig.update_layout(scattermode="group")
+    if failures:
+        failed = pd.DataFrame(failures)
+        # a point with no value: at 0, or on a log axis (no 0) below the lowest bar
+        lowest = summary["median"].min()
+        failed["y"] = failed["y"].fillna(lowest / 1.6 if log_y and lowest > 0 else 0.0)
+        for model, marks in failed.groupby("model", sort=False):
+            fig.add_trace(go.Scatter(
+                x=marks["point"], y=marks["y"], mode="markers", name="failed", legendgroup="failed",
+                showlegend=model == failed["model"].iloc[0], offsetgroup=model,
+                marker=dict(symbol="x", size=12, color=FAILED_COLOR, line=dict(width=1, color="white")),
+                customdata=marks[["text"]].to_numpy(),
+                hovertemplate=f"<b>FAILED</b>: {model} @ %{{x}}<br>%{{customdata[0]}}<extra></extra>",
+            ))
+        fig.update_layout(scattermode="group")
+    if summary["median"].isna().all():
+        annotate(fig, f"{label(metric)}: nothing measured:<br>{why_missing(df, metric)}")
+    finish(fig)
+    return fig
+
+
+def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
+    """Response-time percentiles (p50, p90, p99, p99.9, max) of every model at one grid
+    point: `at` gives its axis values (clients=5000, exchanges=200); an axis not given
+    takes its largest value.  Medians of the ok repeats."""
+    axes = point_axes(df, axes)
+    require(df, ["model", *axes, "status"])
+    for axis in axes:
+        value = at.get(axis, df[axis].max())
+        df = df[df[axis] == value]
+        at[axis] = value
+    names = {"p50": "lat_p50_us", "p90": "lat_p90_us", "p99": "lat_p99_us", "p99.9": "lat_p999_us",
+             "max": "lat_max_us"}
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, xaxis_title="percentile", yaxis_title="response time (µs)")
+    failed = sorted(df.loc[df["status"] != "ok", "model"].unique())
+    set_title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"]
+              + ([escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []))
+    fig.update_yaxes(type="log")
+    for i, (model, point) in enumerate(df.groupby("model", sort=False)):
+        ok = point[point["status"] == "ok"]
+        medians = [pd.to_numeric(ok[column], errors="coerce").median() for column in names.values()]
+        if ok.empty:
+            continue
+        fig.add_trace(go.Scatter(x=list(names), y=medians, name=model, mode="lines+markers",
+                                 line=dict(color=color(model), width=2),
+                                 marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
+                                 hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<extra></extra>"))
+    return fig
+
+
+def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: int = 5,
+                      title: str | None = None) -> go.Figure:
+    """How the exchanges' latencies spread, one line per value of `by`: the load
+    generator's fine histogram, summed over the successful repeats and regrouped into
+    `per_decade` bins per power of ten.  A peak at 40 ms or more (Linux's minimum
+    delayed-ACK timeout) is Nagle's algorithm waiting for a delayed ACK."""
+    by = [c for c in by if c in df.columns]
+    require(df, ["status", "lat_histogram"])
+    ok = df[df["status"] == "ok"]
+    groups = list(ok.groupby(by, sort=True)) if by else [((), ok)]
+    binned = []
+    for values, rows in groups:
+        values = values if isinstance(values, tuple) else (values,)
+        counts: dict[int, int] = {}
+        for histogram in rows["lat_histogram"]:
+            for high_us, count in histogram or []:
+                slot = math.ceil(math.log10(max(float(high_us), 1e-3)) * per_decade)
+                counts[slot] = counts.get(slot, 0) + int(count)
+        name = ", ".join(setting(df, column, value) for column, value in zip(by, values))
+        binned.append((name or "all", counts))
+    slots = [slot for _, counts in binned for slot in counts]
+    fig = go.Figure()
+    fig.update_layout(template=TEMPLATE, title=title or "How long each exchange took",
+                      xaxis_title="latency (µs)", yaxis_title="exchanges", legend_title_text="")
+    fig.update_xaxes(type="log")
+    if not slots:
+        annotate(fig, "no successful exchange to show")
+        return fig
+    every = range(min(slots) - 1, max(slots) + 2)  # zeros around, so a peak stands out
+    for index, (name, counts) in enumerate(binned):
+        fig.add_trace(go.Scatter(
+            # a step from each bin's lower edge to the next: bin `slot` holds (10^((slot-1)/k), 10^(slot/k)]
+            x=[10 ** ((slot - 1) / per_decade) for slot in every], y=[counts.get(slot, 0) for slot in every],
+            name=name, mode="lines", line=dict(shape="hv", width=2, dash=DASHES[index % len(DASHES)]),
+            hovertemplate="%{y} exchanges from %{x:,.0f} µs<extra>" + name + "</extra>"))
+    return fig
+
+
+def reference_line(fig: go.Figure, y: float, text: str) -> go.Figure:
+    """A horizontal reference (iperf3's ceiling, say) across every subplot, labelled at its
+    left end.  On a log axis plotly reads a shape's and an annotation's y as the exponent
+    (fig.add_hline(y=12.6) drew iperf3's 12.6 Gbit/s at 10^12.6 and stretched the axis to
+    1T), so there the line is placed at log10(y)."""
+    for axis in fig.select_yaxes():
+        log = axis.type == "log"
+        if log and y <= 0:
+            continue  # no place on a log axis
+        at = math.log10(y) if log else y
+        yref = axis.plotly_name.replace("axis", "")
+        xref = f"{axis.anchor or 'x'} domain"
+        fig.add_shape(type="line", xref=xref, x0=0, x1=1, yref=yref, y0=at, y1=at,
+                      line=dict(dash="dash", color="#555", width=1.5))
+        fig.add_annotation(xref=xref, x=0.01, xanchor="left", yref=yref, y=at, yanchor="bottom", text=text,
+                           showarrow=False, font=dict(size=12, color="#333"))
+    return fig
+
+
+def add_failures(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, col=None,
+                 x_noun: str = "clients") -> None:
+    """Draw every point with a failed repeat as a red cross: at its median when other
+    repeats succeeded, else below every measured point, marked "failed" (at the lowest
+    measured value it would sit on another model's point); the reasons are in the hover."""
+    failed = summary[summary["failed"] > 0]
+    if failed.empty:
+        return
+    measured = summary["median"].dropna()
+    low, high = (float(measured.min()), float(measured.max())) if not measured.empty else (0.0, 1.0)
+    log_axis = fig.layout.yaxis.type == "log"
+    below = low / 1.6 if log_axis and low > 0 else low - 0.08 * ((high - low) or abs(low) or 1.0)
+    y = failed["median"].fillna(below)
+    fig.add_trace(go.Scatter(
+        x=failed[x], y=y, mode="markers+text", name="failed",
+        text=["failed" if pd.isna(m) else "" for m in failed["median"]], textposition="middle right",
+        textfont=dict(color=FAILED_COLOR),
+        marker=dict(symbol="x", size=13, color=FAILED_COLOR, line=dict(width=1, color="white")),
+        customdata=failed.assign(total=failed["failed"] + failed["ok"])[
+            ["model", "failed", "total", "errors"]].to_numpy(),
+        hovertemplate=("<b>FAILED</b>: %{customdata[0]} @ %{x} " + x_noun + "<br>"
+                       "%{customdata[1]} of %{customdata[2]} repeats failed<br>"
+                       "%{customdata[3]}<extra></extra>"),
+    ), row=row, col=col)

@@ -1,0 +1,152 @@
+"""What a results frame says about the grid it was measured on: its axes, each axis's title
+and how its values are written, and the medians of the repeats at each point.
+
+The frame declares its experiment in df.attrs["experiment"] (labkit.sweep sets it; pandas
+carries it through filtering, copying and sorting).  Only what an experiment offers is read,
+its `axis_columns` and its `parameters` (each with a `column`, a `title` and a `kind` that
+writes a value as text and says where it sorts), so this package never imports
+labkit.experiments: the experiments draw their figures with it.  A frame without one
+(rows read back from a file) is grouped by model and clients, its columns titled by
+labkit.plots.style.label."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from labkit.errors import LabError
+
+from .style import escape, label
+
+
+def experiment_of(df: pd.DataFrame):
+    """The experiment `df` declares in df.attrs["experiment"], or None (then the generic axes)."""
+    experiment = df.attrs.get("experiment")
+    if hasattr(experiment, "axis_columns") and hasattr(experiment, "parameters"):
+        return experiment
+    return None
+
+
+def axes_of(df: pd.DataFrame) -> list[str]:
+    """The grid axes of the experiment `df` declares (model first), as results columns;
+    ["model", "clients"] for a frame that declares none."""
+    experiment = experiment_of(df)
+    return experiment.axis_columns if experiment else ["model", "clients"]
+
+
+def _param_of(df: pd.DataFrame, column: str):
+    """The parameter that fills `column` in the experiment `df` declares, or None."""
+    experiment = experiment_of(df)
+    for param in experiment.parameters if experiment else ():
+        if param.column == column:
+            return param
+    return None
+
+
+def axis_title(df: pd.DataFrame, column: str) -> str:
+    """The title of the axis that shows `column`: its parameter's label in the experiment
+    `df` declares ("idle connections"), else label(column)."""
+    param = _param_of(df, column)
+    if param is not None:
+        return param.title
+    return "concurrent clients" if column == "clients" else label(column)
+
+
+def kind_of(df: pd.DataFrame, column: str):
+    """The kind of the parameter that fills `column` (how its values are written and sorted), or None."""
+    param = _param_of(df, column)
+    return param.kind if param is not None else None
+
+
+def value_text(df: pd.DataFrame, column: str, value) -> str:
+    """One value of `column` as its parameter's kind writes it (10485760 -> '10MB'),
+    else 1,000 with separators."""
+    kind = kind_of(df, column)
+    if kind is not None:
+        return kind.text(value)
+    return f"{value:,}" if isinstance(value, (int, float)) and not isinstance(value, bool) else str(value)
+
+
+def setting(df: pd.DataFrame, column: str, value) -> str:
+    """A parameter and its value as every title, legend and caption writes it: its one label
+    and its kind's text ("one-way delay (ms) 5", not "link_delay_ms 5" in one place and the
+    label in another)."""
+    return f"{axis_title(df, column)} {value_text(df, column, value)}"
+
+
+def series_of(df: pd.DataFrame, x: str, series) -> list[str]:
+    """The grid axes besides model and x: each of their values gets a line of its own."""
+    if series is None:
+        series = [c for c in axes_of(df) if c not in ("model", x)]
+    return [c for c in series if c in df.columns]
+
+
+def point_axes(df: pd.DataFrame, axes) -> list[str]:
+    """The grid axes besides model (a grid point is one value of each)."""
+    axes = [c for c in axes_of(df) if c != "model"] if axes is None else list(axes)
+    return [c for c in axes if c in df.columns] or ["clients"]
+
+
+def varying_axes(df: pd.DataFrame, axes: list[str]) -> list[str]:
+    """The axes with more than one value in `df` (one that has a single value names no
+    point apart from another), or the first axis when none varies."""
+    return [c for c in axes if df[c].nunique() > 1] or axes[:1]
+
+
+def point_label(df: pd.DataFrame, axes: list[str], values) -> str:
+    """A grid point as a tick shows it: each value as its parameter writes it ('many · 15 x 100 B')."""
+    return " · ".join(value_text(df, axis, value) for axis, value in zip(axes, values))
+
+
+def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> pd.DataFrame:
+    """Per (model, *series, x): median/min/max of `metric` over ok repeats, and the failures.
+
+    Columns: model, *series, x, median, min, max, ok, measured, failed, saturated, errors.
+    """
+    keys = ["model", *series, x]
+    require(df, [*keys, "status"])
+    if metric not in df.columns:
+        raise LabError(f"the results have no column {metric!r}",
+                       "pick one of: " + ", ".join(c for c in df.columns if is_numeric(df[c])))
+    rows = []
+    for values, point in df.groupby(keys, sort=True):
+        ok = point[point["status"] == "ok"]
+        failed = point[point["status"] != "ok"]
+        measured = pd.to_numeric(ok[metric], errors="coerce").dropna()
+        saturated = bool(ok["client_saturated"].fillna(False).astype(bool).any()) \
+            if "client_saturated" in ok else False
+        errors = sorted({str(e) for e in failed.get("error", pd.Series(dtype=str)).fillna("no reason recorded")})
+        rows.append(dict(zip(keys, values),
+                         median=measured.median() if len(measured) else math.nan,
+                         min=measured.min() if len(measured) else math.nan,
+                         max=measured.max() if len(measured) else math.nan,
+                         ok=len(ok), measured=len(measured), failed=len(failed),
+                         saturated=saturated, errors="; ".join(errors)))
+    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "ok",
+                                       "measured", "failed", "saturated", "errors"])
+
+
+def why_missing(df: pd.DataFrame, metric: str) -> str:
+    """Why `metric` has no values, in the words the sweep recorded."""
+    notes = []
+    if "counters_note" in df.columns:
+        notes = [str(n) for n in df["counters_note"].dropna().unique() if str(n).strip()]
+    if notes:
+        return escape("; ".join(notes))
+    if "status" in df.columns and (df["status"] != "ok").all():
+        return "every point failed (hover the crosses for the reasons)"
+    return f"perf reported {metric.split('_', 1)[-1]} as <not supported>"
+
+
+def require(df: pd.DataFrame, columns: list[str]) -> None:
+    """A LabError naming the `columns` that `df` lacks, if any."""
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise LabError(f"these results lack the columns {missing}",
+                       "pass the DataFrame that labkit.sweep.run() or labkit.store.load() returned")
+
+
+def is_numeric(series: pd.Series) -> bool:
+    """Whether `series` holds numbers (a column a figure can draw)."""
+    return pd.api.types.is_numeric_dtype(series)

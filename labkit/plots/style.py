@@ -1,0 +1,195 @@
+"""How every lab figure looks: one colour per model, the template, readable numbers and
+column titles, and the finishing touches that keep a chart legible (titles wrapped, long
+legends under the plot).  Written once so that a model, a column or a note reads the same
+in every figure and table."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from labkit.perf.parse import NOT_MEASURABLE
+
+# One colour per model, everywhere (Okabe-Ito: distinguishable with colour-blindness).
+MODEL_COLORS = {
+    "iterative": "#E69F00",
+    "threaded": "#0072B2",
+    "select": "#009E73",
+    "poll": "#CC79A7",
+    "epoll": "#D55E00",
+    "threadpool": "#56B4E9",
+    "prefork": "#7F7F7F",
+    "select_fork": "#F0E442",
+    "epoll_et": "#882255",
+    "epoll_workers": "#AA4499",
+    "pool": "#56B4E9",
+    "fork": "#332288",
+    "uring": "#44AA99",
+    "busypoll": "#000000",
+    "aio": "#BCBD22",
+}
+_SPARE_COLORS = ["#8C564B", "#17BECF", "#9467BD", "#7F7F00"]
+# A model's lines differ by dash when another axis (a size, say) varies.
+DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
+# One model's lines, when only the other axes vary, take a colour each (Okabe-Ito's, told apart
+# by colour-blind readers too): six dashes of one colour were hard to tell apart.
+SERIES_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"]
+# A legend of more entries than this goes under the plot, in columns: in its column at the
+# right it scrolled, and a model just ticked in the panel was out of view.
+LEGEND_BESIDE_MOST = 7
+# A y title of more characters than this is broken into lines: at 13 px it is about as tall
+# as a 450 px figure's plot area.
+Y_TITLE_MOST = 30
+FAILED_COLOR = "#C00000"
+# Marks that tell traces apart where colour alone would not (coinciding lines, log-axis dots).
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "star", "hexagon")
+SATURATED_GREY = "#9e9e9e"
+
+TEMPLATE = go.layout.Template(layout=go.Layout(
+    font=dict(family="DejaVu Sans, Arial, sans-serif", size=13),
+    plot_bgcolor="white",
+    # automargin: a title broken in two lines gets the room it needs; minorloglabels: a log axis
+    # writes 0.05 and 0.2 whole (plotly's default wrote them "5" and "2" under 0.1)
+    xaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside",
+               automargin=True, minorloglabels="complete"),
+    yaxis=dict(showgrid=True, gridcolor="#E5E5E5", zeroline=False, linecolor="#444", ticks="outside",
+               automargin=True, minorloglabels="complete"),
+    legend=dict(title=dict(text="server model")),
+    hoverlabel=dict(align="left"),
+    margin=dict(l=70, r=30, t=70, b=60),
+))
+
+# Human names for sweep columns; "server_"/"client_" prefixes are added by label().
+EVENT_LABELS = {
+    "task-clock": "task-clock (ms)",
+    "context-switches": "context switches",
+    "cpu-migrations": "CPU migrations",
+    "page-faults": "page faults",
+    "cycles": "cycles",
+    "instructions": "instructions",
+    "branches": "branches",
+    "branch-misses": "branch misses",
+    "cache-misses": "cache misses",
+    "ipc": "IPC (instructions per cycle)",
+    "branch-miss-rate": "branch miss rate",
+    "cpus-utilized": "CPUs utilized",
+}
+_COLUMN_LABELS = {
+    "elapsed_s": "elapsed time (s)",
+    "throughput_rps": "throughput (requests/s)",
+    "lat_p50_us": "latency p50 (µs)",
+    "lat_p90_us": "latency p90 (µs)",
+    "lat_p99_us": "latency p99 (µs)",
+    "lat_p999_us": "latency p99.9 (µs)",
+    "lat_max_us": "latency max (µs)",
+    "client_cpu_util": "client CPU utilization",
+    "lost_connections": "lost connections",
+    "server_cpu_us_per_request": "server CPU time per request (µs)",
+    "server_cs_per_request": "server context switches per request",
+    "lat_uncorrected_p99_us": "latency p99, uncorrected (µs)",
+    "transfer_s": "upload time, first byte to last OK (s)",
+    "goodput_gbit_s": "goodput (Gbit/s)",
+    "server_batch_s": "server's time for the batch (s)",
+    "server_cpu_ms_per_mb": "server CPU time per MB (ms)",
+    "server_reads_per_request": "server reads per upload",
+    "body_bytes_ok": "bytes uploaded",
+    "send_s": "sending time (s)",
+    "send_gbit_s": "Gbit/s while sending",
+    "write_calls_per_repetition": "write calls per repetition (the client's count)",
+    "client_write_syscalls_per_repetition": "client write-family system calls per repetition (perf)",
+    "data_segments_per_repetition": "TCP segments sent per repetition",
+    "server_reads_per_repetition": "server reads per repetition",
+    "server_read_syscalls_per_repetition": "server read system calls per repetition (perf)",
+}
+
+
+def color(model: str) -> str:
+    """The colour `model` has in every figure."""
+    if model in MODEL_COLORS:
+        return MODEL_COLORS[model]
+    return _SPARE_COLORS[sum(map(ord, model)) % len(_SPARE_COLORS)]
+
+
+def readable(value: float) -> str:
+    """A number as a person reads it: 20,160 and 0.0083, never 2.016e+04; integers as
+    integers, "—" for none (`table.style.format(plots.readable)`)."""
+    if pd.isna(value):
+        return "—"
+    size = abs(value)
+    if value == int(value) and size < 1e15:
+        return f"{int(value):,}"
+    if size >= 1000:
+        return f"{value:,.0f}"
+    if size >= 10:
+        return f"{value:,.1f}"
+    if size >= 0.01:
+        return f"{value:.3f}"
+    return f"{value:.3g}"  # 0.00169; an exponent only below 0.0001
+
+
+def label(column: str) -> str:
+    """A readable axis title for a sweep column."""
+    if column in _COLUMN_LABELS:
+        return _COLUMN_LABELS[column]
+    for side in ("server", "client"):
+        if column.startswith(side + "_"):
+            event = column[len(side) + 1:]
+            return f"{side} {EVENT_LABELS.get(event, event)}"
+    return column
+
+
+def not_measurable(why: str, separator: str = " ") -> str:
+    """'not measurable on this machine: <why>', without saying it twice when
+    the recorded note already starts with it."""
+    if why.startswith(NOT_MEASURABLE):
+        return why
+    return f"{NOT_MEASURABLE}:{separator}{why}"
+
+
+def finish(fig: go.Figure) -> None:
+    """What a chart needs once its traces are in: a y title no taller than the plot (plotly
+    neither wraps nor shrinks it: a long one ran over the x tick labels), and a legend of
+    more than LEGEND_BESIDE_MOST entries under the plot, three to a row, the figure grown to
+    hold it: every entry in view, none scrolled away."""
+    for axis in (fig.layout.yaxis, *(getattr(fig.layout, f"yaxis{i}", None) for i in range(2, 5))):
+        if axis is not None and axis.title.text and "<br>" not in axis.title.text:
+            axis.title.text = wrap(axis.title.text, Y_TITLE_MOST)
+    entries = [t for t in fig.data if t.showlegend is not False and t.name]
+    if len(entries) <= LEGEND_BESIDE_MOST:
+        return
+    rows = math.ceil(len(entries) / 3)
+    legend_px = 28 + 24 * rows  # its title's line, then a line per row
+    fig.update_layout(height=(fig.layout.height or 450) + legend_px,
+                      margin_b=(fig.layout.margin.b or 60) + legend_px + 10,
+                      legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom",
+                                  x=0.0, xanchor="left", entrywidth=1 / 3, entrywidthmode="fraction",
+                                  title_side="top left"))
+
+
+def set_title(fig: go.Figure, main: str, settings: list[str]) -> None:
+    """A figure's title, and under it, smaller, the settings every point shares (a title is
+    not wrapped by plotly: with them on its line it ran off both sides of the figure)."""
+    subtitle = wrap(", ".join(settings), 95) if settings else ""
+    fig.update_layout(title=dict(text=main, subtitle=dict(text=subtitle)))
+    if subtitle:  # room for it above the plot: a line of 18 px each
+        fig.update_layout(margin_t=70 + 18 * subtitle.count("<br>"))
+
+
+def wrap(text: str, width: int) -> str:
+    """Plotly does not wrap annotation text: break it into <br>-separated lines."""
+    return "<br>".join(line for part in text.split("<br>")
+                       for line in textwrap.wrap(part, width, break_on_hyphens=False))
+
+
+def escape(text: str) -> str:
+    """perf's "<not supported>" would be read as an HTML tag by plotly."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def annotate(fig: go.Figure, text: str, y: float = 0.5, size: int = 14) -> None:
+    """A note in a box across the figure, at height `y` of it (what is missing, and why)."""
+    fig.add_annotation(text=wrap(text, 70), xref="paper", yref="paper", x=0.5, y=y, showarrow=False,
+                       font=dict(size=size), bgcolor="#FFF4E5", bordercolor="#E69F00", borderpad=6)

@@ -1,0 +1,138 @@
+"""The tables and lines of text beside the figures: perf's counters per grid point (as the
+seed reports lay them out), the failed points with their reasons, the counters' notes
+gathered into one line, and a warning where the load generator saturated its CPU (there it
+measured itself, not the server).  A counter that could not be measured is NaN, shown as
+"not measurable", never 0."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from labkit.errors import LabError
+from labkit.friendly import Note
+from labkit.perf.parse import NOT_MEASURABLE
+
+from .grid import axis_title, point_axes, require, setting, value_text, varying_axes
+from .style import EVENT_LABELS
+
+# counters_table's columns, in the order of the seed reports' tables.
+COUNTER_EVENTS = ["task-clock", "cpus-utilized", "context-switches", "cpu-migrations",
+                  "page-faults", "cycles", "instructions", "ipc", "branches",
+                  "branch-misses", "cache-misses"]
+
+
+def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:
+    """Median perf counters per grid point (model x the grid's axes), like the seed
+    reports' tables.  An axis with one value in the whole sweep (placement same_host)
+    names no row: it is said once, in the caption.
+
+    NaN means not measurable on this machine; show it with style_counters(), which says so."""
+    if side not in ("server", "client"):
+        raise LabError(f"side must be 'server' or 'client', not {side!r}",
+                       "counters_table(df, side='server') or side='client'")
+    every = point_axes(df, axes)
+    require(df, ["model", *every, "status"])
+    axes = ["model", *varying_axes(df, every)]
+    constant = [setting(df, axis, df[axis].iloc[0]) for axis in every if axis not in axes]
+    ok = df[df["status"] == "ok"]
+    columns = {}
+    for event in COUNTER_EVENTS:
+        column = f"{side}_{event}"
+        series = pd.to_numeric(ok[column], errors="coerce") if column in ok else pd.Series(math.nan, index=ok.index)
+        columns[EVENT_LABELS[event]] = series
+    wide = pd.DataFrame(columns)
+    for axis in axes:
+        wide[axis] = ok[axis]
+    # median() skips NaN, so a group with no measured value stays NaN (never 0).
+    table = wide.groupby(axes).median(numeric_only=True)
+    table.attrs["caption"] = (f"{side} side: median of the repeats of each point"
+                              + (f" ({', '.join(constant)})" if constant else ""))
+    # the index keeps the values (table.loc[("select", 10485760)]); shown as written: 10MB
+    table.attrs["index_text"] = {axis: {value: value_text(df, axis, value) for value in ok[axis].unique()}
+                                 for axis in axes}
+    # and each axis is headed by its parameter's one label ("one-way delay (ms)", not link_delay_ms)
+    table.attrs["index_titles"] = {axis: axis_title(df, axis) for axis in axes}
+    return table
+
+
+def style_counters(table: pd.DataFrame):
+    """counters_table() ready to display: thousands separators, NaN as "not measurable", and
+    the counters this machine supports for no point folded into one line of the caption
+    (a VM's five missing hardware counters would run the table off the page)."""
+    unmeasured = [c for c in table.columns if table[c].isna().all()]
+    table = table.drop(columns=unmeasured)
+    caption = table.attrs.get("caption", "")
+    if unmeasured:
+        caption += f"; {NOT_MEASURABLE}: {', '.join(unmeasured)}"
+    formats = {c: "{:,.0f}" for c in table.columns}
+    formats.update({EVENT_LABELS["task-clock"]: "{:,.2f}", EVENT_LABELS["cpus-utilized"]: "{:.3f}",
+                    EVENT_LABELS["ipc"]: "{:.2f}"})
+    formats = {c: f for c, f in formats.items() if c in table.columns}
+    attrs, axes = dict(table.attrs), list(table.index.names)
+    table = table.rename_axis([attrs.get("index_titles", {}).get(axis, axis) for axis in axes])
+    styler = table.style
+    for level, axis in enumerate(axes):
+        shown = attrs.get("index_text", {}).get(axis)
+        if shown:
+            styler = styler.format_index(lambda value, shown=shown: shown.get(value, value), level=level)
+    return (styler.format(formats, na_rep="not measurable")
+            .map(lambda v: "color: #999; font-style: italic; white-space: nowrap" if pd.isna(v) else "")
+            .set_caption(caption))
+
+
+def failed_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The failed rows, with the reason: model, the grid's axes, repeat, error."""
+    if "status" not in df.columns:
+        return df.iloc[0:0]
+    cols = [c for c in ("model", *point_axes(df, None), "repeat", "error") if c in df.columns]
+    return df.loc[df["status"] != "ok", cols].reset_index(drop=True)
+
+
+def counters_note(df: pd.DataFrame) -> Note:
+    """The rows' counters notes as one line to read: each remark once, and the events that
+    were not measurable gathered into one list (every row would repeat them)."""
+    remarks, missing = [], []
+    notes = df["counters_note"].dropna().astype(str) if "counters_note" in df.columns else []
+    for note in notes:
+        for remark in (part.strip() for part in note.split("; ")):
+            if remark.startswith(NOT_MEASURABLE + ": "):
+                missing += [event.strip() for event in remark.removeprefix(NOT_MEASURABLE + ": ").split(",")]
+            elif remark and remark not in remarks:
+                remarks.append(remark)
+    if missing:
+        remarks.append(NOT_MEASURABLE + ": " + ", ".join(dict.fromkeys(missing)))
+    return Note("counters note: " + ("; ".join(remarks) if remarks else "every counter was measured"))
+
+
+def saturation_warning(df: pd.DataFrame, client_is_subject: bool = False) -> str | None:
+    """A warning naming the points where the load generator saturated its CPU, else None.
+    Where the sender's own calls are what the experiment measures (`client_is_subject`), a
+    busy sender is the measurement, and the line says so instead of warning."""
+    if "client_saturated" not in df.columns:
+        return None
+    saturated = df[df["client_saturated"].fillna(False).astype(bool)]
+    if saturated.empty:
+        return None
+    axes = point_axes(df, None)
+    named = varying_axes(df, axes)  # an axis with one value in the whole sweep names no point
+    points = list(dict.fromkeys(_where(df, row, named)
+                                for _, row in saturated.sort_values(["model", *axes]).iterrows()))
+    total = len(dict.fromkeys(_where(df, row, named) for _, row in df.iterrows()))
+    marked = "" if client_is_subject else " (grey ◇ in the plots)"  # only a server's chart greys a point
+    shown = "; ".join(points[:4]) + (f"; and {len(points) - 4} more{marked}" if len(points) > 4 else "")
+    where = f"{len(points)} of {total} points: {shown}" if len(points) > 1 else shown
+    if client_is_subject:
+        return ("The sender kept its CPU busy at " + where + ": here the sender's own write calls "
+                "are what is measured, so a busy sender is the measurement, not a flaw.")
+    return ("WARNING: the client saturated its CPU at " + where + ". There it measured itself, "
+            "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
+
+
+def _where(df: pd.DataFrame, row, axes: list[str]) -> str:
+    """'select @ 10 clients', or 'poll @ idle 1,000, clients 100' for other axes (each value
+    as its parameter writes it: 'size 10MB')."""
+    if axes == ["clients"]:
+        return f"{row['model']} @ {int(row['clients'])} clients"
+    return f"{row['model']} @ " + ", ".join(setting(df, axis, row[axis]) for axis in axes)

@@ -1,0 +1,180 @@
+"""Your results beside a seed report's: the seed's numbers and your medians in one table
+(beside, times_table, placements_table, observations_table) or one figure of two panels
+(comparison), each number the seed did not print left blank, never 0.  Each takes your
+sweep's DataFrame and the seed's table (labkit.seeds.table(name))."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from labkit.errors import LabError
+from labkit.plots.figures import add_failures
+from labkit.plots.grid import kind_of, summarize, value_text, why_missing
+from labkit.plots.style import TEMPLATE, color, label, not_measurable, wrap
+
+
+def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clients",),
+           columns: str = "model", metric: str | None = None, seed_where: dict | None = None,
+           scale: float = 1.0, unit: str = "", your_columns: str | None = None) -> pd.DataFrame:
+    """A seed's numbers beside your medians of `column`, both x `scale`: rows = the `index`
+    axes (each value as its parameter writes it: 10MB, 15 x 100 B), columns = (seed |
+    yours, one of `columns`; yours split by `your_columns` instead, if given: the seed's
+    placement beside your links).  The seed's rows are those of `metric` (if given) matching
+    `seed_where` ({"placement": "same_host"}); a point measured on one side only stays
+    blank on the other, as does a number the report did not print ("<1 ms": NaN, never 0)."""
+    index = list(index)
+    seed_rows = seed_table
+    if metric is not None:
+        seed_rows = seed_rows[seed_rows["metric"] == metric]
+    for key, value in (seed_where or {}).items():
+        seed_rows = seed_rows[seed_rows[key] == value]
+    seed_name = seed_table["seed"].iloc[0]
+    seed = seed_rows.pivot_table(index=index, columns=columns, values="value", aggfunc="first", dropna=False) * scale
+    seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name}" + (f" ({unit})" if unit else "")], seed.columns])
+    ok = df[df["status"] == "ok"]
+    yours = ok.pivot_table(index=index, columns=your_columns or columns, values=column, aggfunc="median") * scale
+    yours.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], yours.columns])
+    table = pd.concat([seed, yours], axis=1).dropna(how="all")  # no number on either side: no row
+    kinds = [kind_of(df, name) for name in index]
+    table = table.loc[sorted(table.index, key=lambda key: tuple(
+        kind.sort_key(value) if kind else value for kind, value in zip(kinds, key if isinstance(key, tuple) else (key,))))]
+    table.index = pd.MultiIndex.from_tuples(
+        [tuple(value_text(df, name, value) for name, value in zip(index, key if isinstance(key, tuple) else (key,)))
+         for key in table.index], names=index)
+    table.attrs["caption"] = f"{label(column)}: seed {seed_name} beside your medians"
+    return table
+
+
+def times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "server_batch_s",
+                placement: str = "same_host") -> pd.DataFrame:
+    """Seed 002's upload times (ms, the server's clock) beside your medians of `column`,
+    rows = connections x size, for the seed's `placement` column."""
+    return beside(df, seed_table, column, index=("clients", "size"), seed_where={"placement": placement},
+                  scale=1000.0, unit="ms")
+
+
+def placements_table(df: pd.DataFrame, seed_table: pd.DataFrame, model: str,
+                     column: str = "server_batch_s") -> pd.DataFrame:
+    """Seed 002's same-host and different-host upload times (ms) for `model` beside
+    yours on each link you measured (loopback, tbf 1gbit, ...), rows = connections x size,
+    only those you measured (the seed's other rows have nothing to be compared with)."""
+    table = beside(df[df["model"] == model], seed_table[seed_table["model"] == model], column,
+                   index=("clients", "size"), columns="placement", your_columns="link", scale=1000.0, unit="ms")
+    yours = [c for c in table.columns if c[0].startswith("yours")]
+    return table.dropna(subset=yours, how="all")
+
+
+def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFrame:
+    """Seed 003's Observations table beside yours, only where both measured the same point
+    (clients x exchanges): per point, the seed's response time per model (s, as printed),
+    your median p50 response time (s) and your lost connections.  Written for reading:
+    "failed" where every repeat of yours failed, "—" where a side has no number.  Where
+    the grids do not meet (the quick profile's), both are listed apart and the table's
+    attrs["note"] says so; the note also names the points only one side has."""
+    seed = seed_table.pivot_table(index=["clients", "exchanges"], columns="model", values="value")
+    exchanges = df["exchanges"] if "exchanges" in df.columns else df["requests"]  # rows older than the column
+    measured = df.assign(exchanges=exchanges.astype(int), clients=df["clients"].astype(int))
+    ok = measured[measured["status"] == "ok"]
+    yours = ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
+                           aggfunc="median") / 1e6 if not ok.empty else pd.DataFrame()
+    lost = measured.pivot_table(index=["clients", "exchanges"], columns="model", values="lost_connections",
+                                aggfunc="median")
+    ran = measured.groupby(["clients", "exchanges", "model"])["status"].agg(lambda s: (s == "ok").any())
+    models = list(dict.fromkeys([*seed.columns, *sorted(measured["model"].unique())]))
+    common = [key for key in seed.index if key in lost.index]
+    yours_only = [key for key in lost.index if key not in seed.index]
+    seed_only = [key for key in seed.index if key not in lost.index]
+
+    def seconds(frame, key, model):
+        """A time in s as printed (0.008002), "failed" where every repeat of yours failed, "—" if none."""
+        value = frame.at[key, model] if key in frame.index and model in frame.columns else math.nan
+        if frame is not seed and (key[0], key[1], model) in ran.index and not ran[(key[0], key[1], model)]:
+            return "failed"
+        return "—" if pd.isna(value) else f"{value:.6f}".rstrip("0").rstrip(".")
+
+    def count(key, model):
+        value = lost.at[key, model] if key in lost.index and model in lost.columns else math.nan
+        return "—" if pd.isna(value) else f"{int(round(value)):,}"
+
+    rows = []
+    for key in (common or [*seed.index, *lost.index]):
+        label = f"{key[0]:,} clients / {key[1]:,} exchanges"
+        if key in seed.index:
+            rows.append({"point": label, "": "seed 003: response time (s)",
+                         **{m: seconds(seed, key, m) for m in models}})
+        if key in lost.index:
+            rows.append({"point": label, "": "yours: p50 response time (s)", **{m: seconds(yours, key, m) for m in models}})
+            rows.append({"point": label, "": "yours: lost connections", **{m: count(key, m) for m in models}})
+    table = pd.DataFrame(rows).set_index(["point", ""])
+    notes = []
+    if not common:
+        notes.append("your grid and seed 003's share no point (seed 003: 5,000 and 10,000 clients x 200 and 300 "
+                     "exchanges), so both are listed apart: run the full profile to compare point by point")
+    else:
+        if seed_only:
+            notes.append("not measured by you: " + ", ".join(f"{c:,} x {e:,}" for c, e in seed_only))
+        if yours_only:
+            notes.append("not in seed 003: " + ", ".join(f"{c:,} x {e:,}" for c, e in yours_only))
+    table.attrs["note"] = "; ".join(notes)
+    return table
+
+
+def comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> go.Figure:
+    """Your machine (left) beside a seed report (right), same metric, same side, same units.
+
+    `seed_table` is labkit.seeds.table(name); `metric` is a seed metric name
+    ("task-clock", "context-switches", ..., or "elapsed_s")."""
+    seed_rows = seed_table[seed_table["metric"] == metric]
+    if seed_rows.empty:
+        raise LabError(f"the seed table has no metric {metric!r}",
+                       "use one of: " + ", ".join(sorted(seed_table["metric"].unique())))
+    seed_name = seed_rows["seed"].iloc[0]
+    side = seed_rows["side"].iloc[0]
+    unit = seed_rows["unit"].iloc[0]
+    column = "elapsed_s" if metric == "elapsed_s" else f"{side}_{metric}"
+    ylabel = label(column) if unit in ("count", "CPUs", "ms", "s") else f"{label(column)} ({unit})"
+
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=False, horizontal_spacing=0.12,
+                        subplot_titles=(f"your machine ({side} side)",
+                                        f"seed {seed_name} ({side} side, their machine)"))
+    fig.update_layout(template=TEMPLATE, title=f"{label(column)}: your machine vs seed {seed_name}")
+    summary = summarize(df, column) if column in df.columns else pd.DataFrame(columns=["model", "clients", "median"])
+    measured = summary.dropna(subset=["median"])
+    for model, line in measured.groupby("model", sort=False):
+        fig.add_trace(go.Scatter(
+            x=line["clients"], y=line["median"], name=model, legendgroup=model,
+            mode="lines+markers", line=dict(color=color(model), width=2),
+            error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
+                         arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
+            hovertemplate=f"<b>{model}</b> (you)<br>%{{x}} clients<br>%{{y:,.4g}}<extra></extra>",
+        ), row=1, col=1)
+    for model, line in seed_rows.sort_values("clients").groupby("model", sort=False):
+        fig.add_trace(go.Scatter(
+            x=line["clients"], y=line["value"], name=model, legendgroup=model,
+            showlegend=measured.empty or model not in set(measured["model"]),
+            mode="lines+markers", line=dict(color=color(model), width=2, dash="dot"),
+            marker=dict(symbol="square"), customdata=line[["seed_label", "printed"]].to_numpy(),
+            hovertemplate=(f"<b>{model}</b> (seed {seed_name}: %{{customdata[0]}})<br>"
+                           "%{x} clients<br>as printed: %{customdata[1]}<extra></extra>"),
+        ), row=1, col=2)
+    if column in df.columns and not summary.empty:
+        add_failures(fig, summary, "clients", row=1, col=1)
+    if measured.empty:
+        why = why_missing(df, column) if column in df.columns else f"the sweep recorded no {column}"
+        fig.update_xaxes(showticklabels=False, showgrid=False, row=1, col=1)
+        fig.update_yaxes(showticklabels=False, showgrid=False, row=1, col=1)
+        # centred on the empty left panel, in paper coordinates from its own domain
+        x_domain, y_domain = fig.layout.xaxis.domain, fig.layout.yaxis.domain
+        fig.add_annotation(text=wrap(not_measurable(why), 28), xref="paper", yref="paper",
+                           x=sum(x_domain) / 2, y=sum(y_domain) / 2, showarrow=False,
+                           font=dict(size=12), bgcolor="#FFF4E5", bordercolor="#E69F00")
+    fig.update_xaxes(title_text="concurrent clients")
+    fig.update_xaxes(tickvals=sorted(summary["clients"].unique()) if not summary.empty else None,
+                     row=1, col=1)
+    fig.update_xaxes(tickvals=sorted(seed_rows["clients"].unique()), row=1, col=2)
+    fig.update_yaxes(title_text=ylabel)  # both panels: the seed's has its own scale, and says of what
+    return fig
