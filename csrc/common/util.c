@@ -21,7 +21,7 @@ void set_program_name(const char *argv0)
 }
 
 /* One fprintf per message, so lines from different threads do not mix. */
-static void report(const char *fmt, va_list ap, int err)
+static void say_to_stderr(const char *fmt, va_list ap, int err)
 {
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -35,7 +35,7 @@ void warn(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    report(fmt, ap, 0);
+    say_to_stderr(fmt, ap, 0);
     va_end(ap);
 }
 
@@ -44,7 +44,7 @@ void warn_errno(const char *fmt, ...)
     int err = errno;
     va_list ap;
     va_start(ap, fmt);
-    report(fmt, ap, err);
+    say_to_stderr(fmt, ap, err);
     va_end(ap);
     errno = err;
 }
@@ -53,7 +53,7 @@ void die(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    report(fmt, ap, 0);
+    say_to_stderr(fmt, ap, 0);
     va_end(ap);
     exit(EXIT_FAILURE);
 }
@@ -63,7 +63,7 @@ void die_errno(const char *fmt, ...)
     int err = errno;
     va_list ap;
     va_start(ap, fmt);
-    report(fmt, ap, err);
+    say_to_stderr(fmt, ap, err);
     va_end(ap);
     exit(EXIT_FAILURE);
 }
