@@ -1,8 +1,16 @@
 """Fixtures every test file may use: the C build (once per run) and a check
-that no test leaves a process behind."""
+that no test leaves a process behind; and the suite's two phases.
+
+`make test` runs the suite twice over, each test once: `--phase serial` runs the
+tests marked `measuring` one at a time on a quiet machine (their figures are what
+they assert: ratios, latencies, saturation, exact segment counts), then
+`--phase parallel` runs every other test on pytest-xdist's workers.  The notebooks'
+quick runs (tests/quickrun.py) are shared by both phases through LABKIT_TEST_RUN,
+which make sets for the two and removes after them."""
 
 import fcntl
 import fnmatch
+import os
 import subprocess
 
 import psutil
@@ -66,14 +74,69 @@ def no_leftover_processes():
 
 
 # ---------------------------------------------------------------------------
+# the two phases
+
+
+def pytest_addoption(parser):
+    parser.addoption("--phase", choices=("all", "serial", "parallel"), default="all",
+                     help="serial: only the tests marked measuring; parallel: all others (for xdist's "
+                          "workers); all (the default): every test")
+
+
+def pytest_configure(config):
+    # One folder of shared notebook runs for this pytest run and its xdist workers (which
+    # inherit the environment), unless make gave one to both phases.
+    if not hasattr(config, "workerinput") and "LABKIT_TEST_RUN" not in os.environ:
+        import uuid
+
+        os.environ["LABKIT_TEST_RUN"] = uuid.uuid4().hex[:12]
+        config.labkit_own_test_run = True
+
+
+def pytest_sessionfinish(session):
+    if getattr(session.config, "labkit_own_test_run", False):
+        from quickrun import remove_shared_folder
+
+        remove_shared_folder()
+
+
+def _shared_fixtures_keep_a_file_on_one_worker(items) -> None:
+    """A test file whose tests share a fixture it defines once per module (a graded class, a
+    released edition, a JupyterLab) runs on one xdist worker (--dist loadgroup), so the
+    fixture is made once; every other test goes wherever a worker is free."""
+    for item in items:
+        defs = getattr(item, "_fixtureinfo", None)
+        shared = defs is not None and any(
+            fixture.scope in ("module", "package", "session") and fixture.baseid == item.nodeid.split("::")[0]
+            for fixtures in defs.name2fixturedefs.values() for fixture in fixtures)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
+def _in_this_phase(config, items) -> None:
+    phase = config.getoption("--phase")
+    if phase == "all":
+        return
+    wanted = phase == "serial"
+    kept = [item for item in items if (item.get_closest_marker("measuring") is not None) == wanted]
+    if len(kept) < len(items):
+        kept_ids = {id(item) for item in kept}
+        config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
+        items[:] = kept
+
+
+# ---------------------------------------------------------------------------
 # a students' edition (labkit release): the tests that wait for an exercise's answer
 
 
 def pytest_collection_modifyitems(config, items):
-    """In an edition, leave out the tests of every C exercise whose function in csrc/ is
-    still the stub (they run once the student's own is there); nothing in the instructor's
-    checkout (no tests/edition_left_out.json)."""
+    """Keep this phase's tests (above); in an edition, leave out the tests of every C
+    exercise whose function in csrc/ is still the stub (they run once the student's own
+    is there); nothing in the instructor's checkout (no tests/edition_left_out.json)."""
     from labkit.instructor import release
+
+    _in_this_phase(config, items)
+    _shared_fixtures_keep_a_file_on_one_worker(items)
 
     removed, waiting = release.left_out()
     config.labkit_left_out = (removed, {})

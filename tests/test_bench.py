@@ -12,6 +12,8 @@ import pytest
 from labkit import bench, build, launcher
 from labkit.errors import LabError
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 # Real output of `sockperf ping-pong --tcp --full-rtt -m 64` (sockperf 3.7, Debian 12).
 SOCKPERF_FULL_RTT = """\
 sockperf: \x1b[2;35m== version #3.7-no.git == \x1b[0m

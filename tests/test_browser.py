@@ -1,16 +1,25 @@
 """A student's path through the lab, in a real browser: open each notebook in
-JupyterLab, run all cells, judge what is on the page (no NaN in a table, no table
-or printed line cut at the page's edge, no traceback), type a bad value into a
-control panel and see it explained where it was typed, press Run, see a plot.
-Screenshots of each notebook's main table and panel are kept in build/test-artifacts/.
+JupyterLab as it ran, judge what is on the page (no NaN in a table, no table or
+printed line cut at the page's edge, no traceback), then run its cells up to its
+first control panel, type a bad value into the panel and see it explained where it
+was typed, press Run, see a plot.  Screenshots of each notebook's main table, its
+figures once seen wrong, and its panel are kept in build/test-artifacts/.
+
+The notebook a student would see after Run All is the one papermill executed for
+test_notebooks (quickrun: one run per notebook per test run, shared): JupyterLab
+renders its saved outputs with the same renderers as live ones, so the page is
+judged without running every cell a second time.  The panel is live: the cells up
+to it run in the browser's kernel, as a student's Run All would run them.
 
 JupyterLab runs from the venv on a free loopback port with its own token and
 temporary runtime/settings folders; Chromium is Debian's /usr/bin/chromium
 driven by playwright (no browser is downloaded)."""
 
+import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +32,8 @@ import nbformat
 import pytest
 
 from labkit import paths
+
+from quickrun import PLOTLY, run_quick
 
 CHROMIUM = Path("/usr/bin/chromium")
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -43,15 +54,21 @@ def _free_loopback_port():
         return s.getsockname()[1]
 
 
-def _quick_copy(notebook, folder):
-    """A copy of the notebook with parameters injected after its parameters
-    cell, as papermill does: the quick profile, and results kept in `folder`.
-    The repository's notebook and data/results/ stay untouched."""
+def _up_to_the_first_panel(notebook, folder):
+    """A copy of the notebook's cells up to its first control panel, with parameters
+    injected after its parameters cell, as papermill does: the quick profile, and
+    results kept in `folder`; None for a notebook without a panel.  The repository's
+    notebook and data/results/ stay untouched."""
     nb = nbformat.read(notebook, as_version=4)
+    panel = next((i for i, cell in enumerate(nb.cells)
+                  if cell.cell_type == "code" and "ControlPanel(" in cell.source), None)
+    if panel is None:
+        return None
+    nb.cells = nb.cells[:panel + 1]
     where = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
     injected = f'profile = "quick"\nresults = {str(folder / "results.jsonl")!r}'
     nb.cells.insert(where + 1, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
-    copy = folder / notebook.name
+    copy = folder / f"{notebook.stem}-panel.ipynb"
     nbformat.write(nb, copy)
     return copy
 
@@ -62,9 +79,12 @@ def _kernel_is_registered():
     return re.search(r"^\s*labkit\s", listing.stdout, re.M) is not None
 
 
-@pytest.fixture
-def jupyter_lab(tmp_path):
-    """(base URL, token, folder) of a JupyterLab serving a fresh folder; stopped at the end."""
+@pytest.fixture(scope="module")
+def jupyter_lab(tmp_path_factory):
+    """(base URL, token, folder, environment) of a JupyterLab serving a fresh folder, one for
+    this module's tests (each opens its own notebooks in their own workspaces); stopped at
+    the end."""
+    tmp_path = tmp_path_factory.mktemp("jupyterlab")
     if not _kernel_is_registered():
         pytest.fail("the Jupyter kernel 'labkit' is not registered: run `make setup`", pytrace=False)
     work = tmp_path / "work"
@@ -74,6 +94,7 @@ def jupyter_lab(tmp_path):
            # Keep the student's own Jupyter settings and running servers out of the test.
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
            "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+           "JUPYTER_DATA_DIR": str(tmp_path / "data"),  # its notebook signatures (jupyter trust)
            "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
            "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces")}
     command = [str(Path(sys.executable).parent / "jupyter"), "lab", "--no-browser",
@@ -88,7 +109,7 @@ def jupyter_lab(tmp_path):
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_until_serving(base, token, server, tmp_path / "jupyter.log")
-        yield base, token, work
+        yield base, token, work, env
     finally:
         _stop(server, base, token)
         log.close()
@@ -133,6 +154,17 @@ def _stop(server, base, token):
     except ProcessLookupError:
         pass
     server.wait()
+
+
+def _shut_down_kernels(base, token):
+    """Stop every kernel this test's pages started (JupyterLab keeps a kernel when its tab
+    goes), and wait for them: the next test starts with none."""
+    headers = {"Authorization": f"token {token}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{base}/api/kernels", headers=headers), timeout=10) as got:
+        kernels = json.load(got)
+    for kernel in kernels:
+        request = urllib.request.Request(f"{base}/api/kernels/{kernel['id']}", method="DELETE", headers=headers)
+        urllib.request.urlopen(request, timeout=30).close()
 
 
 def _wait_until_every_cell_ran(page, timeout=120):
@@ -215,13 +247,39 @@ def _nothing_wrong_on_the_page(page, when: str) -> None:
     assert not problems, f"{when}:\n  " + "\n  ".join(dict.fromkeys(problems))
 
 
-def _run_all(page, base, token, notebook, timeout):
+def _open(page, base, token, notebook, workspace):
+    """Open `notebook` in its own JupyterLab workspace (no tab of another test's page comes
+    back with it), its labkit kernel started."""
     from playwright.sync_api import expect
 
-    page.goto(f"{base}/lab/tree/{notebook.name}?token={token}")
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/{notebook.name}?reset&token={token}")
     # The notebook is open and the labkit kernel has started (Run All before
     # that would ask which kernel to use).
     expect(page.locator("#jp-main-statusbar")).to_contain_text("Python (labkit) | Idle", timeout=60_000)
+
+
+def _open_as_it_ran(page, base, token, executed, figures):
+    """Open the executed notebook and wait until its saved outputs are drawn: every cell's
+    prompt shows its execution count and each of its `figures` plotly outputs is a plot
+    (the renderer draws a figure once it is scrolled into view)."""
+    from playwright.sync_api import expect
+
+    _open(page, base, token, executed, "as-it-ran")
+    prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-Cell-inputWrapper .jp-InputPrompt")
+    expect(prompts.first).to_contain_text(re.compile(r"\[\d+\]"))
+    outputs = page.locator(".jp-Notebook .jp-OutputArea-output.jp-RenderedPlotly")
+    deadline = time.monotonic() + 30
+    while outputs.count() < figures and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert outputs.count() >= figures, f"{outputs.count()} of the notebook's {figures} figures are on the page"
+    for index in range(outputs.count()):
+        output = outputs.nth(index)
+        output.scroll_into_view_if_needed()
+        expect(output.locator("svg.main-svg").first).to_be_visible(timeout=30_000)
+
+
+def _run_all(page, base, token, notebook, timeout):
+    _open(page, base, token, notebook, "panel")
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name=re.compile(r"^Run All Cells")).click()
     _wait_until_every_cell_ran(page, timeout)
@@ -297,26 +355,38 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is absent: `make setup` installs it on Debian (Ubuntu has it only as a "
                     "snap, unusable headless); or run make test PYTEST_ARGS='-m \"not browser\"'", pytrace=False)
-    base, token, work = jupyter_lab
-    copy = _quick_copy(notebook, work)
+    base, token, work, env = jupyter_lab
+    ran = run_quick(notebook.name)  # the executed notebook test_notebooks reads, made once
+    executed = work / notebook.name
+    shutil.copy(ran.executed_path, executed)
+    # Trusted, as the outputs of a notebook the student ran themselves are: JupyterLab draws an
+    # untrusted notebook's plotly outputs as text.
+    subprocess.run([str(Path(sys.executable).parent / "jupyter"), "trust", str(executed)], env=env, check=True,
+                   capture_output=True, timeout=60)
+    figures = sum(1 for cell in ran.nb.cells for out in cell.get("outputs", []) if PLOTLY in out.get("data", {}))
+    panel_copy = _up_to_the_first_panel(notebook, work)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         # a laptop's width; tall enough that a whole panel fits in one screenshot
         page = browser.new_page(viewport={"width": 1400, "height": 1800})
         try:
-            _run_all(page, base, token, copy, _RUN_ALL_SECONDS.get(notebook.stem, 300))
+            _open_as_it_ran(page, base, token, executed, figures)
             _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
             _screenshot_of_output(page, _MAIN_TABLE[notebook.stem], ARTIFACTS / f"{notebook.stem}-table.png")
             for code, name in _FIGURES.get(notebook.stem, []):
                 _screenshot_of_output(page, code, ARTIFACTS / f"{notebook.stem}-{name}.png")
-
-            # The first control panel, if the notebook has one (00 checks the machine: none).
-            run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
-            if run_button.count() == 0:
+            page.screenshot(path=ARTIFACTS / f"{notebook.stem}-page.png")
+            if panel_copy is None:
                 assert notebook.stem == "00_setup", f"{notebook.name} shows no control panel"
                 return
-            run_button = run_button.first
+
+            # The first control panel, live: the cells up to it run in this browser's kernel.
+            page.close()
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            _run_all(page, base, token, panel_copy, _RUN_ALL_SECONDS.get(notebook.stem, 300))
+            run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
+            expect(run_button).to_have_count(1)
             panel = run_button.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), "
                                        "' jp-OutputArea-output ')][1]")
             run_button.scroll_into_view_if_needed()
@@ -342,5 +412,6 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
             _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
             panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
         finally:
-            page.screenshot(path=ARTIFACTS / f"{notebook.stem}-page.png")  # what was on screen last
+            page.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
             browser.close()
+            _shut_down_kernels(base, token)

@@ -11,6 +11,8 @@ import pytest
 import serverproc
 from serverproc import Client
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 BUILDS = [False, True]
 BUILD_IDS = ["normal", "san"]
 

@@ -13,6 +13,8 @@ import pytest
 import serverproc
 from serverproc import Client
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 BUILDS = pytest.mark.parametrize("san", [False, True], ids=["normal", "san"])
 MIB = 1 << 20
 

@@ -8,6 +8,8 @@ import pytest
 from labkit import failures, launcher
 from labkit.errors import LabError
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 
 def _no_children_left():
     assert psutil.Process().children(recursive=True) == []

@@ -34,6 +34,8 @@ import serverproc
 from labkit import perf, procs
 from labkit.procs import LoadSpec, ServerSpec
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 SETTLE_S = 5.0  # every wait for the kernel or a process is bounded by this
 
 

@@ -26,6 +26,8 @@ import pytest
 
 from labkit import paths
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 RUN_TIMEOUT = 60  # seconds; no loadgen run in this file comes near it
 
 

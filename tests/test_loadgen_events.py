@@ -30,6 +30,8 @@ import serverproc
 from labkit import paths
 from test_loadgen import Loadgen, ScriptedServer, build_loadgen, run_loadgen, serve_echo, server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 RUN_TIMEOUT = 60  # seconds; no run here comes near it
 
 

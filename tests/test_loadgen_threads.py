@@ -11,6 +11,8 @@ import pytest
 import serverproc
 from test_loadgen import Loadgen, build_loadgen, run_loadgen
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 
 def loadgen_events():
     return Loadgen(build_loadgen(), "events")

@@ -20,7 +20,7 @@ REPORTS = Path(os.environ.get("LABKIT_SEED_REPORTS", paths.ROOT.parent / "shared
 CPUS = sorted(os.sched_getaffinity(0))
 PINS = {"server_cpus": [CPUS[0]], "client_cpus": [CPUS[-1]]}
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.measuring, pytest.mark.timeout(120)]
 
 
 # --- seed 003 -----------------------------------------------------------------------

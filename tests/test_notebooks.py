@@ -3,148 +3,15 @@
 directory, with results going to a temporary file (LABKIT_RESULTS), never to
 data/results/."""
 
-import json
-import math
 import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-from pathlib import Path
 
-import nbformat
 import pytest
 
 from labkit import paths
 
-PAPERMILL = Path(sys.executable).with_name("papermill")
-QUICK_RUN_LIMIT_S = 120  # "about a minute" on 2 cores, with room for a slow CI machine
+from quickrun import QUICK_RUN_LIMIT_S, run_quick
 
-pytestmark = pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)
-
-
-def _kernel_env(tmp_path: Path) -> dict:
-    """The environment for papermill: the `labkit` kernel (made here if the setup
-    has not installed it) and a temporary results file."""
-    env = dict(os.environ, LABKIT_RESULTS=str(tmp_path / "results.jsonl"))
-    listed = subprocess.run([str(PAPERMILL.with_name("jupyter")), "kernelspec", "list", "--json"],
-                            capture_output=True, text=True, check=True)
-    if "labkit" not in json.loads(listed.stdout)["kernelspecs"]:
-        spec = tmp_path / "jupyter" / "kernels" / "labkit"
-        spec.mkdir(parents=True)
-        (spec / "kernel.json").write_text(json.dumps({
-            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "Python (labkit)", "language": "python"}))
-        env["JUPYTER_PATH"] = str(tmp_path / "jupyter")
-    return env
-
-
-class QuickRun:
-    """One notebook papermilled in the quick profile: the executed notebook, its wall time,
-    the folder its results (results.jsonl), check records (checks.jsonl) and the values
-    grading exports for the checks (exports.jsonl) went to."""
-
-    def __init__(self, nb, elapsed: float, folder: Path):
-        self.nb, self.elapsed, self.folder = nb, elapsed, folder
-
-    @property
-    def rows(self) -> list[dict]:
-        path = self.folder / "results.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    @property
-    def checks(self) -> list[dict]:
-        path = self.folder / "checks.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-    @property
-    def exports(self) -> str:
-        path = self.folder / "exports.jsonl"
-        return path.read_text() if path.exists() else ""
-
-
-_RUNS: dict[str, QuickRun] = {}
-
-
-def run_quick(name: str) -> QuickRun:
-    """papermill the instructor's notebook `name`, quick profile, as grading runs a submission
-    (check_cells.graded_copy: the hidden checks out, after each check's place a cell that
-    exports what the check reads), with its visible checks recorded: once per test session,
-    shared by every test that reads it (these, and the release's: every check, hidden too,
-    passes in the grading process on these exports).  A run over the limit is killed (its
-    whole process group)."""
-    if name in _RUNS:
-        return _RUNS[name]
-    import atexit
-    import tempfile
-
-    source = paths.NOTEBOOKS / name
-    assert source.exists(), f"{source} is missing: restore it (git checkout -- notebooks/) or drop it from the list"
-    folder = Path(tempfile.mkdtemp(prefix=f"labkit-quick-{Path(name).stem}-"))
-    atexit.register(shutil.rmtree, folder, True)
-    from labkit.instructor.check_cells import graded_copy
-
-    workdir = folder / "run"
-    workdir.mkdir()
-    teacher = nbformat.read(source, as_version=4)
-    nbformat.write(graded_copy(teacher, teacher).notebook, workdir / name)
-    env = dict(_kernel_env(folder), LABKIT_CHECKS_FILE=str(folder / "checks.jsonl"),
-               LABKIT_EXPORTS=str(folder / "exports.jsonl"))
-    started = time.monotonic()
-    run = subprocess.Popen([str(PAPERMILL), name, "out.ipynb", "-p", "profile", "quick", "-k", "labkit",
-                            "--cwd", str(workdir)],
-                           cwd=workdir, env=env, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        output, _ = run.communicate(timeout=QUICK_RUN_LIMIT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        run.communicate()
-        pytest.fail(f"{name} took over {QUICK_RUN_LIMIT_S} s with -p profile quick")
-    elapsed = time.monotonic() - started
-    assert run.returncode == 0, output.decode(errors="replace")[-4000:]
-    executed = nbformat.read(workdir / "out.ipynb", as_version=4)
-    figures_tell_the_truth(executed, name)
-    no_client_uses_more_cpus_than_it_has(folder / "results.jsonl")
-    _RUNS[name] = QuickRun(executed, elapsed, folder)
-    return _RUNS[name]
-
-
-PLOTLY = "application/vnd.plotly.v1+json"
-
-
-def figures_tell_the_truth(nb, name: str) -> int:
-    """labkit.figure_check on every figure the notebook showed; the number of figures read."""
-    from labkit import figure_check
-
-    found, count = [], 0
-    for index, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
-            figure = out.get("data", {}).get(PLOTLY)
-            if figure:
-                count += 1
-                title = figure.get("layout", {}).get("title", {})
-                title = title.get("text", "") if isinstance(title, dict) else title
-                found += [f"cell {index}, {str(title)[:50]!r}: {problem}" for problem in figure_check.problems(figure)]
-    print(f"{name}: {count} figures checked")
-    paths.BUILD.joinpath("test-artifacts").mkdir(parents=True, exist_ok=True)
-    with open(paths.BUILD / "test-artifacts" / "figure-check.txt", "a") as record:  # for the report
-        record.write(f"{name}: {count} figures checked, {len(found)} problem(s)\n")
-    assert not found, "\n".join(found)
-    return count
-
-
-def no_client_uses_more_cpus_than_it_has(results: Path) -> None:
-    """Every measured row: the load generator used at most the CPUs it could use."""
-    if not results.exists():
-        return
-    for line in results.read_text().splitlines():
-        row = json.loads(line)
-        used, usable = row.get("client_cpu_util"), row.get("client_cpus_usable")
-        if isinstance(used, (int, float)) and isinstance(usable, (int, float)) and math.isfinite(used):
-            assert used <= usable * 1.05, (f"{row.get('experiment')} {row.get('model')}: the client used "
-                                           f"{used:.2f} CPUs of {usable}")
+pytestmark = [pytest.mark.measuring, pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)]
 
 
 def outputs(nb, cell_source_start: str) -> list:

@@ -21,7 +21,7 @@ import pytest
 from labkit import paths
 from test_procs import _port_is_free
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.measuring, pytest.mark.timeout(120)]
 
 PERF_USABLE = subprocess.run(
     [sys.executable, "-c", "from labkit import perf; print(perf.probe().usable)"],

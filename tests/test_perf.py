@@ -15,6 +15,8 @@ import pytest
 from labkit import perf
 from labkit.errors import LabError
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 DATA = Path(__file__).parent / "data" / "perf"
 nan = math.isnan
 

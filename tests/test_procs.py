@@ -14,7 +14,7 @@ import pytest
 from labkit import build, launcher, paths, procs
 from labkit.errors import ClientFailed, LabError, ServerFailed
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.measuring, pytest.mark.timeout(120)]
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 SERVER_CPU = sorted(os.sched_getaffinity(0))[0]

@@ -14,6 +14,8 @@ from labkit import flame, perf
 from labkit.errors import LabError
 from labkit.perf import stacks
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 RECORDED = Path(__file__).parent / "data" / "perf" / "script_epoll_echo.txt"
 
 

@@ -12,7 +12,7 @@ import pytest
 from labkit import build, experiments, launcher, measure, procs, store, sweep
 from labkit.errors import ClientFailed, LabError
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.measuring, pytest.mark.timeout(240)]
 
 CPUS = sorted(os.sched_getaffinity(0))
 

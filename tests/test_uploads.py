@@ -17,6 +17,8 @@ import serverproc
 from labkit import experiments, params, seeds
 from labkit.errors import LabError
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 SESSION_IN_CAP = 16 * 1024  # csrc/services/session.h: one read takes at most this much
 UPLOAD_MODELS = [m for m in serverproc.MODELS]
 

@@ -15,6 +15,8 @@ import pytest
 import serverproc
 from serverproc import Client
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 BUILDS = pytest.mark.parametrize("san", [False, True], ids=["normal", "san"])
 PROCESS_MODELS = pytest.mark.parametrize("model", serverproc.PROCESS_WORKER_MODELS)
 

@@ -12,6 +12,8 @@ import pytest
 
 import serverproc
 
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
 STRATEGIES = ["many", "writev", "single", "msg_more", "cork"]
 WRITE_FAMILY = ["write", "writev", "sendto", "sendmsg"]
 

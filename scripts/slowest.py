@@ -1,0 +1,33 @@
+"""The slowest tests of `make test`'s two phases together, from their JUnit XML reports.
+
+    python scripts/slowest.py build/test-results/serial.xml build/test-results/parallel.xml
+
+pytest's own --durations lists each phase alone; this lists the 15 slowest of both (a
+test's time: its setup, call and teardown), and each phase's wall time and count."""
+
+import sys
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
+
+SHOWN = 15
+
+
+def main(reports: list[str]) -> None:
+    tests = []
+    for report in map(Path, reports):
+        if not report.exists():
+            print(f"{report}: no report (the phase did not run)")
+            continue
+        suite = ElementTree.parse(report).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        print(f"{report.stem}: {suite.get('tests')} tests, {float(suite.get('time')):.0f} s "
+              f"({suite.get('failures')} failed, {suite.get('errors')} errors, {suite.get('skipped')} skipped)")
+        tests += [(float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name')}", report.stem)
+                  for case in suite.iter("testcase")]
+    print(f"\n{SHOWN} slowest tests (setup + call + teardown):")
+    for seconds, name, phase in sorted(tests, reverse=True)[:SHOWN]:
+        print(f"{seconds:8.1f} s  {phase:8}  {name}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

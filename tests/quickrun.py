@@ -1,0 +1,189 @@
+"""Each notebook papermilled once per test run in the quick profile, shared by every test
+that reads it, in this process or in another pytest-xdist worker.
+
+    run = quickrun.run_quick("01_proc_service.ipynb")
+    run.nb, run.elapsed, run.rows, run.checks, run.exports, run.executed_path
+
+The instructor's notebook runs as grading runs a submission (check_cells.graded_copy:
+the hidden checks out, after each check's place a cell that exports what the check
+reads), with its visible checks recorded.  test_notebooks reads what it showed and
+measured, test_release grades every check on its exports, test_browser opens the
+executed notebook in JupyterLab: one run, where each of them used to make its own.
+
+Sharing across workers: the runs live in one folder per test run (LABKIT_TEST_RUN, set
+by conftest before the workers start; removed when the run ends), and a file lock per
+notebook makes the first worker that asks run it while the others wait and then read
+it.  A run that failed leaves its message, so every test that reads it fails with the
+same message, at once, rather than papermilling it again."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from labkit import paths
+
+PAPERMILL = Path(sys.executable).with_name("papermill")
+QUICK_RUN_LIMIT_S = 120  # "about a minute" on 2 cores, with room for a slow CI machine
+RUN_ENV = "LABKIT_TEST_RUN"  # names this test run's shared folder (conftest sets it)
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+def shared_folder() -> Path:
+    """This test run's folder of notebook runs, the same in every xdist worker."""
+    run = os.environ.setdefault(RUN_ENV, f"pid{os.getpid()}")
+    folder = Path(tempfile.gettempdir()) / f"labkit-quick-{run}"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+def remove_shared_folder() -> None:
+    if RUN_ENV in os.environ:
+        shutil.rmtree(Path(tempfile.gettempdir()) / f"labkit-quick-{os.environ[RUN_ENV]}", ignore_errors=True)
+
+
+def kernel_env(tmp_path: Path) -> dict:
+    """The environment for papermill: the `labkit` kernel (made here if the setup
+    has not installed it) and a temporary results file."""
+    env = dict(os.environ, LABKIT_RESULTS=str(tmp_path / "results.jsonl"))
+    listed = subprocess.run([str(PAPERMILL.with_name("jupyter")), "kernelspec", "list", "--json"],
+                            capture_output=True, text=True, check=True)
+    if "labkit" not in json.loads(listed.stdout)["kernelspecs"]:
+        spec = tmp_path / "jupyter" / "kernels" / "labkit"
+        spec.mkdir(parents=True, exist_ok=True)
+        spec.joinpath("kernel.json").write_text(json.dumps({
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "Python (labkit)", "language": "python"}))
+        env["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    return env
+
+
+def papermill(source: Path, workdir: Path, env: dict) -> Path:
+    """papermill `source` in `workdir`, quick profile, within QUICK_RUN_LIMIT_S (over it, its
+    whole process group is killed and the test fails); the executed notebook's path."""
+    out = workdir / "out.ipynb"
+    run = subprocess.Popen([str(PAPERMILL), str(source), str(out), "-p", "profile", "quick", "-k", "labkit",
+                            "--cwd", str(workdir)], cwd=workdir, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        output, _ = run.communicate(timeout=QUICK_RUN_LIMIT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        run.communicate()
+        raise AssertionError(f"{source.name} took over {QUICK_RUN_LIMIT_S} s with -p profile quick") from None
+    assert run.returncode == 0, output.decode(errors="replace")[-4000:]
+    return out
+
+
+class QuickRun:
+    """One notebook papermilled in the quick profile: the executed notebook, its wall time,
+    the folder its results (results.jsonl), check records (checks.jsonl) and the values
+    grading exports for the checks (exports.jsonl) went to."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.executed_path = folder / "run" / "out.ipynb"
+        self.nb = nbformat.read(self.executed_path, as_version=4)
+        self.elapsed = float((folder / "elapsed_s").read_text())
+
+    def _lines(self, name: str) -> list[dict]:
+        path = self.folder / name
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    @property
+    def rows(self) -> list[dict]:
+        return self._lines("results.jsonl")
+
+    @property
+    def checks(self) -> list[dict]:
+        return self._lines("checks.jsonl")
+
+    @property
+    def exports(self) -> str:
+        path = self.folder / "exports.jsonl"
+        return path.read_text() if path.exists() else ""
+
+
+def run_quick(name: str) -> QuickRun:
+    """The instructor's notebook `name` papermilled once for this test run (see the module's
+    docstring); the figure check and the CPUs check hold for it, or every reader fails."""
+    source = paths.NOTEBOOKS / name
+    assert source.exists(), f"{source} is missing: restore it (git checkout -- notebooks/) or drop it from the list"
+    folder = shared_folder() / Path(name).stem
+    with open(shared_folder() / f"{Path(name).stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker running it: wait for its run
+        failed = folder / "failed"
+        if failed.exists():
+            pytest.fail(f"{name}'s shared quick run failed (in an earlier test):\n{failed.read_text()}",
+                        pytrace=False)
+        if not (folder / "elapsed_s").exists():
+            try:
+                _run(name, source, folder)
+            except Exception as problem:
+                folder.mkdir(exist_ok=True)
+                failed.write_text(str(problem))
+                raise
+    return QuickRun(folder)
+
+
+def _run(name: str, source: Path, folder: Path) -> None:
+    from labkit.instructor.check_cells import graded_copy
+
+    shutil.rmtree(folder, ignore_errors=True)
+    workdir = folder / "run"
+    workdir.mkdir(parents=True)
+    teacher = nbformat.read(source, as_version=4)
+    nbformat.write(graded_copy(teacher, teacher).notebook, workdir / name)
+    env = dict(kernel_env(folder), LABKIT_CHECKS_FILE=str(folder / "checks.jsonl"),
+               LABKIT_EXPORTS=str(folder / "exports.jsonl"))
+    started = time.monotonic()
+    executed = papermill(workdir / name, workdir, env)
+    elapsed = time.monotonic() - started
+    figures_tell_the_truth(nbformat.read(executed, as_version=4), name)
+    no_client_uses_more_cpus_than_it_has(folder / "results.jsonl")
+    (folder / "elapsed_s").write_text(f"{elapsed:.3f}")  # last: the run is complete
+
+
+def figures_tell_the_truth(nb, name: str) -> int:
+    """labkit.figure_check on every figure the notebook showed; the number of figures read."""
+    from labkit import figure_check
+
+    found, count = [], 0
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            figure = out.get("data", {}).get(PLOTLY)
+            if figure:
+                count += 1
+                title = figure.get("layout", {}).get("title", {})
+                title = title.get("text", "") if isinstance(title, dict) else title
+                found += [f"cell {index}, {str(title)[:50]!r}: {problem}" for problem in figure_check.problems(figure)]
+    print(f"{name}: {count} figures checked")
+    paths.BUILD.joinpath("test-artifacts").mkdir(parents=True, exist_ok=True)
+    with open(paths.BUILD / "test-artifacts" / "figure-check.txt", "a") as record:  # for the report
+        record.write(f"{name}: {count} figures checked, {len(found)} problem(s)\n")
+    assert not found, "\n".join(found)
+    return count
+
+
+def no_client_uses_more_cpus_than_it_has(results: Path) -> None:
+    """Every measured row: the load generator used at most the CPUs it could use."""
+    if not results.exists():
+        return
+    for line in results.read_text().splitlines():
+        row = json.loads(line)
+        used, usable = row.get("client_cpu_util"), row.get("client_cpus_usable")
+        if isinstance(used, (int, float)) and isinstance(usable, (int, float)) and math.isfinite(used):
+            assert used <= usable * 1.05, (f"{row.get('experiment')} {row.get('model')}: the client used "
+                                           f"{used:.2f} CPUs of {usable}")
