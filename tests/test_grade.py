@@ -24,7 +24,9 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import exports, grade, release, sandbox
+from labkit.instructor import exports, grade, grader, release, sandbox
+from labkit.instructor.check_cells import CheckSpec, check_catalog, graded_copy
+from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
 
 NOTEBOOK = "01_proc_service"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
@@ -124,10 +126,10 @@ def rows_of(book: pd.DataFrame, student: str) -> dict[str, tuple[str, float, str
 def processes_of_grading_uids() -> list[psutil.Process]:
     """Live processes of grading uids no grader holds (another test run may be grading)."""
     uids = {p.info["uids"].real for p in psutil.process_iter(["uids"])
-            if p.info["uids"] and p.info["uids"].real >= sandbox.FIRST_GRADING_UID}
+            if p.info["uids"] and p.info["uids"].real >= FIRST_GRADING_UID}
     left = []
     for uid in uids:
-        with open(sandbox.UidLease.LOCKS / f"labkit-grade-uid-{uid}.lock", "a") as lock:
+        with open(UidLease.LOCKS / f"labkit-grade-uid-{uid}.lock", "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -140,16 +142,16 @@ def processes_of_grading_uids() -> list[psutil.Process]:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="grading uids are leased by root only")
 def test_a_lease_leaves_no_lock_file_and_two_leases_never_share_a_uid():
-    first, second = sandbox.UidLease(2), sandbox.UidLease(2)
+    first, second = UidLease(2), UidLease(2)
     try:
         assert not set(first.uids) & set(second.uids)
-        files = [sandbox.UidLease.LOCKS / f"labkit-grade-uid-{uid}.lock" for uid in first.uids + second.uids]
+        files = [UidLease.LOCKS / f"labkit-grade-uid-{uid}.lock" for uid in first.uids + second.uids]
         assert all(path.exists() for path in files)
     finally:
         first.close()
         second.close()
     assert not any(path.exists() for path in files)
-    third = sandbox.UidLease(1)  # the removed files are made again
+    third = UidLease(1)  # the removed files are made again
     try:
         assert third.uids[0] == min(first.uids + second.uids)
     finally:
@@ -161,9 +163,9 @@ def test_a_lease_leaves_no_lock_file_and_two_leases_never_share_a_uid():
 
 
 def test_catalog_lists_every_check_with_points(instructor):
-    catalog = {spec.name: spec for spec in grade.check_catalog(instructor)}
+    catalog = {spec.name: spec for spec in check_catalog(instructor)}
     assert {n for n, s in catalog.items() if s.hidden} == set(release.hidden_check_names(instructor))
-    assert catalog["procstat_parse_tricky_names"] == grade.CheckSpec("procstat_parse_tricky_names", 3, False)
+    assert catalog["procstat_parse_tricky_names"] == CheckSpec("procstat_parse_tricky_names", 3, False)
     assert catalog["ev_poll_dispatch_many_clients"].hidden
     assert catalog["answer_q1"].max_points == 1  # ex.answer(...) is a check too
     assert {"procstat_parse_edge_cases", "ev_poll_dispatch_echo", "iterative_ratio"} <= set(catalog)
@@ -183,7 +185,7 @@ def test_the_graded_copy_restores_checks_by_what_they_check_and_never_holds_a_hi
                                      'def _():\n    pass', metadata={"tags": ["hidden-check"]})
     student.cells.append(fake)
 
-    prepared = grade.graded_copy(student, instructor)
+    prepared = graded_copy(student, instructor)
     graded = prepared.notebook
     sources = "".join(c.source for c in graded.cells)
     for cell in instructor.cells:
@@ -196,8 +198,8 @@ def test_the_graded_copy_restores_checks_by_what_they_check_and_never_holds_a_hi
     assert any("was missing" in note for note in prepared.notes)
     assert any("was changed" in note for note in prepared.notes)
     exports = [c for c in graded.cells if "labkit-export" in c.metadata.get("tags", [])]
-    exported = {name for c in exports for name in grade.check_catalog(instructor) if f"'{name.name}'" in c.source}
-    assert {spec.name for spec in exported} == {spec.name for spec in grade.check_catalog(instructor)}
+    exported = {name for c in exports for name in check_catalog(instructor) if f"'{name.name}'" in c.source}
+    assert {spec.name for spec in exported} == {spec.name for spec in check_catalog(instructor)}
     at = [c.id for c in graded.cells].index("re-identified")
     assert "procstat_parse_tricky_names" in graded.cells[at + 1].source  # its values, right after it
     assert "procstat_parse_edge_cases" in graded.cells[at + 2].source   # and the hidden check's, after that
@@ -205,13 +207,13 @@ def test_the_graded_copy_restores_checks_by_what_they_check_and_never_holds_a_hi
 
 
 def test_rows_take_points_from_the_catalog_and_say_why_a_check_never_ran(tmp_path):
-    catalog = [grade.CheckSpec("a", 2, False), grade.CheckSpec("b", 1, True), grade.CheckSpec("c", 3, False)]
+    catalog = [CheckSpec("a", 2, False), CheckSpec("b", 1, True), CheckSpec("c", 3, False)]
     records = {"a": {"check": "a", "status": "passed", "points": 99, "message": ""},   # points from the catalog
                "b": {"check": "b", "status": "error", "points": 0, "message": "ValueError: x"},
                "zz": {"check": "zz", "status": "passed", "points": 50, "message": ""}}  # not a check: ignored
     run = sandbox.RunResult("timeout", "the notebook ran over the 5 s time limit", 5.0, None, b"",
                             tmp_path / "log")
-    rows = grade.rows_for(grade.Task("s", "nb", tmp_path), catalog, run, records)
+    rows = grader.rows_for(grader.Task("s", "nb", tmp_path), catalog, run, records)
     assert [(r["check"], r["status"], r["points"], r["max_points"]) for r in rows] == [
         ("a", "passed", 2, 2), ("b", "error", 0, 1), ("c", "timeout", 0, 3)]
     assert "5 s time limit" in rows[2]["message"]
@@ -221,7 +223,7 @@ def test_a_missing_notebook_gives_every_check_an_error_row(tmp_path):
     (tmp_path / "class" / "nobody").mkdir(parents=True)
     book, text = grade.grade(tmp_path / "class", tmp_path / "out", notebooks=[NOTEBOOK], progress=False)
     assert set(book["status"]) == {"error"} and set(book["message"]) == {"notebook not submitted"}
-    assert len(book) == len(grade.check_catalog(nbformat.read(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb", 4)))
+    assert len(book) == len(check_catalog(nbformat.read(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb", 4)))
     assert "nobody" in (tmp_path / "out" / "feedback" / "nobody.html").read_text()
     assert "statuses: error" in text
 
@@ -262,7 +264,7 @@ def tiny_notebook(cell: str):
     ("open('big', 'wb').write(b'x' * (80 << 20))", "completed", True),  # over RLIMIT_FSIZE: OSError
 ])
 def test_sandbox_records_a_crash_a_full_disk_and_a_file_too_large(tmp_path, cell, outcome, after_ran):
-    lease = sandbox.UidLease(1) if sandbox.running_as_root() else None
+    lease = UidLease(1) if sandbox.running_as_root() else None
     uid = lease.uids[0] if lease else None
     limits = sandbox.Limits(timeout_s=60, file_bytes=64 << 20, workdir_bytes=120 << 20)
     workdir = sandbox.make_base() / "work"  # reachable by the grading uid, unlike tmp_path
@@ -316,7 +318,7 @@ PROCSTAT = ("procstat_parse_tricky_names", "procstat_parse_live_process", "procs
 
 
 def points_of(instructor, names=None) -> float:
-    return sum(s.max_points for s in grade.check_catalog(instructor) if names is None or s.name in names)
+    return sum(s.max_points for s in check_catalog(instructor) if names is None or s.name in names)
 
 
 @pytest.mark.slow
@@ -330,7 +332,7 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
                                                 "untouched"]
     assert (book.groupby("student")["max_points"].sum() == total).all(), "every student has the same total"
 
-    answers = {s.name for s in grade.check_catalog(instructor) if s.by_hand}
+    answers = {s.name for s in check_catalog(instructor) if s.by_hand}
     assert answers, "the notebook has written answers"
     correct = rows_of(book, "correct")
     assert {status for check, (status, _, _) in correct.items() if check not in answers} == {"passed"}, correct
@@ -376,7 +378,7 @@ def test_feedback_executed_notebooks_and_summary(graded_class, instructor):
         page = (out / "feedback" / f"{student}.html").read_text()
         assert f"Total: " in page and "procstat_parse_tricky_names" in page
     total = points_of(instructor)
-    unmarked = total - points_of(instructor, {s.name for s in grade.check_catalog(instructor) if s.by_hand})
+    unmarked = total - points_of(instructor, {s.name for s in check_catalog(instructor) if s.by_hand})
     assert f"Total: {unmarked:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
     assert "does not compile" in (out / "feedback" / "compile_error.html").read_text()
     executed = nbformat.read(out / "executed" / "correct" / f"{NOTEBOOK}.ipynb", as_version=4)
@@ -412,8 +414,8 @@ def test_every_notebooks_graded_copy_exports_the_values_of_each_of_its_checks(na
     process, and no hidden check or solution is in the student's run."""
     teacher = nbformat.read(paths.NOTEBOOKS / f"{name}.ipynb", as_version=4)
     student, _ = release.release_notebook(copy.deepcopy(teacher), name)
-    prepared = grade.graded_copy(student, teacher)
-    catalog = grade.check_catalog(teacher)
+    prepared = graded_copy(student, teacher)
+    catalog = check_catalog(teacher)
     assert catalog and any(spec.hidden for spec in catalog)
     exports_cells = [c for c in prepared.notebook.cells if "labkit-export" in c.metadata.get("tags", [])]
     exported = {spec.name for spec in catalog for c in exports_cells if f"'{spec.name}'" in c.source}
@@ -438,7 +440,7 @@ def test_written_answers_go_out_in_answers_csv_and_come_back_into_the_gradebook(
     shutil.copytree(graded_class["out"], out)  # the module's other tests read the unmarked one
     with open(out / "answers.csv", newline="") as source:
         answers = list(csv.DictReader(source))
-    questions = {s.name: s.max_points for s in grade.check_catalog(instructor) if s.by_hand}
+    questions = {s.name: s.max_points for s in check_catalog(instructor) if s.by_hand}
     ran = ["compile_error", "correct", "port_squatter", "untouched"]  # the fork bomb's checks never ran
     assert {(a["student"], a["question"]) for a in answers} == {(student, q) for student in ran for q in questions}
     assert {a["points"] for a in answers} == {""}

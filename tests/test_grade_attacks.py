@@ -19,7 +19,9 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import exports, grade, isolation, sandbox
+from labkit.instructor import exports, isolation, sandbox
+from labkit.instructor.check_cells import check_catalog
+from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
 from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released, solved  # noqa: F401
 
 pytestmark = [pytest.mark.slow,
@@ -141,7 +143,7 @@ def write(root: Path, student: str, nb=None, raw: bytes | None = None) -> Path:
 
 def files_of_grading_uids() -> list[str]:
     """Files anywhere on this machine owned by a grading uid no grader holds now."""
-    lo, hi = sandbox.FIRST_GRADING_UID, sandbox.FIRST_GRADING_UID + sandbox.UidLease.SPAN
+    lo, hi = FIRST_GRADING_UID, FIRST_GRADING_UID + UidLease.SPAN
     done = subprocess.run(["find", "/", "-path", "/proc", "-prune", "-o", "-path", "/sys", "-prune", "-o",
                            "(", "-uid", f"+{lo - 1}", "-uid", f"-{hi}", ")", "-print"],
                           capture_output=True, text=True, timeout=300)
@@ -161,7 +163,7 @@ def hostile_class(tmp_path_factory, released, instructor):
         write(submissions, "correct", correct)
         write(submissions, "untouched", released)
         write(submissions, "forged", insert_after(nbformat.from_dict(released), "checks.Checker(",
-                                                               forged(s.name for s in grade.check_catalog(instructor))))
+                                                               forged(s.name for s in check_catalog(instructor))))
         write(submissions, "patched_checker", insert_after(nbformat.from_dict(released), "checks.Checker(", PATCHED))
         write(submissions, "copied_solution", insert_after(nbformat.from_dict(released), "checks.Checker(", COPIED))
         write(submissions, "proc_snoop", insert_after(nbformat.from_dict(released), "checks.Checker(", SNOOP))
@@ -197,13 +199,13 @@ def points(book, student) -> float:
 def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instructor):
     book = hostile_class["book"]
     # everything but the written answers, which wait for a person's mark (answers.csv)
-    total = sum(spec.max_points for spec in grade.check_catalog(instructor) if not spec.by_hand)
+    total = sum(spec.max_points for spec in check_catalog(instructor) if not spec.by_hand)
     assert points(book, "correct") == total, book[book["student"] == "correct"][["check", "status", "message"]]
     untouched = points(book, "untouched")
     assert untouched == 0
     for attacker in ("forged", "patched_checker", "copied_solution", "proc_snoop", "link_swap"):
         mine = book[book["student"] == attacker]
-        assert len(mine) == len(grade.check_catalog(instructor)), attacker
+        assert len(mine) == len(check_catalog(instructor)), attacker
         assert points(book, attacker) == untouched, (attacker, mine[["check", "status", "message"]])
 
 
@@ -215,7 +217,7 @@ def test_links_and_broken_files_are_refused_as_their_own_error_rows(hostile_clas
                 "folder_notebook": "is a folder", hostile_class["long_name"]: "not a regular file"}
     for student, says in expected.items():
         mine = book[book["student"] == student]
-        assert len(mine) == len(grade.check_catalog(instructor)), student[:20]
+        assert len(mine) == len(check_catalog(instructor)), student[:20]
         assert set(mine["status"]) == {"error"} and mine["points"].sum() == 0, student[:20]
         assert all(says in message for message in mine["message"]), (student[:20], set(mine["message"]))
     feedback = {p.name for p in (hostile_class["out"] / "feedback").iterdir()}
@@ -272,7 +274,7 @@ def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memo
                                                            "language": "python"}})
     nb.cells = [nbformat.v4.new_code_cell("from labkit.instructor import exports\nexports.save(['before'], {}, [])"),
                 nbformat.v4.new_code_cell(hog)]
-    lease = sandbox.UidLease(1)
+    lease = UidLease(1)
     limits = sandbox.Limits(timeout_s=90, run_memory_bytes=600 << 20)
     base = sandbox.make_base()
     try:

@@ -1,15 +1,24 @@
 """The C exercises: a function the student wrote in a notebook cell, compiled in
 place of the lab's own (the instructor's csrc/ is never edited) and checked against the real thing.
 
-  procstat_parse   compiled with cffi into this process, beside the lab's
-                   procstat.c, and checked against the lab's parser and psutil;
-  ev_poll          the poll backend's event dispatch, built into a scratch copy
-                   of the poll server, which is then run against the echo protocol.
+  procstat_parse     compiled with cffi beside the lab's procstat.c, loaded in a
+                     process of its own, and checked against the lab's parser and psutil;
+  ev_poll            the poll backend's event dispatch, built into a scratch copy
+                     of the poll server, which is then run against the echo protocol;
+  close_connection   a lingering close, built into a scratch threaded server and
+                     sent more than it announced;
+  fill_iovec         the writev array, built into a scratch load generator that
+                     uploads to an independent server checking every byte.
 A compile error raises BuildError with gcc's own message, naming the student's cell.
 
 In a students' edition (labkit release) three of these functions are stubs in csrc/
 (their answers are the lab's own code): once a visible check passes, adopt() puts the
 student's function there, and the lab's programs run it from then on.
+
+Over 500 lines for one job, the checks of the lab's four C exercises (one section
+each), because they share the scratch builds, the adoption into an edition and the
+processes the student's code runs in, and every notebook, released ones included,
+calls them as c_exercises.check_*.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def main() -> int:
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     spec = json.loads(sys.stdin.read())
-    from .sandbox import lower_limits
+    from .runner import lower_limits
 
     lower_limits(spec)
     results_fd = spec["results_fd"]

@@ -4,7 +4,7 @@ cluster of grading machines, instead of `--jobs` threads on this one.
     grader (the instructor's machine)              workers (`labkit worker tls://ADDRESS`, as root)
     reads the instructor's notebooks and  --task-->  checks it runs the grader's lab (version and
     each submission's bytes, sends them             commit), grades the one notebook with the same
-    as one task needing one "grading"               grade.Grader as local grading (its sandbox,
+    as one task needing one "grading"               grader.Grader as local grading (its sandbox,
     slot; writes rows as tasks finish    <--result-- its two uids) and sends back the rows, the
                                                     note, the executed notebook and the log
 
@@ -88,8 +88,9 @@ class WrongLab(Exception):
 
 
 def grade_remote(payload: Payload) -> Result:
-    """Run on a worker: grade one student's notebook with grade.Grader, as local grading does."""
-    from . import grade, sandbox
+    """Run on a worker: grade one student's notebook with grader.Grader, as local grading does."""
+    from . import sandbox
+    from .grader import Grader, Task
     from .submissions import safe_name
 
     mine = lab_identity()
@@ -114,9 +115,9 @@ def grade_remote(payload: Payload) -> Result:
         out = work / "out"
         limits = sandbox.Limits()
         limits.timeout_s = payload.timeout_s
-        grader = grade.Grader(instructor_dir, out, 1, payload.profile, limits)
+        grader = Grader(instructor_dir, out, 1, payload.profile, limits)
         try:
-            outcome = grader.grade(grade.Task(payload.student, payload.notebook, submitted))
+            outcome = grader.grade(Task(payload.student, payload.notebook, submitted))
         finally:
             grader.close()
         kept = out / "executed" / safe_name(payload.student) / f"{payload.notebook}.ipynb"
@@ -149,9 +150,9 @@ def _log_start(payload: Payload, worker: str) -> None:
 
 
 def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, identity: dict) -> Payload:
-    """What task (a grade.Task) sends: the submitted notebook and the student's C exercise files,
+    """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
     read as local grading reads them (no link followed, sizes bounded)."""
-    from .grade import EXERCISES_C
+    from .grader import EXERCISES_C
     from .submissions import Refused, read_regular
 
     files: dict[str, bytes] = {}

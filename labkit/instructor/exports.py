@@ -1,7 +1,7 @@
 """What a graded notebook hands to the checks: the values they read, as plain data.
 
 At grading, a cell after each check cell of the student's notebook calls
-save(): the values the check reads (found by grade.check_groups from the
+save(): the values the check reads (found by check_cells.check_groups from the
 check's own source) are written as one JSON line to the file named by
 LABKIT_EXPORTS.  The checks then run in another process, under another uid
 (labkit.instructor.checker), on these values alone: the student's kernel

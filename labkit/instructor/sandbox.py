@@ -1,38 +1,32 @@
-"""The isolation of one graded run: a working directory of its own, a uid of
-its own, resource limits, walls (labkit.instructor.isolation: a cgroup,
-mount and PID namespaces), a wall-clock timeout, and nothing left behind.
+"""The isolation of one graded run, from outside: a working directory of its
+own, a uid of its own (labkit.instructor.uids), resource limits, walls
+(labkit.instructor.isolation: a cgroup, mount and PID namespaces), a
+wall-clock timeout, and nothing left behind.
 
 The grader (root or not) calls `run_notebook()` for the student's notebook and
 `run_checks()` for the checks (labkit.instructor.checker, under another uid).
 Each runs a Python module in a child process started in a new session behind
 the walls; the child reads its spec from stdin (nothing the run's uid could
-replace lies on disk), lowers its own resource limits, so everything it starts
-inherits them, and writes to a log that root opened in a folder of its own
-(the run's uid cannot swap it for a link).  The notebook's runner reports how
-papermill ended on its last stdout line (`python -m labkit.instructor.sandbox`).
-
-Why a uid per run (root only): RLIMIT_NPROC counts the processes of a uid and
-is not enforced for root, and a process that calls setsid() leaves every
-process group and session; its uid is the one thing it cannot leave.  So each
-concurrent run gets uid 61000 + slot (no /etc/passwd entry needed), and after
-the run `kill(-1, SIGKILL)` as that uid, repeated until none is left, ends a
-fork bomb or a detached port squatter as surely as a hanging kernel.
+replace lies on disk), lowers its own resource limits (runner.lower_limits), so
+everything it starts inherits them, and writes to a log that root opened in a
+folder of its own (the run's uid cannot swap it for a link).  What runs inside
+is labkit.instructor.runner for the notebook (it reports how papermill ended on
+its last stdout line) and labkit.instructor.checker for the checks; this module
+prepares, starts, watches and ends a run (uids.kill_all), then reads back what it
+left, once every process of the run is gone (from the run's own folder: regular
+files only).
 
 Without root every run shares the grader's uid: the limits hold per process,
 RLIMIT_NPROC is relative to the processes already running, and clean-up kills
-by session and by a marker in the environment -- a process that leaves the
-session and clears its environment escapes.  `isolation_note()` says so.
+by session and by a marker in the environment (uids.py says what escapes).
+`isolation_note()` says so.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
-import resource
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -41,14 +35,10 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import psutil
-
 from .. import paths
 from ..errors import LabError
-
-FIRST_GRADING_UID = 61000
-RUNNER_MARK = "labkit-sandbox-result:"  # the runner's last stdout line starts with this
-ENV_MARK = "LABKIT_SANDBOX_TOKEN"      # set in every sandboxed process's environment
+from .runner import RUNNER_MARK
+from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
 # What a run's working directory needs of the lab: the package, the C sources
 # and a copy of the build (mtimes kept, so make only recompiles what changed).
@@ -106,66 +96,6 @@ def isolation_note() -> str:
     return ("not root: notebooks ran under your own uid, so the process limit is shared, a process that "
             "leaves its session and clears its environment can escape the clean-up, and a notebook can read "
             "what you can read; grade as root (e.g. in a container) for full isolation")
-
-
-# ---------------------------------------------------------------------------
-# grading uids, leased across processes
-
-
-class UidLease:
-    """`count` grading uids reserved for this process (root only).
-
-    Two graders at once (two courses, or a test suite beside a real batch)
-    must never share a uid: the clean-up kills every process of the uid.  A
-    uid is ours while we hold an flock on /tmp/labkit-grade-uid-<uid>.lock;
-    processes a crashed grader left under it are killed when it is leased."""
-
-    LOCKS = Path("/tmp")
-    SPAN = 1000
-
-    def __init__(self, count: int):
-        self.uids: list[int] = []
-        self._locks = []
-        uid = FIRST_GRADING_UID
-        while len(self.uids) < count:
-            if uid >= FIRST_GRADING_UID + self.SPAN:
-                self.close()
-                raise LabError(f"no free grading uid in {FIRST_GRADING_UID}..{uid - 1}",
-                               "wait for the other graders to finish, or use fewer --jobs")
-            lock = self._lock(uid)
-            if lock is None:
-                uid += 1
-                continue
-            kill_all(uid, "", None)
-            self.uids.append(uid)
-            self._locks.append(lock)
-            uid += 1
-
-    def _lock(self, uid: int):
-        """The locked file of `uid`, or None while another grader holds it.  Its last holder
-        removes it; one who opened it just before that holds a removed file, so the lock
-        counts only if the path still names the file we locked."""
-        path = self.LOCKS / f"labkit-grade-uid-{uid}.lock"
-        while True:
-            lock = open(path, "a")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                lock.close()
-                return None
-            try:
-                if os.stat(path).st_ino == os.fstat(lock.fileno()).st_ino:
-                    return lock
-            except FileNotFoundError:
-                pass
-            lock.close()  # removed under us: lock the file that is there now
-
-    def close(self) -> None:
-        for lock in self._locks:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(lock.name)  # while still locked: no file is left in /tmp
-            lock.close()  # closing releases the flock
-        self._locks = []
 
 
 # ---------------------------------------------------------------------------
@@ -290,83 +220,6 @@ def tree_bytes(top: Path) -> int:
 
 
 # ---------------------------------------------------------------------------
-# processes of a run
-
-
-def _processes_of(uid: int | None, token: str, session: int | None) -> list[psutil.Process]:
-    """Every live process of the run: by uid when it has its own, else by session or marker."""
-    found = []
-    for proc in psutil.process_iter(["uids", "status"]):
-        try:
-            if proc.info["status"] == psutil.STATUS_ZOMBIE:
-                continue
-            if uid is not None:
-                if proc.info["uids"].real == uid:
-                    found.append(proc)
-            elif proc.pid != os.getpid() and (
-                    (session is not None and os.getsid(proc.pid) == session)
-                    or proc.environ().get(ENV_MARK) == token):
-                found.append(proc)
-        except (psutil.Error, ProcessLookupError, PermissionError):
-            pass
-    return found
-
-
-def kill_all(uid: int | None, token: str, session: int | None, deadline_s: float = 10.0) -> int:
-    """Kill every process of the run; return how many there were.
-
-    As root, kill(-1) as the run's uid signals all of that uid's processes in
-    one pass of the kernel, so a fork bomb cannot outrun it; repeated until
-    psutil finds none (a process in the middle of fork may escape one pass)."""
-    first = _processes_of(uid, token, session)
-    count = len(first)
-    stop = time.monotonic() + deadline_s
-    left = first
-    while left and time.monotonic() < stop:
-        if uid is not None:
-            subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        for proc in left:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(left, timeout=0.5)
-        left = _processes_of(uid, token, session)
-    if uid is not None:
-        # Killed children of killed parents are zombies until init reaps them, and
-        # zombies still count against the uid's RLIMIT_NPROC for the next run.
-        while time.monotonic() < stop and any(
-                p.info["uids"] and p.info["uids"].real == uid
-                for p in psutil.process_iter(["uids"])):
-            time.sleep(0.1)
-    if left:
-        raise LabError(f"{len(left)} process(es) of a graded notebook survived SIGKILL: "
-                       f"{', '.join(str(p.pid) for p in left[:10])}",
-                       "stop them by hand (kill -9 PID) before grading on")
-    return count
-
-
-def remove_files_of(uid: int, places=("/tmp", "/var/tmp", "/dev/shm")) -> None:
-    """Files a run's uid left outside its working directory (root only)."""
-    for place in places:
-        try:
-            entries = list(os.scandir(place))
-        except OSError:
-            continue
-        for entry in entries:
-            try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
-            except OSError:
-                pass
-
-
-# ---------------------------------------------------------------------------
 # the run
 
 
@@ -457,7 +310,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         walls.root = private / f"root-{module.rsplit('.', 1)[-1]}"
         walls.root.mkdir(mode=0o755)
     payload = {**payload, "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
-               "extra_processes": 0 if uid is not None else len(_processes_of(os.getuid(), "", None))}
+               "extra_processes": 0 if uid is not None else len(processes_of(os.getuid(), "", None))}
     log_path = private / f"{module.rsplit('.', 1)[-1]}.log"
     pass_fds = ()
     results_file = None
@@ -519,10 +372,10 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     exports_path = workdir / "out" / "exports.jsonl"
     spec = {"input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
             "kernel": kernel, "parameters": {"profile": profile} if profile else {}}
-    ended = run_isolated("labkit.instructor.sandbox", spec, workdir, private, limits=limits, uid=uid,
+    ended = run_isolated("labkit.instructor.runner", spec, workdir, private, limits=limits, uid=uid,
                          extra_env={"LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
                                     "LABKIT_EXPORTS": str(exports_path)})
-    log_path = private / "sandbox.log"
+    log_path = private / "runner.log"
     outcome, message, cell_errors = ended.outcome, ended.message, []
     if outcome == "finished":
         outcome, message, cell_errors = _runner_report(log_path, ended.returncode)
@@ -592,7 +445,7 @@ def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | N
         if uid is not None:
             # The process limit holds, but hundreds of spinning processes would
             # starve the other runs until the timeout: stop a bomb early.
-            count = len(_processes_of(uid, token, None))
+            count = len(processes_of(uid, token, None))
             if count >= 0.8 * limits.processes:
                 crowded_since = crowded_since or now
                 if now - crowded_since > 1.0:
@@ -612,74 +465,3 @@ def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, li
     tail = text.strip().splitlines()[-5:]
     return "failed", (f"the notebook run ended (status {returncode}) without a verdict: "
                       + " | ".join(tail)), []
-
-
-# ---------------------------------------------------------------------------
-# inside the sandbox: python -m labkit.instructor.sandbox, its spec on stdin
-
-
-def lower_limits(spec: dict) -> None:
-    """In an isolated process: the limits its spec names, for it and all it starts."""
-    limits = spec["limits"]
-    wanted = {
-        resource.RLIMIT_CPU: spec["cpu_s"],
-        resource.RLIMIT_AS: limits["memory_bytes"],
-        resource.RLIMIT_NPROC: limits["processes"] + spec["extra_processes"],
-        resource.RLIMIT_NOFILE: limits["open_files"],
-        resource.RLIMIT_FSIZE: limits["file_bytes"],
-        resource.RLIMIT_CORE: 0,
-    }
-    for which, value in wanted.items():
-        soft, hard = resource.getrlimit(which)
-        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value))
-
-
-def _report(outcome: str, message: str, cell_errors: list[str] | None = None) -> None:
-    print(RUNNER_MARK + json.dumps({"outcome": outcome, "message": message,
-                                    "cell_errors": cell_errors or []}), flush=True)
-
-
-def _cell_errors(executed: Path) -> list[str]:
-    import nbformat
-
-    if not executed.is_file():
-        return []
-    errors = []
-    for index, cell in enumerate(nbformat.read(executed, as_version=4).cells):
-        for output in cell.get("outputs", []):
-            if output.get("output_type") == "error":
-                errors.append(f"cell {index}: {output.get('ename')}: {output.get('evalue')}"[:300])
-    return errors
-
-
-def _main() -> int:
-    spec = json.loads(sys.stdin.read())
-    lower_limits(spec)
-    import papermill
-    from nbclient.exceptions import DeadKernelError
-
-    output = Path(spec["output"])
-    try:
-        # allow_errors: a student's broken cell must not hide the later exercises' checks.
-        papermill.execute_notebook(spec["input"], str(output), parameters=spec["parameters"],
-                                   kernel_name=spec["kernel"], cwd=spec["cwd"], progress_bar=False,
-                                   log_output=False, allow_errors=True, start_timeout=120)
-    except DeadKernelError as error:
-        _report("kernel_died", f"the kernel died ({error}) -- os._exit, a crash in C code, or a limit")
-        return 0
-    except papermill.PapermillExecutionError:
-        pass  # cell errors: recorded below, the notebook ran to its end
-    except Exception as error:  # papermill's own failures: bad notebook JSON, kernel did not start
-        if "Kernel died" in str(error) or "kernel died" in str(error):
-            _report("kernel_died", f"the kernel died ({type(error).__name__}: {error})")
-        else:
-            _report("failed", f"papermill could not run the notebook: {type(error).__name__}: {error}")
-        return 0
-    _report("completed", "the notebook ran to its end", _cell_errors(output))
-    return 0
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    sys.exit(_main())

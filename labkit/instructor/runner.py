@@ -1,0 +1,92 @@
+"""Inside the sandbox: `python -m labkit.instructor.runner` runs the student's notebook,
+under the run's uid, behind the walls (sandbox.run_notebook starts it).
+
+Everything here runs as the student's code does, so it imports as little as it
+can: the standard library only, until it has lowered its own resource limits
+(papermill and nbformat come after that); `labkit` and `labkit.instructor`,
+imported on the way here, import nothing.  It reads its spec from stdin
+(nothing the run's uid could replace lies on disk), lowers its limits, so
+everything it starts inherits them, runs the notebook through papermill and
+reports how papermill ended on its last stdout line (RUNNER_MARK), which
+goes to the log root opened for it.  Its verdict gives no points: it only
+says why a check has no result.
+
+The checks process (checker.py) lowers its limits with the same lower_limits().
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import sys
+from pathlib import Path
+
+RUNNER_MARK = "labkit-sandbox-result:"  # the runner's last stdout line starts with this
+
+
+def lower_limits(spec: dict) -> None:
+    """In an isolated process: the limits its spec names, for it and all it starts."""
+    limits = spec["limits"]
+    wanted = {
+        resource.RLIMIT_CPU: spec["cpu_s"],
+        resource.RLIMIT_AS: limits["memory_bytes"],
+        resource.RLIMIT_NPROC: limits["processes"] + spec["extra_processes"],
+        resource.RLIMIT_NOFILE: limits["open_files"],
+        resource.RLIMIT_FSIZE: limits["file_bytes"],
+        resource.RLIMIT_CORE: 0,
+    }
+    for which, value in wanted.items():
+        soft, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
+
+def _report(outcome: str, message: str, cell_errors: list[str] | None = None) -> None:
+    print(RUNNER_MARK + json.dumps({"outcome": outcome, "message": message,
+                                    "cell_errors": cell_errors or []}), flush=True)
+
+
+def _cell_errors(executed: Path) -> list[str]:
+    import nbformat
+
+    if not executed.is_file():
+        return []
+    errors = []
+    for index, cell in enumerate(nbformat.read(executed, as_version=4).cells):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                errors.append(f"cell {index}: {output.get('ename')}: {output.get('evalue')}"[:300])
+    return errors
+
+
+def _main() -> int:
+    spec = json.loads(sys.stdin.read())
+    lower_limits(spec)
+    import papermill
+    from nbclient.exceptions import DeadKernelError
+
+    output = Path(spec["output"])
+    try:
+        # allow_errors: a student's broken cell must not hide the later exercises' checks.
+        papermill.execute_notebook(spec["input"], str(output), parameters=spec["parameters"],
+                                   kernel_name=spec["kernel"], cwd=spec["cwd"], progress_bar=False,
+                                   log_output=False, allow_errors=True, start_timeout=120)
+    except DeadKernelError as error:
+        _report("kernel_died", f"the kernel died ({error}) -- os._exit, a crash in C code, or a limit")
+        return 0
+    except papermill.PapermillExecutionError:
+        pass  # cell errors: recorded below, the notebook ran to its end
+    except Exception as error:  # papermill's own failures: bad notebook JSON, kernel did not start
+        if "Kernel died" in str(error) or "kernel died" in str(error):
+            _report("kernel_died", f"the kernel died ({type(error).__name__}: {error})")
+        else:
+            _report("failed", f"papermill could not run the notebook: {type(error).__name__}: {error}")
+        return 0
+    _report("completed", "the notebook ran to its end", _cell_errors(output))
+    return 0
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    sys.exit(_main())
