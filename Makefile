@@ -66,8 +66,8 @@ lab: setup build
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) notebooks/
 
 # The suite in two phases (tests/conftest.py says why): the tests marked `measuring` alone,
-# one at a time, then every other test on pytest-xdist's workers (the tests that share a
-# fixture their file makes once stay on one worker).  The second phase runs whatever the
+# one at a time, then every other test on pytest-xdist's workers (a file's tests on one
+# worker: they share the fixtures the file makes once).  The second phase runs whatever the
 # first one's result; both share the notebooks' quick runs (LABKIT_TEST_RUN), and the 15
 # slowest tests of both are listed.  Exit status 5 is pytest's "no test selected here"
 # (PYTEST_ARGS chose only the other phase's tests).
@@ -77,7 +77,7 @@ test: setup build
 	export LABKIT_TEST_RUN=make$$$$; \
 	$(VENV)/bin/pytest --phase serial -p no:xdist --junitxml=$(TEST_RESULTS)/serial.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
-	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadgroup \
+	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile \
 	  --junitxml=$(TEST_RESULTS)/parallel.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
 	rm -rf "$${TMPDIR:-/tmp}/labkit-quick-$$LABKIT_TEST_RUN"; \

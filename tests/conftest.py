@@ -4,7 +4,9 @@ that no test leaves a process behind; and the suite's two phases.
 `make test` runs the suite twice over, each test once: `--phase serial` runs the
 tests marked `measuring` one at a time on a quiet machine (their figures are what
 they assert: ratios, latencies, saturation, exact segment counts), then
-`--phase parallel` runs every other test on pytest-xdist's workers.  The notebooks'
+`--phase parallel` runs every other test on pytest-xdist's workers, a file's tests on
+one worker (--dist loadfile: pytest makes a fixture shared by a file's tests once per
+worker, and a graded class takes 100 s to make).  The notebooks'
 quick runs (tests/quickrun.py) are shared by both phases through LABKIT_TEST_RUN,
 which make sets for the two and removes after them."""
 
@@ -100,19 +102,6 @@ def pytest_sessionfinish(session):
         remove_shared_folder()
 
 
-def _shared_fixtures_keep_a_file_on_one_worker(items) -> None:
-    """A test file whose tests share a fixture it defines once per module (a graded class, a
-    released edition, a JupyterLab) runs on one xdist worker (--dist loadgroup), so the
-    fixture is made once; every other test goes wherever a worker is free."""
-    for item in items:
-        defs = getattr(item, "_fixtureinfo", None)
-        shared = defs is not None and any(
-            fixture.scope in ("module", "package", "session") and fixture.baseid == item.nodeid.split("::")[0]
-            for fixtures in defs.name2fixturedefs.values() for fixture in fixtures)
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-
-
 def _in_this_phase(config, items) -> None:
     phase = config.getoption("--phase")
     if phase == "all":
@@ -133,10 +122,12 @@ def pytest_collection_modifyitems(config, items):
     """Keep this phase's tests (above); in an edition, leave out the tests of every C
     exercise whose function in csrc/ is still the stub (they run once the student's own
     is there); nothing in the instructor's checkout (no tests/edition_left_out.json)."""
-    from labkit.instructor import release
-
     _in_this_phase(config, items)
-    _shared_fixtures_keep_a_file_on_one_worker(items)
+    _leave_out_what_waits_for_an_answer(config, items)
+
+
+def _leave_out_what_waits_for_an_answer(config, items) -> None:
+    from labkit.instructor import release
 
     removed, waiting = release.left_out()
     config.labkit_left_out = (removed, {})

@@ -70,19 +70,19 @@ def kernel_env(tmp_path: Path) -> dict:
     return env
 
 
-def papermill(source: Path, workdir: Path, env: dict) -> Path:
-    """papermill `source` in `workdir`, quick profile, within QUICK_RUN_LIMIT_S (over it, its
-    whole process group is killed and the test fails); the executed notebook's path."""
+def papermill(source: Path, workdir: Path, env: dict, limit_s: float = QUICK_RUN_LIMIT_S) -> Path:
+    """papermill `source` in `workdir`, quick profile, within `limit_s` (over it, its whole
+    process group is killed and the test fails); the executed notebook's path."""
     out = workdir / "out.ipynb"
     run = subprocess.Popen([str(PAPERMILL), str(source), str(out), "-p", "profile", "quick", "-k", "labkit",
                             "--cwd", str(workdir)], cwd=workdir, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        output, _ = run.communicate(timeout=QUICK_RUN_LIMIT_S)
+        output, _ = run.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
         run.communicate()
-        raise AssertionError(f"{source.name} took over {QUICK_RUN_LIMIT_S} s with -p profile quick") from None
+        raise AssertionError(f"{source.name} took over {limit_s:g} s with -p profile quick") from None
     assert run.returncode == 0, output.decode(errors="replace")[-4000:]
     return out
 
