@@ -202,18 +202,29 @@ def run_with_checks(source: Path, tmp_path: Path, **extra_env: str) -> list[dict
 _STUDENT_RUNS: dict[str, list[dict]] = {}
 
 
+# The notebooks run in the edition itself (its labkit first on the path, its csrc with the
+# stubs, built there): those whose C exercises are the lab's own code or stop at once.
+IN_THE_EDITION = {
+    "01_proc_service.ipynb": "exercises 1.1 and 1.2 are the lab's procstat_parse and ev_poll",
+    "03_uploads.ipynb": "a C exercise of its own (the lingering close), no answer in csrc/",
+    "04_write_strategies.ipynb": "exercise 4.1's fill_iovec is the load generator's: writev fails at once",
+}
+
+
 def student_run(released, name: str, tmp_path_factory) -> list[dict]:
-    """The released notebook `name` run as a student runs it, in the edition itself (its
-    labkit first on the path, its csrc with the stubs, built there), quick profile: the
-    check records it wrote.  Once per module: the tests of the released notebooks share it."""
+    """The released notebook `name` run as a student runs it, quick profile, in the edition
+    (IN_THE_EDITION) or else beside the instructor's labkit: the check records it wrote.
+    Once per module: the tests of the released notebooks share it."""
     if name not in _STUDENT_RUNS:
         out, _ = released
-        if not _STUDENT_RUNS:  # built once, before the first run: its time is not the notebook's
-            done = subprocess.run(["make", "--no-print-directory", "build"], cwd=out, capture_output=True,
-                                  text=True, timeout=600)
-            assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-        _STUDENT_RUNS[name] = run_with_checks(out / "notebooks" / name, tmp_path_factory.mktemp("student"),
-                                              PYTHONPATH=str(out))
+        extra = {}
+        if name in IN_THE_EDITION:
+            extra["PYTHONPATH"] = str(out)
+            if not (out / "build" / "bin").is_dir():  # built once, before its first run
+                done = subprocess.run(["make", "--no-print-directory", "build"], cwd=out, capture_output=True,
+                                      text=True, timeout=600)
+                assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+        _STUDENT_RUNS[name] = run_with_checks(out / "notebooks" / name, tmp_path_factory.mktemp("student"), **extra)
     return _STUDENT_RUNS[name]
 
 
@@ -246,7 +257,8 @@ def exercise_notebooks():
 def test_instructor_passes_every_check_and_student_fails_exactly_the_exercises(path, tmp_path_factory, released):
     """Every check, visible and hidden, passes as grading runs it on the instructor's own run
     (the graded copy's exports, the checks in the grading process's code); the released
-    copy runs to the end in the edition and fails exactly its visible checks."""
+    copy runs to the end as a student runs it (student_run) and fails exactly its visible
+    checks."""
     quick = run_quick(path.name)  # the instructor's run test_notebooks reads too: made once
     teacher = graded_in_the_checks_process(path, quick.exports)
     assert teacher, f"{path.name} recorded no check"
@@ -396,11 +408,7 @@ def test_the_editions_tests_leave_out_what_waits_for_an_answer_and_say_why(relea
 
 
 @pytest.mark.timeout(STUDENT_RUN_LIMIT_S + 300)
-@pytest.mark.parametrize("name", [
-    "01_proc_service.ipynb",      # exercises 1.1 and 1.2 are the lab's procstat_parse and ev_poll
-    "03_uploads.ipynb",           # a C exercise of its own (the lingering close), no answer in csrc/
-    "04_write_strategies.ipynb",  # exercise 4.1's fill_iovec is the load generator's: writev fails at once
-])
+@pytest.mark.parametrize("name", sorted(IN_THE_EDITION))
 def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(released, tmp_path_factory, name):
     """In the edition itself (its labkit, its csrc with the stubs, built there): the notebook
     runs to the end in the quick profile and every visible check fails, a C exercise's stub
