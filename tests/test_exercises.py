@@ -5,6 +5,7 @@ own message for a compile error."""
 
 import json
 import re
+import time
 
 import pytest
 
@@ -137,11 +138,26 @@ def test_the_labs_own_ev_poll_serves_echo_and_csrc_is_untouched():
     assert {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))} == before
 
 
-def test_a_dispatch_that_reports_nothing_fails_with_a_hint():
+def test_a_dispatch_that_reports_nothing_fails_at_once_as_a_spinning_loop():
+    """The released stub: poll() says a descriptor is ready, fired[] stays empty, and
+    the loop polls again at once, forever; the check says so within about a second."""
     stub = lab_function("loop/ev_poll.c", "ev_poll").replace("    int n = 0;\n", "    int n = 0;\n    (void)fired;\n"
                                                               "    return n;\n", 1)
-    with pytest.raises(AssertionError, match=r"(?s)got 0 back within .*hint: after poll\(\) returns"):
-        c_exercises.check_poll_server(stub, timeout=2)
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"(?s)got 0 back, and for 1\.\d s the server answered nothing while "
+                                             r"it used .* of CPU: its loop spins.*hint: after poll\(\) returns"):
+        c_exercises.check_poll_server(stub, timeout=30)
+    assert time.monotonic() - started < 15  # the build, then about a second: not the 30 s timeout
+
+
+def test_a_dispatch_that_waits_on_too_few_descriptors_times_out_without_spinning():
+    """poll() on the first descriptor alone: the clients are never served, and the
+    server sleeps in poll() meanwhile, so only the timeout ends the wait."""
+    blind = lab_function("loop/ev_poll.c", "ev_poll").replace("(nfds_t)ev->nfds", "(nfds_t)1", 1)
+    assert "(nfds_t)1" in blind
+    with pytest.raises(AssertionError, match=r"(?s)got 0 back within 3 s.*hint: after poll\(\) returns") as failed:
+        c_exercises.check_poll_server(blind, timeout=3)
+    assert "spins" not in str(failed.value)
 
 
 def test_a_dispatch_that_mixes_up_readable_and_writable_fails():

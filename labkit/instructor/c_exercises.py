@@ -250,8 +250,10 @@ def build_with(model: str, source: Path, function: str, code: str) -> Path:
 
     csrc/ is copied to a scratch directory named after the code (so the same
     code is built once, and parallel graders share it under a lock) and only
-    the copy's `source` is changed.  A compile error raises BuildError
-    carrying gcc's own message, naming the student's cell."""
+    the copy's `source` is changed.  The lab's objects come along, their times
+    kept, so make compiles only that file (it is newer than its object) and
+    anything whose source is newer than the lab's build.  A compile error
+    raises BuildError carrying gcc's own message, naming the student's cell."""
     key = _digest(model, function, code, *(p.read_text() for p in sorted(paths.CSRC.rglob("*.[ch]"))))
     scratch = SCRATCH / f"{function}-{key}"
     binary = scratch / "build" / "bin" / model
@@ -262,6 +264,10 @@ def build_with(model: str, source: Path, function: str, code: str) -> Path:
         csrc = scratch / "csrc"
         shutil.rmtree(csrc, ignore_errors=True)
         shutil.copytree(paths.CSRC, csrc)
+        objects = scratch / "build" / "obj"
+        shutil.rmtree(objects, ignore_errors=True)
+        if (paths.BUILD / "obj").is_dir():
+            shutil.copytree(paths.BUILD / "obj", objects)
         (csrc / source).write_text(replace_function((paths.CSRC / source).read_text(), function, code, cell,
                                                     paths.CSRC / source))
         result = build.make(["-s", "--no-print-directory", str(binary)], csrc, scratch / "build")
@@ -294,6 +300,16 @@ class _ScratchServer:
         self.port = int(line[1])
         self.server.port = self.port
 
+    def cpu_s(self) -> float | None:
+        """CPU seconds the server has used so far (None once it is gone)."""
+        import psutil
+
+        try:
+            used = psutil.Process(self.server._child.popen.pid).cpu_times()
+        except psutil.Error:
+            return None
+        return used.user + used.system
+
     def _died(self) -> str:
         code = self.server._child.popen.poll()
         if code is None:
@@ -317,8 +333,17 @@ _NO_REPLY_HINT = (
     "return how many entries it filled")
 
 
+# A loop whose dispatch drops a ready descriptor spins: poll() returns at once (the
+# descriptor is still ready: poll is level-triggered) and nothing is served.  A server
+# that answers nothing for SPIN_WINDOW_S while using at least SPIN_SHARE of a CPU is
+# that loop; one that waits in poll() uses next to none.
+SPIN_WINDOW_S = 1.0
+SPIN_SHARE = 0.25
+
+
 def _exchange(sock: socket.socket, payload: bytes, what: str, server: _ScratchServer, timeout: float) -> None:
-    """Send `payload` (from a thread, so a large one cannot deadlock) and read it back."""
+    """Send `payload` (from a thread, so a large one cannot deadlock) and read it back;
+    fail at `timeout`, or as soon as the server is seen spinning without answering."""
     def send():
         try:
             sock.sendall(payload)
@@ -329,17 +354,33 @@ def _exchange(sock: socket.socket, payload: bytes, what: str, server: _ScratchSe
     sender.start()
     got = bytearray()
     deadline = time.monotonic() + timeout
-    try:
-        while len(got) < len(payload):
-            sock.settimeout(max(0.01, deadline - time.monotonic()))
+    quiet_since, cpu_then = time.monotonic(), server.cpu_s()
+    while len(got) < len(payload):
+        now = time.monotonic()
+        if now >= deadline:
+            raise AssertionError(f"{what}: sent {len(payload)} bytes, got {len(got)} back within {timeout:g} s"
+                                 f"{server._died()}\n{_NO_REPLY_HINT}")
+        sock.settimeout(max(0.01, min(deadline - now, SPIN_WINDOW_S / 4)))
+        try:
             chunk = sock.recv(65536)
-            if not chunk:
-                raise AssertionError(f"{what}: the server closed the connection after echoing {len(got)} of "
-                                     f"{len(payload)} bytes{server._died()}\n{_NO_REPLY_HINT}")
-            got += chunk
-    except (socket.timeout, TimeoutError):
-        raise AssertionError(f"{what}: sent {len(payload)} bytes, got {len(got)} back within {timeout:g} s"
-                             f"{server._died()}\n{_NO_REPLY_HINT}") from None
+        except (socket.timeout, TimeoutError):
+            quiet = time.monotonic() - quiet_since
+            cpu_now = server.cpu_s()
+            if quiet >= SPIN_WINDOW_S and None not in (cpu_then, cpu_now):
+                if cpu_now - cpu_then >= SPIN_SHARE * quiet:
+                    raise AssertionError(
+                        f"{what}: sent {len(payload)} bytes, got {len(got)} back, and for {quiet:.1f} s the "
+                        f"server answered nothing while it used {cpu_now - cpu_then:.1f} s of CPU: its loop "
+                        "spins. poll() returns at once because a descriptor is ready, and the loop does "
+                        "nothing with it (it is not in fired[] with the event it is ready for)"
+                        f"\n{_NO_REPLY_HINT}") from None
+                quiet_since, cpu_then = time.monotonic(), cpu_now
+            continue
+        if not chunk:
+            raise AssertionError(f"{what}: the server closed the connection after echoing {len(got)} of "
+                                 f"{len(payload)} bytes{server._died()}\n{_NO_REPLY_HINT}")
+        got += chunk
+        quiet_since, cpu_then = time.monotonic(), server.cpu_s()
     assert bytes(got) == payload, f"{what}: the echo came back different from what was sent"
     sender.join(timeout)
 
