@@ -285,5 +285,5 @@ def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memo
         lease.close()
     assert run.outcome == "memory", (run.outcome, run.message)
     assert "600 MiB" in run.message
-    assert run.elapsed_s < 80
+    assert run.elapsed_s < 30  # stopped at the first kill, not when the hog ends (60 s)
     assert "before" in exports.read(run.exports.decode())

@@ -73,15 +73,15 @@ class Cgroup:
         return list(dict.fromkeys(folder / "cgroup.procs" for folder in self.paths.values()))
 
     def oom_kills(self) -> int:
-        """How many processes the kernel killed in this cgroup for want of memory."""
+        """How many processes the kernel killed in this cgroup for want of memory (cgroup v1
+        counts them in memory.oom_control from Linux 4.13 on; before that, 0: its
+        memory.failcnt counts every time the limit was reached, reclaim included, not kills)."""
         name = "memory.events" if self.version == 2 else "memory.oom_control"
         try:
             for line in (self.paths["memory"] / name).read_text().splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
                     return int(value)
-            if self.version == 1:  # kernels before 4.13 name no oom_kill: the failure count says it
-                return int((self.paths["memory"] / "memory.failcnt").read_text().split()[0]) > 0
         except (OSError, ValueError):
             pass
         return 0

@@ -333,15 +333,14 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
                 runner.stdin.close()
             except BrokenPipeError:
                 pass  # it died at once: the log says why
-            outcome, message = _watch(runner, workdir, limits, uid, token, started)
+            outcome, message = _watch(runner, workdir, limits, uid, token, started, walls.cgroup)
         elapsed = time.monotonic() - started
         killed = kill_all(uid, token, runner.pid)
         if runner.poll() is None:
             runner.kill()  # unshare itself, once everything behind it is gone
         runner.wait()
         if walls.cgroup is not None and walls.cgroup.oom_kills():
-            outcome, message = "memory", (f"the run used more than its {limits.run_memory_bytes // MIB} MiB of "
-                                          "memory (all its processes together) and the kernel stopped it")
+            outcome, message = "memory", _over_memory(limits)
     finally:
         if walls.cgroup is not None:
             walls.cgroup.remove()
@@ -422,9 +421,16 @@ def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path
     return CheckRun(records, ended, private / "checker.log")
 
 
+def _over_memory(limits: Limits) -> str:
+    return (f"the run used more than its {limits.run_memory_bytes // MIB} MiB of memory (all its processes "
+            "together): the kernel killed one of them, and the run was stopped")
+
+
 def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | None,
-           token: str, started: float) -> tuple[str, str]:
-    """Wait for the runner, stopping it on timeout, a full disk or a fork bomb."""
+           token: str, started: float, cgroup=None) -> tuple[str, str]:
+    """Wait for the runner, stopping it on timeout, a full disk, a fork bomb, or the
+    first process its cgroup's memory limit made the kernel kill (what is left of a
+    run that lost a process to memory proves nothing, and holds a slot meanwhile)."""
     crowded_since = None
     next_disk_check = 0.0
     while True:
@@ -436,6 +442,8 @@ def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | N
         now = time.monotonic()
         if now - started > limits.timeout_s:
             return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
+        if cgroup is not None and cgroup.oom_kills():
+            return "memory", _over_memory(limits)
         if now >= next_disk_check:
             next_disk_check = now + 2.0
             used = tree_bytes(workdir)
