@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,10 +189,13 @@ def test_no_solution_line_nor_hidden_check_is_anywhere_in_the_edition(released):
 STUDENT_RUN_LIMIT_S = 2 * QUICK_RUN_LIMIT_S
 
 
-def run_with_checks(source: Path, tmp_path: Path, **extra_env: str) -> list[dict]:
-    """papermill `source` (quick profile) in its own directory; the check records it wrote."""
+def run_with_checks(source: Path, tmp_path: Path, results_from: Path | None = None, **extra_env: str) -> list[dict]:
+    """papermill `source` (quick profile) in its own directory, its results file a copy of
+    `results_from` if given (its sweeps resume from those rows); the check records it wrote."""
     workdir = tmp_path / source.stem
     workdir.mkdir(parents=True)
+    if results_from is not None and results_from.exists():
+        shutil.copy(results_from, workdir / "results.jsonl")
     checks = workdir / "checks.jsonl"
     env = dict(kernel_env(tmp_path), LABKIT_CHECKS_FILE=str(checks),
                LABKIT_RESULTS=str(workdir / "results.jsonl"), **extra_env)
@@ -214,10 +218,18 @@ IN_THE_EDITION = {
 def student_run(released, name: str, tmp_path_factory) -> list[dict]:
     """The released notebook `name` run as a student runs it, quick profile, in the edition
     (IN_THE_EDITION) or else beside the instructor's labkit: the check records it wrote.
-    Once per module: the tests of the released notebooks share it."""
+    Once per module: the tests of the released notebooks share it.
+
+    Beside the instructor's labkit, the programs are the ones the instructor's quick run
+    measured with, so its sweeps resume from that run's rows (the same points, the same
+    keys) and measure nothing again: what this run tests is the checks, and the measuring
+    is test_notebooks'.  In the edition the stubs are built into the programs: it
+    measures for itself."""
     if name not in _STUDENT_RUNS:
         out, _ = released
         extra = {}
+        if name not in IN_THE_EDITION:
+            extra["results_from"] = run_quick(name).folder / "results.jsonl"
         if name in IN_THE_EDITION:
             extra["PYTHONPATH"] = str(out)
             if not (out / "build" / "bin").is_dir():  # built once, before its first run
