@@ -200,3 +200,29 @@ def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
     assert list(by_name["select"].x) == [100]  # the refused size is not drawn at all
     assert list(by_name["poll"].y) == [0.9, 9.0]  # ns -> µs
     assert "select at 2,000" in fig.layout.title.subtitle.text
+
+
+def test_a_backend_that_fails_gets_its_message_and_the_others_are_measured(tmp_path, monkeypatch, built_bin):
+    """A students' edition whose poll backend is still exercise 1.2's stub: ev_bench_poll
+    exits with the stub's message; poll's rows say so, select and epoll are measured."""
+    broken = tmp_path / "bin"
+    broken.mkdir()
+    for program in built_bin.iterdir():
+        (broken / program.name).symlink_to(program)
+    (broken / "ev_bench_poll").unlink()
+    (broken / "ev_bench_poll").write_text("#!/bin/sh\necho 'ev_poll is still the stub of exercise 1.2' >&2\nexit 1\n")
+    (broken / "ev_bench_poll").chmod(0o755)
+    monkeypatch.setattr(bench.ev_bench.build, "build", lambda *args, **kwargs: broken)
+    frame = bench.events(descriptors=(10, 100), writes=50, runs=1, save=False)
+    poll = frame[frame["backend"] == "poll"]
+    assert list(poll["status"]) == ["failed", "failed"] and poll["ns_per_poll"].isna().all()
+    assert all("still the stub of exercise 1.2" in note for note in poll["note"])
+    others = frame[frame["backend"] != "poll"]
+    assert (others["status"] == "ok").all() and (others["ns_per_poll"] > 0).all()
+    text = bench.format_events(frame)
+    assert re.search(r"^100 +[\d,]+\.\d\d +failed +[\d,]+\.\d\d$", text, re.M), text
+    assert text.count("still the stub of exercise 1.2") == 1  # the message once, not once per size
+    fig = bench.event_cost(frame)
+    assert list(next(t for t in fig.data if t.name == "poll").x) == []
+    assert "failed, not drawn (see its note): poll" in fig.layout.title.subtitle.text
+    assert "refused" not in fig.layout.title.subtitle.text

@@ -210,6 +210,7 @@ _STUDENT_RUNS: dict[str, list[dict]] = {}
 # stubs, built there): those whose C exercises are the lab's own code or stop at once.
 IN_THE_EDITION = {
     "01_proc_service.ipynb": "exercises 1.1 and 1.2 are the lab's procstat_parse and ev_poll",
+    "02_multiplexing.ipynb": "its poll model runs exercise 1.2's ev_poll, whose stub stops it at once, saying why",
     "03_uploads.ipynb": "a C exercise of its own (the lingering close), no answer in csrc/",
     "04_write_strategies.ipynb": "exercise 4.1's fill_iovec is the load generator's: writev fails at once",
 }
@@ -433,6 +434,33 @@ def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(r
     assert sorted(r["check"] for r in student) == visible
     assert [(r["check"], r["status"], r["message"][:300]) for r in student if r["status"] != "failed"] == []
 
+
+
+def test_the_editions_poll_server_says_at_its_first_client_that_exercise_1_2_is_not_done(released, tmp_path_factory):
+    """Before exercise 1.2's check passes, the edition's poll backend is the stub: its server
+    exits at the first ready descriptor with the stub's words (a sweep's poll points fail
+    with them at once, as 02 shows), rather than spinning while clients wait out their timeouts."""
+    import socket
+
+    student_run(released, "02_multiplexing.ipynb", tmp_path_factory)  # the edition, built
+    out, _ = released
+    server = subprocess.Popen([str(out / "build" / "bin" / "poll"), "--port", "0", "--service", "echo"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = server.stdout.readline().split()
+        assert ready[0] == "listening", ready
+        with socket.create_connection(("127.0.0.1", int(ready[1])), timeout=5) as conn:
+            conn.sendall(b"hello\n")
+            try:
+                got = conn.recv(100)
+            except ConnectionResetError:
+                got = b""  # the server closed with our bytes unread: a reset
+            assert got == b"", got  # no echo: the server is gone
+        assert server.wait(timeout=5) == 1
+        assert "ev_poll is still the stub of exercise 1.2 (notebook 01)" in server.stderr.read()
+    finally:
+        server.kill()
+        server.wait()
 
 
 @pytest.mark.parametrize("written, adopted", [
