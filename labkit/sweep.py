@@ -128,6 +128,26 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     return frame
 
 
+def run_each(plans, results=None, **options):
+    """run() each of `plans` in turn (e.g. two parts of one experiment's grid that are
+    not one product), and their rows in one frame that still declares the experiment.
+    pd.concat keeps a frame's attrs only when every frame's are equal, and the counts
+    differ: the experiment is kept when the plans share it, the counts are summed."""
+    import pandas as pd
+
+    frames = [run(plan, results=results, **options) for plan in plans]
+    frame = pd.concat(frames, ignore_index=True)
+    experiments = {id(f.attrs.get("experiment")): f.attrs.get("experiment") for f in frames}
+    frame.attrs.update(reused=sum(f.attrs["reused"] for f in frames),
+                       planned=sum(f.attrs["planned"] for f in frames),
+                       points_before=frames[0].attrs["points_before"])
+    if len(experiments) == 1:
+        frame.attrs["experiment"] = next(iter(experiments.values()))
+    if len({f.attrs["results"] for f in frames}) == 1:
+        frame.attrs["results"] = frames[0].attrs["results"]
+    return frame
+
+
 def median_table(frame, axes: list[str], columns=("elapsed_s", "throughput_rps", "lat_p50_us", "lat_p99_us",
                                                    "server_task-clock", "server_context-switches",
                                                    "client_cpu_util")):

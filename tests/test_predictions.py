@@ -101,3 +101,27 @@ def test_say_shows_a_prediction_as_a_sentence_not_a_dict(points, capsys, value, 
     predictions.say(predictions.made("x", value, why))
     shown = capsys.readouterr().out
     assert says in shown and "{" not in shown
+
+
+def test_run_each_keeps_the_experiment_that_pd_concat_drops(points, tmp_path, monkeypatch):
+    """Two parts of one experiment's grid: pd.concat of their frames drops attrs (the
+    counts differ), so the plots would fall back to generic axes; run_each keeps the
+    declaration and sums the counts."""
+    import pandas as pd
+
+    from labkit import experiments, launcher
+
+    monkeypatch.setattr(sweep, "_environment", lambda: {})
+    monkeypatch.setattr(launcher, "live_children", lambda: [])
+    fake = lambda run: {"status": "ok", "elapsed_s": 1.0, "schema": row.SCHEMA}  # noqa: E731
+    results = tmp_path / "r.jsonl"
+    small = experiments.resolve("proc_top", "quick", models=["iterative"], clients=[3], repeats=1,
+                                placement="same_host")
+    big = small.with_values(clients=[3, 6])
+    sweep.run(small, results=results, measure=fake, progress=False)  # the first part is measured already
+    parts = [sweep.run(plan, results=results, measure=fake, progress=False) for plan in (small, big)]
+    assert "experiment" not in pd.concat(parts).attrs  # what the notebook did before
+    both = sweep.run_each([small, big], results=results, measure=fake, progress=False)
+    assert both.attrs["experiment"] is small.experiment
+    assert (both.attrs["planned"], both.attrs["reused"]) == (3, 3)
+    assert both.attrs["results"] == str(results) and len(both) == 3
