@@ -25,7 +25,7 @@ endif
 
 # The steps depend on each other's side effects (apt installs gcc before the build).
 .NOTPARALLEL:
-.PHONY: help setup system build lab test clean distclean
+.PHONY: help setup system build lab test lock clean distclean
 
 help:
 	@echo "make lab        set up, build, then open JupyterLab on notebooks/"
@@ -33,6 +33,7 @@ help:
 	@echo "make test       set up, build, then run the tests (PYTEST_ARGS='-m \"not browser\"' to narrow)"
 	@echo "make setup      system packages (scripts/setup-system.sh), .venv, the 'labkit' Jupyter kernel"
 	@echo "make build      compile the C servers and load generator into build/bin/"
+	@echo "make lock       write requirements.txt anew: the newest versions pyproject.toml admits"
 	@echo "make clean      remove build/ and caches (keeps .venv and data/results/)"
 	@echo "make distclean  clean, and remove .venv too"
 
@@ -41,14 +42,20 @@ setup: system $(STAMP) $(KERNEL) $(LAB_SETTINGS)
 system:
 	@bash scripts/setup-system.sh
 
-# The venv is reinstalled only when the pins or the package metadata change.
-$(STAMP): requirements.txt requirements-test.txt pyproject.toml
+# The venv is reinstalled only when the lock or the package metadata change.  It holds the
+# lock exactly, then labkit on top; pip check fails if the lock breaks pyproject.toml's ranges.
+$(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: the lab needs Python 3.11 or newer." \
 	  "Fix: sudo apt-get install python3.11-venv python3.11-dev (or set PYTHON=/path/to/python3.11)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -r requirements.txt -r requirements-test.txt
+	$(PIP) install -q -r requirements.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
+	$(PIP) check
 	@touch $@
+
+# The lock, anew: the newest versions pyproject.toml's ranges admit (needs the package index).
+lock:
+	@PYTHON=$(PYTHON) bash scripts/lock.sh
 
 $(KERNEL): $(STAMP)
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name labkit --display-name "Python (labkit)"

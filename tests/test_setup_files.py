@@ -1,6 +1,8 @@
-"""The set-up files say the same thing: one set of pins, one kernel name,
-the two commands, and a CI that runs them."""
+"""The set-up files say the same thing: what labkit needs (ranges, pyproject.toml), one
+lock (requirements.txt) that meets them, one kernel name, the two commands, and a CI
+that runs them."""
 
+import importlib.metadata
 import json
 import os
 import re
@@ -13,19 +15,18 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from labkit import paths
 
 ROOT = paths.ROOT
-REQUIREMENT_FILES = ["requirements.txt", "requirements-test.txt"]
+LOCK = ROOT / "requirements.txt"
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([A-Za-z0-9.+!-]+)$")
 
 
-def _normalise(name):
-    return re.sub(r"[-_.]+", "-", name).lower()   # PEP 503: Foo_Bar == foo-bar
-
-
-def _parse_pins(lines, where):
+def parse_lock(lines, where="requirements.txt") -> dict[str, str]:
+    """name -> version of a lock: every line `name==version` (comments aside)."""
     pins = {}
     for line in lines:
         line = line.split("#", 1)[0].strip()
@@ -33,70 +34,97 @@ def _parse_pins(lines, where):
             continue
         match = PIN.match(line)
         assert match, f"{where}: {line!r} is not an exact `name==version` pin"
-        pins[_normalise(match[1])] = match[2]
+        pins[canonicalize_name(match[1])] = match[2]
     return pins
 
 
-def pip_pins(root):
-    """name -> version from requirements*.txt under root."""
-    pins = {}
-    for name in REQUIREMENT_FILES:
-        pins.update(_parse_pins((root / name).read_text().splitlines(), name))
-    return pins
+def declared(extras=("grading", "test")) -> list[Requirement]:
+    """labkit's own requirements in pyproject.toml: its dependencies and `extras`."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    lines = project["dependencies"] + [r for extra in extras for r in project["optional-dependencies"][extra]]
+    return [Requirement(line) for line in lines]
 
 
-def conda_pins(root):
-    """name -> version from the pip section of environment.yml under root."""
-    env = yaml.safe_load((root / "environment.yml").read_text())
-    pip_sections = [dep["pip"] for dep in env["dependencies"] if isinstance(dep, dict)]
-    assert pip_sections, "environment.yml has no pip: section"
-    return _parse_pins(pip_sections[0], "environment.yml")
+def needed(roots: list[Requirement]) -> set[str]:
+    """Every package `roots` bring, transitive ones included, as the installed packages'
+    own metadata says (markers evaluated here, with the extras each was asked for)."""
+    seen, todo = set(), list(roots)
+    while todo:
+        requirement = todo.pop()
+        key = (canonicalize_name(requirement.name), frozenset(requirement.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        for line in importlib.metadata.distribution(requirement.name).requires or []:
+            child = Requirement(line)
+            asked = [{"extra": extra} for extra in requirement.extras] + [{"extra": ""}]
+            if child.marker is None or any(child.marker.evaluate(env) for env in asked):
+                todo.append(child)
+    return {name for name, _ in seen}
 
 
-def pin_differences(root):
-    """Human-readable differences between the pip and conda pins (empty = they agree)."""
-    pip, conda = pip_pins(root), conda_pins(root)
-    return [f"{name}: requirements {pip.get(name, 'absent')} vs environment.yml {conda.get(name, 'absent')}"
-            for name in sorted(pip.keys() | conda.keys()) if pip.get(name) != conda.get(name)]
+def test_the_lock_holds_exactly_what_labkit_and_its_extras_bring():
+    """Complete (nothing installed that it does not pin) and nothing more; the venv is the
+    lock (make setup installed it), so the installed metadata is the lock's."""
+    lock = parse_lock(LOCK.read_text().splitlines())
+    brought = needed(declared()) | {"setuptools"}  # setuptools: cffi builds with it (declared too)
+    assert sorted(brought - lock.keys()) == [], "not in the lock: run make lock"
+    assert sorted(lock.keys() - brought) == [], "in the lock, but nothing needs it: run make lock"
+    installed = {name: importlib.metadata.version(name) for name in lock}
+    assert {n: v for n, v in installed.items() if v != lock[n]} == {}, "the venv is not the lock: make setup"
 
 
-def test_requirements_and_environment_agree():
-    assert pin_differences(ROOT) == []
+def test_labkit_declares_ranges_that_the_lock_satisfies():
+    lock = parse_lock(LOCK.read_text().splitlines())
+    for requirement in declared():
+        assert requirement.specifier, f"{requirement}: say which versions labkit works with"
+        assert not any(spec.operator in ("==", "===") for spec in requirement.specifier), \
+            f"{requirement}: an exact pin belongs in the lock, not in what labkit needs"
+        name = canonicalize_name(requirement.name)
+        assert name in lock and requirement.specifier.contains(lock[name]), (str(requirement), lock.get(name))
 
 
-def test_pins_include_what_the_lab_is_built_on():
-    pins = pip_pins(ROOT)
-    for name in ["jupyterlab", "ipywidgets", "plotly", "pandas", "papermill", "ipykernel", "pytest"]:
-        assert name in pins
+@pytest.mark.parametrize("version, admitted", [("4.0.0", True), ("4.3.8", True), ("4.6.6", True),
+                                               ("5.0.0", False), ("3.6.8", False)])
+def test_a_hubs_own_jupyterlab_4_is_kept(version, admitted):
+    """labkit installed into a hub's image must not replace the hub's JupyterLab 4.x."""
+    jupyterlab = next(r for r in declared(()) if canonicalize_name(r.name) == "jupyterlab")
+    assert jupyterlab.specifier.contains(version) == admitted
 
 
-@pytest.mark.parametrize("tamper", [
-    ("environment.yml", "plotly==7.1.0", "plotly==7.0.0"),       # a different version
-    ("environment.yml", "      - tqdm==4.70.1\n", ""),           # a package missing from conda
-    ("requirements.txt", "psutil==7.2.2\n", "psutil==7.2.2\nrequests==2.34.2\n"),  # one extra
-])
-def test_agreement_check_catches_a_tampered_copy(tmp_path, tamper):
-    filename, old, new = tamper
-    for name in REQUIREMENT_FILES + ["environment.yml"]:
-        shutil.copy(ROOT / name, tmp_path / name)
-    assert pin_differences(tmp_path) == []
-    text = (tmp_path / filename).read_text()
-    assert old in text
-    (tmp_path / filename).write_text(text.replace(old, new))
-    assert len(pin_differences(tmp_path)) == 1
+def test_the_grading_cluster_is_an_extra_not_every_students():
+    base = {canonicalize_name(r.name) for r in declared(())}
+    grading = {canonicalize_name(r.name) for r in declared(("grading",))} - base
+    assert {"dask", "distributed", "cryptography"} <= grading
+    assert not {"dask", "distributed", "cryptography"} & base
 
 
-def test_a_loose_pin_is_refused():
+def test_the_lock_check_catches_a_missing_and_a_stray_package():
+    lock = parse_lock(LOCK.read_text().splitlines())
+    brought = needed(declared()) | {"setuptools"}
+    assert lock.keys() == brought
+    tampered = dict(lock)
+    del tampered["tornado"]                      # a transitive package left out
+    tampered["requests-toolbelt"] = "1.0.0"      # one nothing needs
+    assert brought - tampered.keys() == {"tornado"} and tampered.keys() - brought == {"requests-toolbelt"}
+
+
+def test_a_loose_pin_in_the_lock_is_refused():
     with pytest.raises(AssertionError, match="exact"):
-        _parse_pins(["pandas>=3"], "requirements.txt")
+        parse_lock(["pandas>=3"])
 
 
-def test_pyproject_reads_dependencies_from_requirements():
+def test_conda_installs_the_lock_and_labkit():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_sections = [dep["pip"] for dep in env["dependencies"] if isinstance(dep, dict)]
+    assert pip_sections == [["-r requirements.txt", "-e ."]]
+    python = next(dep for dep in env["dependencies"] if isinstance(dep, str) and dep.startswith("python="))
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert Requirement(f"python{project['requires-python']}").specifier.contains(python.split("=")[1] + ".0")
+
+
+def test_pyproject_names_the_command_and_the_tests():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    assert "dependencies" in project["project"]["dynamic"]
-    assert "dependencies" not in project["project"], "pins belong in requirements.txt only"
-    dynamic = project["tool"]["setuptools"]["dynamic"]
-    assert dynamic["dependencies"] == {"file": ["requirements.txt"]}
     assert project["project"]["scripts"]["labkit"] == "labkit.cli:main"
     assert project["tool"]["pytest"]["ini_options"]["testpaths"] == ["tests"]
 

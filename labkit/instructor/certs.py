@@ -52,7 +52,7 @@ def _x509():
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     except ImportError:
         raise LabError("the cryptography package is not installed",
-                       "install it: .venv/bin/pip install cryptography (make setup does)") from None
+                       "install labkit's grading extra: pip install '.[grading]' in the lab's checkout (make setup does)") from None
     return x509, hashes, serialization, ec, ExtendedKeyUsageOID, NameOID
 
 

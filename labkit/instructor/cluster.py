@@ -38,7 +38,7 @@ from ..errors import LabError
 SCHEDULER_ENV = "LABKIT_DASK_SCHEDULER"
 RESOURCE = "grading"
 STARTED = "labkit-grading-started"  # the Dask event topic: one event per task start
-DASK_INSTALL = "install the grading cluster's packages: .venv/bin/pip install dask distributed (make setup does)"
+DASK_INSTALL = "install the grading cluster's packages, labkit's grading extra: pip install '.[grading]' in the lab's checkout (make setup does)"
 
 
 def _dask():
