@@ -5,9 +5,18 @@
 # Exit status 1 only when the C build cannot work (no gcc or make).
 set -euo pipefail
 
+# `setup-system.sh --list ubuntu|debian` prints the packages for that distribution, one per
+# line, and installs nothing: binder/apt.txt and the Dockerfile are checked against it
+# (tests/test_deploy.py), so the list lives here alone.
+list_only=""
+if [[ ${1:-} == --list ]]; then
+  list_only=${2:?"usage: setup-system.sh --list ubuntu|debian"}
+fi
+
 # Which distribution: read in a subshell so os-release cannot clobber our names.
 os_release=${OS_RELEASE_FILE:-/etc/os-release}   # overridable for the tests
 distro=$( . "$os_release" 2>/dev/null && echo "${ID:-} ${ID_LIKE:-}" || true)
+[[ -n $list_only ]] && distro=$list_only
 
 # Without these the lab cannot be built at all.
 required=(gcc make python3-venv python3-dev libffi-dev)
@@ -22,7 +31,7 @@ case " $distro " in
     kernel_tools="linux-tools-$(uname -r)"
     # Ubuntu's chromium-browser is only a wrapper around a snap, which cannot run
     # headless under CI or as root; the browser test needs a real /usr/bin/chromium.
-    if [[ ! -x /usr/bin/chromium ]]; then
+    if [[ -z $list_only && ! -x /usr/bin/chromium ]]; then
       echo "note: no /usr/bin/chromium. Ubuntu ships Chromium only as a snap, which is not usable"
       echo "      headless in CI; the browser test will be skipped (everything else works)."
     fi
@@ -32,6 +41,10 @@ case " $distro " in
     kernel_tools=""
     ;;
   *)
+    if [[ -n $list_only ]]; then
+      echo "error: --list knows ubuntu and debian, not '$list_only'" >&2
+      exit 2
+    fi
     echo "note: not Debian or Ubuntu ($os_release says '${distro}'). Install by hand the equivalents of:"
     echo "      ${required[*]} ${useful[*]} perf chromium"
     required=() useful=() kernel_tools=""
@@ -41,8 +54,14 @@ esac
 
 # pandas 3 and numpy 2.4 need Python 3.11 or newer; Ubuntu 22.04's python3 is 3.10
 # but the release also ships python3.11 (the Makefile picks it up).
-if [[ ${apt_based:-yes} == yes ]] && ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+if [[ -z $list_only && ${apt_based:-yes} == yes ]] && ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
   required+=(python3.11 python3.11-venv python3.11-dev)
+fi
+
+if [[ -n $list_only ]]; then
+  # the kernel-specific linux-tools package is left out: an image's build host is not its kernel
+  printf '%s\n' "${required[@]}" "${useful[@]}"
+  exit 0
 fi
 
 is_installed() {
