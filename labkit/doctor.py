@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from labkit import netlink, paths, perf, system
+from labkit import confinement, netlink, paths, perf, system
 from labkit.errors import LabError
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -112,6 +112,41 @@ def check_cpus() -> Check:
     return Check("CPUs for pinning", WARN, note + " (the client's CPU time competes with the server's)",
                  "give the VM a second CPU (VirtualBox: Settings > System > Processor; "
                  "WSL2: processors=2 in %UserProfile%\\.wslconfig)")
+
+
+def check_cpu_quota() -> Check:
+    """A cgroup's CPU quota (a pod's CPU limit) throttles server and client together."""
+    quota, pinned, where = confinement.cpu_quota(), min(len(system.usable_cpus()), 2), confinement.cpu_set()
+    cpus = f"; its CPU set: {where}" if where is not None else ""
+    if quota is None or quota.cpus is None or quota.cpus >= pinned:
+        said = "no cgroup file gives one" if quota is None else \
+            f"{'none' if quota.cpus is None else f'{quota.cpus:g} CPUs'} ({quota.source})"
+        return Check("CPU quota", OK, said + cpus)
+    return Check("CPU quota", WARN, f"{quota.cpus:g} CPUs of time ({quota.source}){cpus}: server and client get less "
+                 f"than the {pinned} CPUs they are pinned to, and the kernel throttles them (cpu.stat's nr_throttled): "
+                 "times measured here include waiting for the quota", "ask for a CPU limit of 2 or more (on a hub: "
+                 "the spawner's cpu_limit), or read the figures as the quota's")
+
+
+def check_capabilities() -> Check:
+    held = confinement.capabilities()
+    if not (missing := [name for name, has in held.items() if not has]):
+        return Check("capabilities", OK, "held: " + ", ".join(held))
+    costs = "; ".join(f"without {name}: no {confinement.CAPABILITIES[name][1]}" for name in missing)
+    return Check("capabilities", WARN, f"not held: {', '.join(missing)} ({costs}). The perf and "
+                 "namespaces checks show what works all the same",
+                 "run as root (sudo), or grant them to the container (Docker: --cap-add; a hub: "
+                 "the spawner's capabilities, README)")
+
+
+def check_seccomp() -> Check:
+    mode = confinement.seccomp()
+    if mode is None or mode.mode == "none":
+        return Check("seccomp", OK, "no seccomp filter" if mode else "the kernel has no seccomp")
+    return Check("seccomp", WARN, f"seccomp mode {mode.mode} ({mode.filters} filter(s), where the kernel says): "
+                 "the container's profile decides which "
+                 "system calls work, perf_event_open and unshare among them; the perf and namespaces "
+                 "checks show which do", "a profile that allows perf_event_open and unshare (README)")
 
 
 def check_nofile() -> Check:
@@ -263,6 +298,9 @@ def checks(certs: Path | str | None = None) -> list[Check]:
         check_perf_permitted(found),
         check_events(found),
         check_cpus(),
+        check_cpu_quota(),
+        check_capabilities(),
+        check_seccomp(),
         check_nofile(),
         check_kernel(),
         check_chromium(),
