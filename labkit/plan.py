@@ -55,8 +55,14 @@ class Plan:
 
     def with_values(self, **given) -> Plan:
         """The same experiment and profile, `given` values changed (None: back to the
-        default) and the others kept, checked again."""
-        return self.experiment.resolve(self.profile, **{**self.values, **given})
+        default) and the others kept, checked again.  CPUs the machine chose stay the
+        machine's choice while they are left as they are (a sweep leases them)."""
+        values = {**self.values, **given}
+        if self.pinning.from_machine:
+            for name in ("server_cpus", "client_cpus"):
+                if values[name] == self.values[name]:
+                    values[name] = FROM_MACHINE
+        return self.experiment.resolve(self.profile, **values)
 
     def describe(self) -> Note:
         """The chosen values in a line to read before a sweep: "proc_top (profile quick):

@@ -67,6 +67,7 @@ class Pinning:
     server_cpus: list[int] | None = None  # None: not pinned
     client_cpus: list[int] | None = None
     note: str = ""
+    from_machine: bool = False  # neither side's CPUs were chosen: a sweep leases its own (cpu_leases)
 
     @classmethod
     def resolve(cls, server_cpus=None, client_cpus=None, allow_overlap: bool = False) -> "Pinning":
@@ -86,7 +87,7 @@ class Pinning:
         elif shared:
             note = note or ("only one CPU: server and client share it, so the client's work "
                             "is counted against the server's time")
-        return cls(server, client, note)
+        return cls(server, client, note, from_machine=server_cpus is None and client_cpus is None)
 
 
 def _check_cpus(cpus) -> list[int] | None:

@@ -11,11 +11,12 @@ to read its axes.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import launcher, store
+from . import confinement, cpu_leases, launcher, store
 from . import measure as measure_module
 from .row import SCHEMA
 
@@ -84,6 +85,15 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     reused = 0
     global _points_done
     points_before = _points_done
+    quota = confinement.cpu_quota()
+    # CPUs the machine chose are leased for the sweep, so that two lab users' sweeps on one
+    # machine do not measure each other (or share them, and say so); the point keys stay.
+    lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine else None
+    pinning = lease.pinning if lease else plan.pinning
+    if lease:
+        runs = [dataclasses.replace(planned, pinning=pinning) for planned in runs]
+        if lease.shared:
+            print(f"note: {pinning.note}", flush=True)
     try:
         for planned in runs:
             if planned.key in measured_ok:
@@ -99,7 +109,9 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
                 "run_id": run_id,
                 "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "profile": plan.profile,
-                "pinning_note": plan.pinning.note,
+                "pinning_note": pinning.note,
+                "cpus_shared": lease.shared if lease else [],  # with another lab run's lease
+                "cpu_quota": quota.cpus if quota and quota.cpus is not None else None,  # CPUs' worth; None: none
                 **environment,
             })
             store.append(path, row)
@@ -114,6 +126,8 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
         raise
     finally:
         close()
+        if lease:
+            lease.close()
 
     wanted = {planned.key for planned in runs}
     rows = [row for row in store.read_rows(path) if row.get("point_key") in wanted]
