@@ -62,7 +62,6 @@ class CpuLease:
     pinning: Pinning
     held: list[int]
     shared: list[int]
-    leased_elsewhere: int = 0
     _fds: list[int] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -80,19 +79,19 @@ class CpuLease:
             else:
                 held.append(cpu)
                 fds.append(fd)
-        untried = usable[usable.index(held[-1]) + 1:] if held else []
-        busy += [cpu for cpu in untried if _is_leased(cpu)]  # for the note: how many others hold
+        # short of free CPUs, every usable one was tried: `busy` is all that others hold
         shared = busy[:wanted - len(held)]
         chosen = held + shared  # the server on a CPU of its own where there is one
         server, client = [chosen[0]], [chosen[-1]]
         note = ""
         if shared:
-            note = (f"CPU {', '.join(map(str, shared))} {'is' if len(shared) == 1 else 'are'} also leased by "
-                    f"another lab run on this machine ({len(set(busy))} of the {len(usable)} usable CPUs are "
+            note = (f"{'CPU' if len(shared) == 1 else 'CPUs'} {', '.join(map(str, shared))} "
+                    f"{'is' if len(shared) == 1 else 'are'} also leased by "
+                    f"another lab run on this machine ({len(busy)} of the {len(usable)} usable CPUs are "
                     "leased by others): this sweep shares them, so its times include that run's work")
         elif server == client:
             note = f"only one CPU: server and client both run on CPU {server[0]}, so the results mix both"
-        return cls(Pinning(server, client, note), held, shared, len(set(busy)), fds)
+        return cls(Pinning(server, client, note), held, shared, fds)
 
     def close(self) -> None:
         for fd in self._fds:
@@ -105,10 +104,3 @@ class CpuLease:
     def __exit__(self, *exc) -> None:
         self.close()
 
-
-def _is_leased(cpu: int) -> bool:
-    fd = _try_lock(cpu)
-    if fd is None:
-        return True
-    os.close(fd)
-    return False

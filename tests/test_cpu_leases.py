@@ -48,7 +48,7 @@ def test_a_second_sweep_gets_cpus_of_its_own_or_shares_and_says_so(usable, secon
             assert (other.pinning.server_cpus, other.pinning.client_cpus) == second
             assert other.shared == shared
             if shared:
-                assert f"CPU {', '.join(map(str, shared))}" in other.pinning.note
+                assert f"{'CPU' if len(shared) == 1 else 'CPUs'} {', '.join(map(str, shared))} " in other.pinning.note
                 assert f"of the {len(usable)} usable CPUs are leased by others" in other.pinning.note
             else:
                 assert other.pinning.note == ""
