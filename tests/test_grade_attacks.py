@@ -22,14 +22,14 @@ from labkit import paths
 from labkit.instructor import exports, isolation, sandbox
 from labkit.instructor.check_cells import check_catalog
 from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
-from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released, solved  # noqa: F401
+from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released  # noqa: F401
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="the attacks are on a grader that runs as root")]
 
 SECRET = f"labkit-root-only-{secrets.token_hex(8)}"
 SECRET_FILE = Path("/var/lib") / f"labkit-secret-{secrets.token_hex(4)}"
-MARKER = f"MARKER-OF-THE-CORRECT-STUDENT-{secrets.token_hex(4)}"
+MARKER = f"MARKER-OF-ANOTHER-STUDENT-{secrets.token_hex(4)}"  # in the untouched student's notebook
 
 def forged(names) -> str:
     return f"""# forge: passed lines for every check (hidden ones too), and exports that claim the answers
@@ -158,10 +158,11 @@ def hostile_class(tmp_path_factory, released, instructor):
     SECRET_FILE.write_text(SECRET + "\n")
     SECRET_FILE.chmod(0o600)
     try:
-        correct = solved(released, instructor)
-        correct.cells.append(nbformat.v4.new_code_cell(f"# {MARKER}"))
-        write(submissions, "correct", correct)
-        write(submissions, "untouched", released)
+        # No correct student here: test_grade's class has one, graded in the same sandbox; here
+        # every notebook is an attacker's or the release, so no output may hold a solution.
+        untouched = nbformat.from_dict(released)
+        untouched.cells.append(nbformat.v4.new_code_cell(f"# {MARKER}"))
+        write(submissions, "untouched", untouched)
         write(submissions, "forged", insert_after(nbformat.from_dict(released), "checks.Checker(",
                                                                forged(s.name for s in check_catalog(instructor))))
         write(submissions, "patched_checker", insert_after(nbformat.from_dict(released), "checks.Checker(", PATCHED))
@@ -170,7 +171,7 @@ def hostile_class(tmp_path_factory, released, instructor):
         write(submissions, "link_swap", insert_after(nbformat.from_dict(released), "checks.Checker(", SWAP))
         (submissions / "link_to_instructor").mkdir()
         (submissions / "link_to_instructor" / f"{NOTEBOOK}.ipynb").symlink_to(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb")
-        (submissions / "linked_folder").symlink_to(submissions / "correct")
+        (submissions / "linked_folder").symlink_to(submissions / "untouched")
         (submissions / "link_to_secret").mkdir()
         (submissions / "link_to_secret" / f"{NOTEBOOK}.ipynb").symlink_to(SECRET_FILE)
         text = nbformat.writes(released).encode()
@@ -198,9 +199,6 @@ def points(book, student) -> float:
 @pytest.mark.timeout(1200)
 def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instructor):
     book = hostile_class["book"]
-    # everything but the written answers, which wait for a person's mark (answers.csv)
-    total = sum(spec.max_points for spec in check_catalog(instructor) if not spec.by_hand)
-    assert points(book, "correct") == total, book[book["student"] == "correct"][["check", "status", "message"]]
     untouched = points(book, "untouched")
     assert untouched == 0
     for attacker in ("forged", "patched_checker", "copied_solution", "proc_snoop", "link_swap"):
@@ -235,8 +233,8 @@ def test_no_root_only_file_and_no_hidden_check_reaches_any_output(hostile_class,
             continue
         text = path.read_bytes().decode(errors="replace")
         assert SECRET not in text, path
-        assert MARKER not in text or "correct" in str(path.relative_to(hostile_class["out"])), path
-        if "correct" not in str(path) and path.suffix != ".csv":
+        assert MARKER not in text or "untouched" in str(path.relative_to(hostile_class["out"])), path
+        if path.suffix != ".csv":
             for source in hidden + solutions:
                 assert source.strip()[:120] not in text, (path, source[:60])
     assert SECRET not in hostile_class["stdout"] + hostile_class["stderr"]
