@@ -5,7 +5,7 @@ TLS cluster (labkit scheduler, labkit worker, the gate), rounds interleaved, in 
     sudo .venv/bin/python bench/cluster_tls.py [--rounds 3]
 
 Both clusters run on this machine with two workers each; the class is the tests' tiny
-one (tests/test_grade_dask.py: correct, wrong, hanging for 10 s, a fork bomb), so the time
+one (tests/test_grade_dask.py: correct, wrong, hanging until TIMEOUT_S, a fork bomb), so the time
 is the cluster's and the sandbox's, not a notebook's sweep.  Prints each round and the
 medians.  The plaintext cluster exists only inside this script: labkit refuses tcp://.
 """

@@ -5,12 +5,10 @@ The input is a tiny synthetic notebook (two plotly figures, a DataFrame, a style
 DataFrame with a MultiIndex) executed for real by papermill in the lab's kernel,
 so the outputs are exactly what a headless run stores."""
 
-import json
 import os
 import re
 import subprocess
 import sys
-import time
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
@@ -245,24 +243,3 @@ def test_bad_input_says_what_to_do(tmp_path):
     nbformat.write(_synthetic_notebook(), unexecuted)
     report = export.export([unexecuted], tmp_path / "out")
     assert "were they executed?" in report.message and "--execute" in report.message
-
-
-@needs_chromium
-def test_one_long_lived_browser_is_faster_per_figure_than_a_browser_per_figure(tmp_path):
-    """The reason for StaticRenderer: plotly's fig.write_image starts Chromium each time."""
-    import plotly.graph_objects as go
-
-    specs = [go.Figure(go.Scatter(x=[1, 2, 3], y=[i, 2, 1])).to_dict() for i in range(3)]
-    started = time.monotonic()
-    with figures.StaticRenderer() as renderer:
-        for spec in specs:
-            renderer.image(spec, "png")
-    long_lived = (time.monotonic() - started) / len(specs)
-
-    started = time.monotonic()
-    for i, spec in enumerate(specs):
-        go.Figure(spec).write_image(tmp_path / f"each{i}.png")
-    each_time = (time.monotonic() - started) / len(specs)
-    print(json.dumps({"long_lived_s_per_figure": round(long_lived, 3),
-                      "browser_per_figure_s": round(each_time, 3)}))
-    assert long_lived < each_time
