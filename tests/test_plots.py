@@ -130,11 +130,32 @@ def test_saturated_points_are_marked_and_warned_about():
     assert "the load generator was the limit" in fig.layout.title.subtitle.text
     warning = plots.saturation_warning(df)
     assert "select @ 10 clients" in warning and "threaded" not in warning
+
+
+@pytest.mark.parametrize("log_y", [False, True])
+def test_a_saturated_point_is_hollow_and_grey_in_the_bars_too(log_y):
+    """The warning points at hollow grey marks in every server's chart: metric_by_point's
+    bars (an outline without fill) and its marks on a log axis (the open shape)."""
+    df = synthetic(saturated=[("select", 10)])
+    fig = plots.metric_by_point(df, "elapsed_s", log_y=log_y)
+    select = next(trace for trace in fig.data if trace.name == "select")
+    greyed = [label.endswith("10") for label in select.x]
+    assert greyed.count(True) == 1
+    colours = list(select.marker.line.color if not log_y else select.marker.color)
+    assert colours == [plots.SATURATED_GREY if g else plots.color("select") for g in greyed]
+    if log_y:
+        assert [s.endswith("-open") for s in select.marker.symbol] == greyed
+    else:
+        assert [c == "rgba(0,0,0,0)" for c in select.marker.color] == greyed
+    others = next(trace for trace in fig.data if trace.name == "threaded")
+    assert plots.SATURATED_GREY not in list(others.marker.line.color if not log_y else others.marker.color)
+    assert "hollow grey = the load generator was the limit" in fig.layout.title.subtitle.text
+    assert "hollow grey" not in (plots.metric_by_point(synthetic(), "elapsed_s").layout.title.subtitle.text or "")
     assert plots.saturation_warning(synthetic()) is None
     # many saturated points: counted, four named, the rest left to the plot's grey marks
     every = synthetic(saturated=[(m, c) for m in ("iterative", "threaded", "select") for c in (3, 6, 10)])
     warning = plots.saturation_warning(every)
-    assert "at 9 of 9 points: " in warning and "; and 5 more (grey ◇ in the plots)" in warning
+    assert "at 9 of 9 points: " in warning and "; and 5 more (hollow grey marks in the plots)" in warning
     assert warning.count(" @ ") == 4
 
 
@@ -272,7 +293,7 @@ def test_no_bar_stands_on_a_log_axis_each_model_gets_a_mark_of_its_own_and_one_m
                                          ("threaded", 100, 1e6))])
     log = plots.metric_by_point(wide, "lat_p99_us")
     assert log.layout.yaxis.type == "log" and not [t for t in log.data if t.type == "bar"]
-    assert [t.marker.symbol for t in log.data] == ["circle", "square"] and log.layout.scattermode == "group"
+    assert [set(t.marker.symbol) for t in log.data] == [{"circle"}, {"square"}] and log.layout.scattermode == "group"
     linear = plots.metric_by_point(wide.assign(lat_p99_us=[500.0, 700.0, 900.0, 1000.0]), "lat_p99_us")
     assert {t.type for t in linear.data} == {"bar"}
     assert linear.layout.title.text == "latency p99 (µs) per model"

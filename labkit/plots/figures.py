@@ -94,13 +94,21 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
         notes.append(f"not measurable for {', '.join(sorted(missing['model'].unique()))}: "
                      f"{why_missing(df, metric)}")
     if summary["saturated"].any():
-        notes.append("grey ◇ = the load generator was the limit there (it measured itself, not the server)")
+        notes.append(SATURATED_NOTE)
+    _add_notes(fig, notes)
+    finish(fig)
+    return fig
+
+
+# What a greyed-out, hollow mark means, under a chart that has one (tables.saturation_warning points here)
+SATURATED_NOTE = "hollow grey = the load generator was the limit there (it measured itself, not the server)"
+
+
+def _add_notes(fig: go.Figure, notes: list[str]) -> None:
     if notes:  # under the shared settings, not instead of them
         shared = fig.layout.title.subtitle.text or ""
         subtitle = "<br>".join([*([shared] if shared else []), *(wrap(note, 95) for note in notes)])
         fig.update_layout(title_subtitle_text=subtitle, margin_t=70 + 18 * subtitle.count("<br>") + 18)
-    finish(fig)
-    return fig
 
 
 def _line_name(df: pd.DataFrame, model: str | None, series: list[str], values: tuple, varying: set[str]) -> str:
@@ -177,9 +185,12 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         measured = pd.to_numeric(used[metric], errors="coerce").dropna()
         failed = point[point["status"] != "ok"]
         median = measured.median() if len(measured) else math.nan
+        saturated = bool(used["client_saturated"].fillna(False).astype(bool).any()) \
+            if "client_saturated" in used else False
         rows.append(dict(model=model, point=where, median=median,
                          low=measured.min() if len(measured) else math.nan,
-                         high=measured.max() if len(measured) else math.nan, n=len(measured)))
+                         high=measured.max() if len(measured) else math.nan, n=len(measured),
+                         saturated=saturated))
         if len(failed):
             reasons = "; ".join(sorted({wrap(escape(str(e)), 90) for e in failed["error"].fillna("")}))
             failures.append(dict(model=model, point=where, y=median,
@@ -196,18 +207,24 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         key=lambda values: tuple(kind.sort_key(v) if kind else v for kind, v in zip(kinds, values)))]
     for i, model in enumerate(models):
         bars = summary[summary["model"] == model].set_index("point").reindex(order)
+        greyed = bars["saturated"].fillna(False).astype(bool).tolist()
         drawn = dict(
             x=order, y=bars["median"], name=model, offsetgroup=model,
             error_y=dict(type="data", symmetric=False, array=bars["high"] - bars["median"],
                          arrayminus=bars["median"] - bars["low"], thickness=1.2, width=4),
-            customdata=bars[["n"]].to_numpy(),
-            hovertemplate=f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>repeats %{{customdata[0]}}<extra></extra>",
+            customdata=bars[["n", "saturated"]].to_numpy(),
+            hovertemplate=(f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>repeats %{{customdata[0]}}"
+                           "<br>client saturated: %{customdata[1]}<extra></extra>"),
         )
+        # a point where the load generator was the limit is greyed out and hollow, as in metric_vs
+        colours = [SATURATED_GREY if grey else color(model) for grey in greyed]
         if log_y:  # a bar's length means nothing on a log axis (where would it start?): a mark at the median
-            fig.add_trace(go.Scatter(mode="markers", marker=dict(color=color(model), size=11,
-                                                                 symbol=SYMBOLS[i % len(SYMBOLS)]), **drawn))
+            shape = SYMBOLS[i % len(SYMBOLS)]
+            fig.add_trace(go.Scatter(mode="markers", marker=dict(
+                color=colours, size=11, symbol=[f"{shape}-open" if grey else shape for grey in greyed]), **drawn))
         else:
-            fig.add_trace(go.Bar(marker_color=color(model), **drawn))
+            fig.add_trace(go.Bar(marker=dict(color=["rgba(0,0,0,0)" if grey else c for grey, c in zip(greyed, colours)],
+                                             line=dict(color=colours, width=2)), **drawn))
     if log_y:
         fig.update_layout(scattermode="group")
     if failures:
@@ -226,6 +243,7 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         fig.update_layout(scattermode="group")
     if summary["median"].isna().all():
         annotate(fig, f"{label(metric)}: nothing measured:<br>{why_missing(df, metric)}")
+    _add_notes(fig, [SATURATED_NOTE] if summary["saturated"].any() else [])
     finish(fig)
     return fig
 

@@ -120,7 +120,7 @@ def saturation_warning(df: pd.DataFrame, client_is_subject: bool = False) -> str
     points = list(dict.fromkeys(_where(df, row, named)
                                 for _, row in saturated.sort_values(["model", *axes]).iterrows()))
     total = len(dict.fromkeys(_where(df, row, named) for _, row in df.iterrows()))
-    marked = "" if client_is_subject else " (grey ◇ in the plots)"  # only a server's chart greys a point
+    marked = "" if client_is_subject else " (hollow grey marks in the plots)"  # only a server's chart greys a point
     shown = "; ".join(points[:4]) + (f"; and {len(points) - 4} more{marked}" if len(points) > 4 else "")
     where = f"{len(points)} of {total} points: {shown}" if len(points) > 1 else shown
     if client_is_subject:
