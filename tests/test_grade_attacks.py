@@ -130,6 +130,14 @@ while True:
 """
 
 
+def attacked(released, *cells: str):
+    """The release with `cells`, each its own cell, right after the one that makes the Checker."""
+    nb = nbformat.from_dict(released)
+    for cell in reversed(cells):
+        insert_after(nb, "checks.Checker(", cell)
+    return nb
+
+
 def write(root: Path, student: str, nb=None, raw: bytes | None = None) -> Path:
     folder = root / student
     folder.mkdir(parents=True)
@@ -163,12 +171,15 @@ def hostile_class(tmp_path_factory, released, instructor):
         untouched = nbformat.from_dict(released)
         untouched.cells.append(nbformat.v4.new_code_cell(f"# {MARKER}"))
         write(submissions, "untouched", untouched)
-        write(submissions, "forged", insert_after(nbformat.from_dict(released), "checks.Checker(",
-                                                               forged(s.name for s in check_catalog(instructor))))
-        write(submissions, "patched_checker", insert_after(nbformat.from_dict(released), "checks.Checker(", PATCHED))
-        write(submissions, "copied_solution", insert_after(nbformat.from_dict(released), "checks.Checker(", COPIED))
-        write(submissions, "proc_snoop", insert_after(nbformat.from_dict(released), "checks.Checker(", SNOOP))
-        write(submissions, "link_swap", insert_after(nbformat.from_dict(released), "checks.Checker(", SWAP))
+        # Two attacks to a notebook where neither can hide the other (each run is a whole
+        # notebook graded in the sandbox, the costly part): forging records beside patching the
+        # checker (either one's success would show as points), and reading the instructor's
+        # notebooks beside snooping on the other runs (each prints what it found).  The link
+        # swap is alone: it replaces its own run's outputs, which the snoop's findings are in.
+        write(submissions, "forged_and_patched", attacked(released, forged(s.name for s in check_catalog(instructor)),
+                                                          PATCHED))
+        write(submissions, "copied_and_snooped", attacked(released, COPIED, SNOOP))
+        write(submissions, "link_swap", attacked(released, SWAP))
         (submissions / "link_to_instructor").mkdir()
         (submissions / "link_to_instructor" / f"{NOTEBOOK}.ipynb").symlink_to(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb")
         (submissions / "linked_folder").symlink_to(submissions / "untouched")
@@ -201,10 +212,17 @@ def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instr
     book = hostile_class["book"]
     untouched = points(book, "untouched")
     assert untouched == 0
-    for attacker in ("forged", "patched_checker", "copied_solution", "proc_snoop", "link_swap"):
+    for attacker in ("forged_and_patched", "copied_and_snooped", "link_swap"):
         mine = book[book["student"] == attacker]
         assert len(mine) == len(check_catalog(instructor)), attacker
         assert points(book, attacker) == untouched, (attacker, mine[["check", "status", "message"]])
+    # each attack ran, to its end, where two share a notebook (an error would have stopped the rest)
+    for attacker, firsts in (("forged_and_patched", ("# forge:", "# patch the checker")),
+                             ("copied_and_snooped", ("# copy the instructor", "# look for the other"))):
+        ran = nbformat.read(hostile_class["out"] / "executed" / attacker / f"{NOTEBOOK}.ipynb", as_version=4)
+        for first in firsts:
+            cell = next(c for c in ran.cells if c.source.startswith(first))
+            assert cell.execution_count and not [o for o in cell.outputs if o.output_type == "error"], (attacker, first)
 
 
 def test_links_and_broken_files_are_refused_as_their_own_error_rows(hostile_class, instructor):
@@ -242,10 +260,10 @@ def test_no_root_only_file_and_no_hidden_check_reaches_any_output(hostile_class,
 
 def test_the_attackers_saw_nothing_of_the_instructor_or_the_other_runs(hostile_class):
     executed = hostile_class["out"] / "executed"
-    copied = (executed / "copied_solution" / f"{NOTEBOOK}.ipynb").read_text()
-    assert "found []" in copied  # no instructor notebook could be read
-    snoop = (executed / "proc_snoop" / f"{NOTEBOOK}.ipynb").read_text()
-    assert MARKER not in snoop and SECRET not in snoop
+    both = (executed / "copied_and_snooped" / f"{NOTEBOOK}.ipynb").read_text()
+    assert "found []" in both  # no instructor notebook could be read
+    assert "seen " in both  # the snoop ran to its end
+    assert MARKER not in both and SECRET not in both
 
 
 def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):
