@@ -88,7 +88,9 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     quota = confinement.cpu_quota()
     # CPUs the machine chose are leased for the sweep, so that two lab users' sweeps on one
     # machine do not measure each other (or share them, and say so); the point keys stay.
-    lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine else None
+    # (none where every point is already measured: nothing will run)
+    to_measure = any(planned.key not in measured_ok for planned in runs)
+    lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine and to_measure else None
     pinning = lease.pinning if lease else plan.pinning
     if lease:
         runs = [dataclasses.replace(planned, pinning=pinning) for planned in runs]
