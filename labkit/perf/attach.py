@@ -176,6 +176,7 @@ class Attached:
         self.attach_seconds: float | None = None
         self.seconds = NAN  # how long it counted: perf's "CPUs utilized" is task-clock over this
         self._since: float | None = None
+        self._until: float | None = None  # when interrupt() told perf to stop
         self._perf: launcher.Child | None = None
         self._output = None  # the unlinked file perf writes its counts to
         self._before: dict | None = None
@@ -239,6 +240,15 @@ class Attached:
             self._notes.append(f"perf did not stop within {self.stop_timeout:.0f} s and was killed")
         return perf.popen.stderr.read() if perf.popen.stderr else ""
 
+    def interrupt(self) -> None:
+        """Tell perf to stop counting now, without waiting for it: stop() then collects
+        its counts.  perf closes its events before it exits, and closing a tracepoint
+        event waits for the kernel to unregister it (40-50 ms each here, 1 s for the 25
+        system calls counted by name): perfs interrupted together close theirs at once."""
+        if self._perf is not None and self._perf.alive():
+            self._until = time.monotonic()
+            self._perf.popen.send_signal(signal.SIGINT)
+
     def _forget_output(self) -> None:
         if self._output is not None:
             self._output.close()
@@ -250,7 +260,7 @@ class Attached:
         if self.source == "perf":
             self._stop_perf()
         if self._since is not None:
-            self.seconds = time.monotonic() - self._since
+            self.seconds = (self._until or time.monotonic()) - self._since
         if self.source == "perf":
             text = _read_log(self._output) if self._output else ""
             self._forget_output()
@@ -347,7 +357,13 @@ class TreeCounters:
             self._stack = self._stack.pop_all()
         return self
 
+    def interrupt(self) -> None:
+        """Interrupt every part's perf (Attached.interrupt); __exit__ collects them."""
+        for part in self._parts:
+            part.interrupt()
+
     def __exit__(self, *exc) -> None:
+        self.interrupt()
         self._stack.close()
         parts = [part for part in self._parts if part.counters]
         if not parts:

@@ -131,6 +131,12 @@ class StackSampler:
                                     text=True, env=perf_env())
         return self
 
+    def interrupt(self) -> None:
+        """Tell perf record to stop sampling and write its data, without waiting (see
+        attach.Attached.interrupt); __exit__ collects it."""
+        if self._perf is not None and self._perf.alive():
+            self._perf.popen.send_signal(signal.SIGINT)
+
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
             if self._perf is not None:
