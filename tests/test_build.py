@@ -54,6 +54,42 @@ def test_an_edited_source_is_recompiled(csrc_copy, tmp_path):
     assert loadgen.stat().st_mtime_ns > first
 
 
+def test_make_runs_again_only_when_a_source_changed_or_an_output_is_gone(csrc_copy, tmp_path, monkeypatch):
+    """build() skips make when this process built the same tree and nothing under csrc/
+    changed (a make with nothing to do costs 60 ms, and a point asks three times)."""
+    build_dir = tmp_path / "build"
+    runs = []
+    real_make = build.make
+    monkeypatch.setattr(build, "make", lambda *args: runs.append(args) or real_make(*args))
+
+    def runs_of(action) -> int:
+        before = len(runs)
+        action()
+        return len(runs) - before
+
+    source = csrc_copy / "servers" / "epoll.c"
+    notes = csrc_copy / "servers" / "notes.txt"
+    bin_dir = build_dir / "bin"
+
+    def again(sanitize=False, force=False):
+        return build.build(sanitize, csrc=csrc_copy, build_dir=build_dir, force=force)
+
+    steps = [  # (what happens before build(), how many times make runs)
+        ("first build", lambda: None, 1),
+        ("nothing changed", lambda: None, 0),
+        ("a source edited", lambda: source.write_text(source.read_text() + "\n/* edited */\n"), 1),
+        ("nothing changed since", lambda: None, 0),
+        ("a new file", lambda: notes.write_text("x"), 1),
+        ("a file removed", notes.unlink, 1),
+        ("the bin folder removed", lambda: shutil.rmtree(bin_dir), 1),
+    ]
+    for what, change, expected in steps:
+        assert runs_of(lambda: (change(), again())) == expected, what
+    assert runs_of(lambda: again(sanitize=True)) == 1, "the sanitizer build is another output"
+    assert runs_of(lambda: again(force=True)) == 1, "forced"
+    assert os.access(bin_dir / "epoll", os.X_OK)
+
+
 def test_a_broken_source_raises_build_error_with_gccs_own_message(csrc_copy, tmp_path):
     # common/util.c is compiled into every program, so make reaches it whatever it builds first.
     broken = csrc_copy / "common" / "util.c"
