@@ -74,8 +74,7 @@ lab: setup build
 
 # The suite in two phases (tests/conftest.py says why): the tests marked `measuring` alone,
 # one at a time, then every other test on pytest-xdist's workers (a file's tests on one
-# worker: they share the fixtures the file makes once; the longest files first, as
-# conftest's LONGEST_FIRST says).  The second phase runs whatever the
+# worker: they share the fixtures the file makes once).  The second phase runs whatever the
 # first one's result; both share the notebooks' quick runs (LABKIT_TEST_RUN), and the 15
 # slowest tests of both are listed.  Exit status 5 is pytest's "no test selected here"
 # (PYTEST_ARGS chose only the other phase's tests).
@@ -85,7 +84,7 @@ test: setup build
 	export LABKIT_TEST_RUN=make$$$$; \
 	$(VENV)/bin/pytest --phase serial -p no:xdist --junitxml=$(TEST_RESULTS)/serial.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
-	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile \
 	  --junitxml=$(TEST_RESULTS)/parallel.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
 	rm -rf "$${TMPDIR:-/tmp}/labkit-quick-$$LABKIT_TEST_RUN"; \

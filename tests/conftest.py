@@ -102,25 +102,6 @@ def pytest_sessionfinish(session):
         remove_shared_folder()
 
 
-# The parallel phase's longest files, longest first, with their seconds in a fresh-clone
-# `make test` on 2 cores (build/test-results/parallel.xml).  xdist hands a worker the next
-# file whenever it is nearly idle, in collection order (make passes --no-loadscope-reorder):
-# a long file handed out last leaves the other worker idle for as long as it runs, so the
-# long ones go out first and the short ones fill the gaps (longest processing time first).
-LONGEST_FIRST = (
-    "test_release.py",        # 148 s: the edition's runs of 02, 03 and 04
-    "test_browser.py",        # 135 s: JupyterLab in Chromium, one page per notebook
-    "test_grade_attacks.py",  # 90 s: the attacks' graded class
-    "test_grade.py",          # 84 s: the graded class
-    "test_battery.py",        # 70 s: every model against every failure
-    "test_grade_dask.py",     # 65 s: the TLS cluster and its class
-    "test_notebook_hygiene.py",
-    "test_protocol.py",
-    "test_exercises.py",
-    "test_export.py",
-)
-
-
 def _in_this_phase(config, items) -> None:
     phase = config.getoption("--phase")
     if phase == "all":
@@ -131,9 +112,6 @@ def _in_this_phase(config, items) -> None:
         kept_ids = {id(item) for item in kept}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])
         items[:] = kept
-    if phase == "parallel":
-        rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: a file's order kept
 
 
 # ---------------------------------------------------------------------------

@@ -110,16 +110,3 @@ def test_no_file_longer_than_its_job_needs(path):
     else:
         assert lines <= MOST_LINES, (f"{relative} is {lines} lines: split it by job, or say in LONGER_BECAUSE "
                                      "why its one job needs them")
-
-
-def test_the_parallel_phase_hands_out_files_that_exist_longest_first():
-    """conftest's LONGEST_FIRST orders the parallel phase; a renamed file would silently drop
-    out of it, and a file of measuring tests does not run in that phase at all."""
-    from conftest import LONGEST_FIRST
-
-    tests = paths.ROOT / "tests"
-    for name in LONGEST_FIRST:
-        assert (tests / name).is_file(), f"conftest.LONGEST_FIRST names {name}, which is not in tests/"
-        assert "pytestmark = pytest.mark.measuring" not in (tests / name).read_text(), \
-            f"{name} is measuring: it runs in the serial phase, not the parallel one"
-    assert len(set(LONGEST_FIRST)) == len(LONGEST_FIRST)
