@@ -20,10 +20,10 @@ EXIT_OK, EXIT_FAILED, EXIT_USER = 0, 1, 2
 
 
 def _doctor(args) -> int:
-    from . import doctor
+    from . import doctor, orphans
 
     if args.clean:
-        cleaned = doctor.clean()
+        cleaned = orphans.clean()
         if cleaned:
             print("\n".join(cleaned))
         else:
@@ -41,6 +41,28 @@ def _build(args) -> int:
     bin_dir = build.build(sanitize=args.sanitize)
     programs = sorted(path.name for path in bin_dir.iterdir() if path.is_file()) if bin_dir.is_dir() else []
     print(f"built in {bin_dir}: {', '.join(programs) or 'nothing yet (no sources)'}")
+    return EXIT_OK
+
+
+def _notebooks(args) -> int:
+    """Copy the lab's notebooks into a folder of the user's (a shared install's are
+    read-only); a notebook already there is the user's work and is left as it is."""
+    import shutil
+
+    from . import paths
+
+    dest = (args.dest or paths.HOME / "notebooks").expanduser()
+    dest.mkdir(parents=True, exist_ok=True)
+    copied, kept = [], []
+    for notebook in sorted(paths.NOTEBOOKS.glob("*.ipynb")):
+        target = dest / notebook.name
+        if target.exists():
+            kept.append(notebook.name)
+        else:
+            shutil.copyfile(notebook, target)
+            copied.append(notebook.name)
+    print(f"in {dest}: copied {', '.join(copied) or 'nothing'}"
+          + (f"; kept your own {', '.join(kept)}" if kept else ""))
     return EXIT_OK
 
 
@@ -220,6 +242,11 @@ def parser() -> argparse.ArgumentParser:
     build = commands.add_parser("build", help="compile the servers and the load generator (make)")
     build.add_argument("--sanitize", action="store_true", help="build with AddressSanitizer + UBSan into build/san/bin")
     build.set_defaults(run=_build)
+
+    notebooks = commands.add_parser("notebooks", help="copy the lab's notebooks into a folder of yours (the ones "
+                                                      "already there are kept)")
+    notebooks.add_argument("dest", nargs="?", type=Path, help="default: LABKIT_HOME/notebooks")
+    notebooks.set_defaults(run=_notebooks)
 
     listing = commands.add_parser("experiments", help="every experiment in a line; with a name, its parameters "
                                                       "and profiles")

@@ -1,26 +1,22 @@
 """What this machine can build and measure, each problem with the command that fixes it.
 
 `labkit doctor` prints report(checks()); notebook 00 shows to_html(checks()).
-`labkit doctor --clean` runs clean(): it stops lab processes that a crash left
-behind (a server still holding its port, a perf still attached).
+`labkit doctor --clean` runs orphans.clean(): it stops lab processes that a crash
+left behind (a server still holding its port, a perf still attached).
 """
 
 from __future__ import annotations
 
 import html
-import json
 import os
 import platform
 import re
 import shutil
-import signal
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
-from labkit import confinement, netlink, paths, perf, system
+from labkit import confinement, netlink, orphans, paths, perf, system
 from labkit.errors import LabError
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -29,9 +25,6 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 # descriptors of its own (listening socket, stdio, the spare fd, perf's).
 CONNECTIONS_WANTED = 10_000
 NOFILE_WANTED = CONNECTIONS_WANTED + 100
-
-# Processes that adopt orphans: their child's real parent is gone.
-SUBREAPERS = {"systemd", "init", "tini", "docker-init", "dumb-init"}
 
 
 @dataclass
@@ -52,6 +45,17 @@ def _check_tool(name: str, what: str, fix: str) -> Check:
         return Check(name, FAIL, f"{name} not found: {what}", fix)
     first = system._run([name, "--version"]) or ""
     return Check(name, OK, first.splitlines()[0].strip() if first else path)
+
+
+def check_home() -> Check:
+    """Where this user's results and builds go (labkit.paths): the checkout, or LABKIT_HOME
+    beside a shared install; a place this user cannot write loses every measurement."""
+    home = paths.HOME
+    place = next(folder for folder in [home, *home.parents] if folder.exists())  # made when first needed
+    if not os.access(place, os.W_OK):
+        return Check("lab home", FAIL, f"{home}: you cannot write there, so no result could be kept",
+                     "export LABKIT_HOME=~/labkit (a folder of yours) and restart the kernel or the command")
+    return Check("lab home", OK, paths.describe())
 
 
 def check_compiler() -> Check:
@@ -240,17 +244,17 @@ def check_namespaces() -> Check:
 
 
 def check_orphans() -> Check:
-    orphans = find_orphans()
+    found = orphans.find_orphans()
     links = netlink.leftover_records()
     if links:
         return Check("leftover processes", WARN, f"{len(links)} network link(s) left by an earlier crash "
                      f"(namespaces {', '.join(ns for _, names in links for ns in names)})",
                      "labkit doctor --clean   (or: python -m labkit doctor --clean)")
-    if not orphans:
+    if not found:
         return Check("leftover processes", OK, "no lab process left behind by an earlier run")
-    listed = "; ".join(_describe(p) for p in orphans[:5]) + (" ..." if len(orphans) > 5 else "")
+    listed = "; ".join(orphans.describe(p) for p in found[:5]) + (" ..." if len(found) > 5 else "")
     return Check("leftover processes", WARN,
-                 f"{len(orphans)} lab process(es) left by an earlier crash (they may hold ports "
+                 f"{len(found)} lab process(es) left by an earlier crash (they may hold ports "
                  f"and CPU): {listed}", "labkit doctor --clean   (or: python -m labkit doctor --clean)")
 
 
@@ -292,6 +296,7 @@ def checks(certs: Path | str | None = None) -> list[Check]:
     """Every check, in the order a student would fix them (a grading machine's certificates last)."""
     found = perf.probe()
     return [
+        check_home(),
         check_compiler(),
         check_make(),
         check_perf_present(found),
@@ -310,151 +315,6 @@ def checks(certs: Path | str | None = None) -> list[Check]:
         check_orphans(),
         *check_cluster_certs(certs),
     ]
-
-
-# ---------------------------------------------------------------------------
-# Leftover lab processes
-# ---------------------------------------------------------------------------
-
-def _lab_binary_dirs() -> list[Path]:
-    return [paths.BIN.resolve(), paths.SAN_BIN.resolve()]
-
-
-def _is_lab_binary(proc: psutil.Process) -> bool:
-    """A process running one of THIS checkout's build/bin executables."""
-    try:
-        exe = Path(proc.exe()).resolve() if proc.exe() else None
-    except (psutil.Error, OSError):
-        return False
-    return exe is not None and any(exe.parent == d for d in _lab_binary_dirs())
-
-
-def _perf_target(proc: psutil.Process) -> int | None:
-    """The pid a `perf stat -p PID` watches, or None."""
-    try:
-        cmdline = proc.cmdline()
-    except psutil.Error:
-        return None
-    if not cmdline or os.path.basename(cmdline[0]) != "perf" or "-p" not in cmdline:
-        return None
-    try:
-        return int(cmdline[cmdline.index("-p") + 1].split(",")[0])
-    except (IndexError, ValueError):
-        return None
-
-
-def _is_lab_perf(proc: psutil.Process) -> bool:
-    """perf attached to a lab process, or perf running a lab binary (wrap_command)."""
-    target = _perf_target(proc)
-    if target is not None:
-        try:
-            return _is_lab_binary(psutil.Process(target))
-        except psutil.Error:
-            return False
-    try:
-        cmdline = proc.cmdline()
-    except psutil.Error:
-        return False
-    if not cmdline or os.path.basename(cmdline[0]) != "perf":
-        return False
-    dirs = [str(d) for d in _lab_binary_dirs()]
-    return any(arg.startswith(d + os.sep) for arg in cmdline for d in dirs)
-
-
-def _parent_is_gone(proc: psutil.Process) -> bool:
-    """True when the process (or its lab/perf parents) was adopted: its owner died."""
-    try:
-        parent = proc.parent()
-        while parent is not None and (_is_lab_binary(parent) or _is_lab_perf(parent)
-                                      or parent.name() == "setpriv"):
-            parent = parent.parent()
-        return parent is None or parent.pid == 1 or parent.name() in SUBREAPERS
-    except psutil.Error:
-        return False
-
-
-def _pid_records() -> list[tuple[Path, dict]]:
-    """The launcher's pid files (build/run/*.json) that can be read."""
-    records = []
-    for pid_file in sorted(paths.RUN_DIR.glob("*.json")) if paths.RUN_DIR.is_dir() else []:
-        try:
-            record = json.loads(pid_file.read_text())
-            int(record["pid"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        records.append((pid_file, record))
-    return records
-
-
-def _recorded_orphans() -> list[psutil.Process]:
-    """Processes the launcher recorded (server, client, perf...) whose owner is gone:
-    the pid file names the process, its owner and when it started, so a pid the
-    system has since given to another program is not taken for it."""
-    found = []
-    for _, record in _pid_records():
-        owner = int(record.get("owner_pid") or 0)
-        if owner and psutil.pid_exists(owner):
-            continue
-        try:
-            proc = psutil.Process(int(record["pid"]))
-            if abs(proc.create_time() - float(record.get("started", 0))) > 5.0:
-                continue  # another process got that pid since
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(proc)
-        except (psutil.Error, ValueError, TypeError):
-            continue
-    return found
-
-
-def find_orphans() -> list[psutil.Process]:
-    """Processes labkit started whose owner (a notebook kernel, a CLI run) is gone: those
-    its pid files record, and lab binaries or perf runs on them found without one
-    (a pid file removed by hand, an older labkit)."""
-    found = {proc.pid: proc for proc in _recorded_orphans()}
-    me = os.getpid()
-    for proc in psutil.process_iter():
-        if proc.pid == me or proc.pid in found:
-            continue
-        if (_is_lab_binary(proc) or _is_lab_perf(proc)) and _parent_is_gone(proc):
-            found[proc.pid] = proc
-    return list(found.values())
-
-
-def _describe(proc: psutil.Process) -> str:
-    try:
-        return f"pid {proc.pid}: {' '.join(proc.cmdline())[:100]}"
-    except psutil.Error:
-        return f"pid {proc.pid}"
-
-
-def clean() -> list[str]:
-    """Kill leftover lab processes and remove their stale pid files; return what was done."""
-    done = []
-    orphans = find_orphans()
-    for proc in orphans:
-        description = _describe(proc)
-        try:
-            proc.send_signal(signal.SIGKILL)
-            done.append(f"killed {description}")
-        except psutil.NoSuchProcess:
-            pass
-        except psutil.AccessDenied:
-            done.append(f"could not kill {description}: not yours (try: sudo kill {proc.pid})")
-    psutil.wait_procs(orphans, timeout=3)
-    done += _remove_stale_pid_files()
-    done += netlink.clean_leftovers()
-    return done
-
-
-def _remove_stale_pid_files() -> list[str]:
-    """Pid files (build/run/*.json) of processes that no longer run and whose owner is gone."""
-    removed = []
-    for pid_file, record in _pid_records():
-        pid, owner = int(record["pid"]), int(record.get("owner_pid") or 0)
-        if not psutil.pid_exists(pid) and not (owner and psutil.pid_exists(owner)):
-            pid_file.unlink(missing_ok=True)
-            removed.append(f"removed stale pid file {pid_file.name}")
-    return removed
 
 
 # ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import time
 import psutil
 import pytest
 
-from labkit import doctor, paths, perf
+from labkit import doctor, orphans, paths, perf
 
 
 def test_checks_run_and_report_renders():
@@ -103,13 +103,13 @@ def test_clean_kills_leftover_servers_and_their_perf_but_not_live_ones(fake_lab)
         started.append(orphan_perf)
     time.sleep(0.3)
 
-    leftovers = {p.pid for p in doctor.find_orphans()}
+    leftovers = {p.pid for p in orphans.find_orphans()}
     assert orphan in leftovers and owned.pid not in leftovers
     if orphan_perf:
         assert orphan_perf in leftovers
     assert doctor.check_orphans().status == "warn"
 
-    done = doctor.clean()
+    done = orphans.clean()
     assert any(str(orphan) in line for line in done)
     for pid in [orphan] + ([orphan_perf] if orphan_perf else []):
         assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
@@ -126,7 +126,7 @@ def test_clean_removes_stale_pid_files_only(fake_lab, tmp_path):
     gone.wait()
     (run_dir / f"{gone.pid}.json").write_text(f'{{"pid": {gone.pid}, "owner_pid": {gone.pid}}}')
     (run_dir / "mine.json").write_text(f'{{"pid": {os.getpid()}, "owner_pid": {os.getpid()}}}')
-    done = doctor.clean()
+    done = orphans.clean()
     assert not (run_dir / f"{gone.pid}.json").exists() and (run_dir / "mine.json").exists()
     assert any("stale pid file" in line for line in done)
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from labkit import bench, doctor, netlink, paths, procs
+from labkit import bench, doctor, netlink, orphans, paths, procs
 from labkit.errors import LabError
 from labkit.procs import LoadSpec, ServerSpec
 
@@ -146,7 +146,7 @@ def test_without_setpriv_a_killed_owners_link_is_removed_by_doctor_clean(built_b
     assert f"lk{link_id}s" in netlink.lab_namespaces()  # kill -9: nothing ran to remove it
     assert any(link_id in name for name, _ in netlink.leftover_records())
     assert doctor.check_orphans().status == doctor.WARN
-    done = doctor.clean()
+    done = orphans.clean()
     assert f"deleted network namespace lk{link_id}s" in done
     _nothing_left(link_id)
 

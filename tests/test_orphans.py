@@ -18,7 +18,7 @@ import time
 import psutil
 import pytest
 
-from labkit import paths
+from labkit import orphans, paths
 from test_procs import _port_is_free
 
 pytestmark = [pytest.mark.measuring, pytest.mark.timeout(120)]
@@ -145,8 +145,6 @@ def test_doctor_clean_finds_a_perf_left_by_a_crash_through_its_pid_file(tmp_path
     """A perf whose owner died without taking it along (its death signal lost) is
     found by its pid file alone: it watches a process that is no lab binary, so
     nothing in its command line says it is the lab's."""
-    from labkit import doctor
-
     if not PERF_USABLE:
         pytest.fail("perf is not usable here, so a perf left behind cannot be made: "
                     "this test needs perf (apt-get install linux-perf)")
@@ -157,7 +155,7 @@ def test_doctor_clean_finds_a_perf_left_by_a_crash_through_its_pid_file(tmp_path
     perf_pid = int(done.stdout)
     try:
         time.sleep(0.3)
-        assert perf_pid not in {p.pid for p in doctor.find_orphans()}  # no pid file: not known as the lab's
+        assert perf_pid not in {p.pid for p in orphans.find_orphans()}  # no pid file: not known as the lab's
         dead_owner = subprocess.Popen(["true"])
         dead_owner.wait()
         pid_file = paths.RUN_DIR / f"{perf_pid}.json"
@@ -166,8 +164,8 @@ def test_doctor_clean_finds_a_perf_left_by_a_crash_through_its_pid_file(tmp_path
                                         "argv": ["perf", "stat", "-p", str(watched.pid)],
                                         "owner_pid": dead_owner.pid,
                                         "started": psutil.Process(perf_pid).create_time()}))
-        assert perf_pid in {p.pid for p in doctor.find_orphans()}
-        cleaned = doctor.clean()
+        assert perf_pid in {p.pid for p in orphans.find_orphans()}
+        cleaned = orphans.clean()
         assert any(str(perf_pid) in line and line.startswith("killed") for line in cleaned), cleaned
         assert _all_gone([perf_pid]) == []
         assert not pid_file.exists()
@@ -184,7 +182,6 @@ def test_doctor_clean_finds_a_perf_left_by_a_crash_through_its_pid_file(tmp_path
 def test_a_pid_file_whose_pid_was_reused_is_not_killed():
     """The pid file names when its process started: a pid the system gave to another
     program since is left alone."""
-    from labkit import doctor
 
     stranger = subprocess.Popen(["sleep", "30"])
     dead_owner = subprocess.Popen(["true"])
@@ -194,7 +191,7 @@ def test_a_pid_file_whose_pid_was_reused_is_not_killed():
     pid_file.write_text(json.dumps({"pid": stranger.pid, "role": "server", "owner_pid": dead_owner.pid,
                                     "started": psutil.Process(stranger.pid).create_time() - 3600}))
     try:
-        assert stranger.pid not in {p.pid for p in doctor.find_orphans()}
+        assert stranger.pid not in {p.pid for p in orphans.find_orphans()}
     finally:
         pid_file.unlink(missing_ok=True)
         stranger.kill()
