@@ -101,11 +101,13 @@ def build(sanitize: bool = False, csrc: Path | None = None, build_dir: Path | No
     _built.pop(key, None)
     result = make(["SAN=1"] if sanitize else [], csrc, build_dir)
     if result.returncode != 0:
+        fix = "read the first error above (file:line: error: ...), fix that line, and build again"
+        if not os.access(build_dir if build_dir.exists() else build_dir.parent, os.W_OK):
+            fix = (f"{build_dir} is not yours to write and its programs are older than their sources: "
+                   f"ask whoever installed the lab in {paths.ROOT} to run `make build` there")
         raise BuildError(
             f"the C build failed ({'sanitizer ' if sanitize else ''}make exited {result.returncode})",
-            result.stdout,
-            "read the first error above (file:line: error: ...), fix that line, and build again",
-        )
+            result.stdout, fix)
     if _fingerprint(csrc) == before:  # nothing changed while make ran
         _built[key] = before
     return bin_dir
@@ -207,6 +209,9 @@ def procstat():
 
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     shared_object = paths.CFFI_DIR / f"{name}{suffix}"
+    installed = paths.INSTALL_BUILD / "cffi" / shared_object.name  # the same parser, built by the install
+    if not shared_object.is_file() and installed.is_file():
+        shared_object = installed
     if not shared_object.is_file():
         compile_procstat(name, source, header, flags, shared_object)
     loader = importlib.machinery.ExtensionFileLoader(name, str(shared_object))

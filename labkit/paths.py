@@ -1,18 +1,107 @@
-"""Where things live in the repository.  Every module asks here."""
+"""Where things live.  Every module asks here.
+
+Two places, the same folder in a student's own checkout:
+
+  ROOT  the lab as installed: labkit/, csrc/, notebooks/, data/seeds/ and the
+        programs `make build` compiled into build/.  A clone, or a read-only copy
+        in an image that every user of a hub shares.
+  HOME  one user's state: results, pid files, the C exercises' scratch builds and
+        cffi modules, and, once the user's own C joins the lab (an exercise adopted
+        into an edition, a model of their own), their copy of csrc/ and its build.
+        LABKIT_HOME names it; by default it is ROOT when this user may write there,
+        else $XDG_DATA_HOME/labkit (~/.local/share/labkit).  `labkit notebooks`
+        copies the notebooks there.
+
+So one install serves many users and writes nothing into itself: until a user has C
+of their own they run the install's programs (CSRC and BUILD are ROOT's); from then
+on, their copy (own_sources() makes it, once).  A process reads CSRC, BUILD and the
+rest as `paths.CSRC` at the moment it needs them: own_sources() moves them."""
 
 import os
+import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-CSRC = ROOT / "csrc"
-BUILD = ROOT / "build"
-BIN = BUILD / "bin"            # the normal build: one executable per model, plus loadgen
-SAN_BIN = BUILD / "san" / "bin"  # the same programs built with ASan + UBSan
-CFFI_DIR = BUILD / "cffi"      # in-process modules compiled by cffi
+# LABKIT_ROOT: the lab's folder when labkit is installed apart from it (pip install . puts
+# only the package into site-packages; `pip install -e .` keeps it in the checkout)
+ROOT = Path(os.environ.get("LABKIT_ROOT") or Path(__file__).resolve().parent.parent).resolve()
+
+
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK) and all(
+        os.access(part, os.W_OK) for part in (folder / "build", folder / "data") if part.exists())
+
+
+def _home() -> Path:
+    named = os.environ.get("LABKIT_HOME")
+    if named:
+        return Path(named).expanduser().resolve()
+    if _writable(ROOT):
+        return ROOT
+    data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(data).resolve() / "labkit"
+
+
+HOME = _home()
+SHARED = HOME != ROOT          # the install is not this user's: their state lives in HOME
+
 DATA = ROOT / "data"
 SEEDS = DATA / "seeds"         # the seed reports' tables, as CSV
-RESULTS = DATA / "results"     # sweep results, appended as they are measured
 NOTEBOOKS = ROOT / "notebooks"
+INSTALL_BUILD = ROOT / "build"  # what `make build` compiled where the lab is installed
+
+WORK = HOME / "build"          # this user's outputs (ROOT/build in a checkout)
+RESULTS = HOME / "data" / "results"  # sweep results, appended as they are measured
+CFFI_DIR = WORK / "cffi"       # in-process modules compiled by cffi
 # pid files of processes labkit started (for orphan clean-up); LABKIT_RUN_DIR moves them
-# (a user who may not write into build/, as in a shared checkout)
-RUN_DIR = Path(os.environ.get("LABKIT_RUN_DIR") or BUILD / "run")
+RUN_DIR = Path(os.environ.get("LABKIT_RUN_DIR") or WORK / "run")
+
+OWN_CSRC = HOME / "csrc"       # a user's copy of the sources, in a shared install
+
+
+def _sources(own: bool) -> None:
+    """Point CSRC and the build at ROOT's or at the user's own copy."""
+    global CSRC, BUILD, BIN, SAN_BIN
+    CSRC = OWN_CSRC if own else ROOT / "csrc"
+    BUILD = WORK if own else INSTALL_BUILD
+    BIN = BUILD / "bin"             # the normal build: one executable per model, plus loadgen
+    SAN_BIN = BUILD / "san" / "bin"  # the same programs built with ASan + UBSan
+
+
+_sources(own=not SHARED or OWN_CSRC.is_dir())
+
+
+def own_sources() -> Path:
+    """The user's own csrc/ (HOME/csrc), made on first need in a shared install: a copy of
+    ROOT's sources, with ROOT's objects and programs seeded into HOME/build (modification
+    times kept, the dependency files pointed at the copy), so make compiles only what the
+    user changes.  In a checkout of one's own, csrc/ already is.  Returns CSRC."""
+    if CSRC == OWN_CSRC:
+        return CSRC
+    import fcntl
+
+    WORK.mkdir(parents=True, exist_ok=True)
+    with open(WORK / ".own-sources.lock", "w") as lock:  # two kernels of one user
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not OWN_CSRC.is_dir():
+            partial = OWN_CSRC.with_name(OWN_CSRC.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.copytree(ROOT / "csrc", partial)
+            for part in ("obj", "bin", "san"):
+                if (INSTALL_BUILD / part).is_dir():
+                    shutil.rmtree(WORK / part, ignore_errors=True)
+                    shutil.copytree(INSTALL_BUILD / part, WORK / part, symlinks=True)
+            for depends in WORK.rglob("*.d"):  # make -MMD wrote ROOT's paths into them
+                text = depends.read_text()
+                depends.write_text(text.replace(f"{ROOT / 'csrc'}/", f"{OWN_CSRC}/")
+                                   .replace(f"{INSTALL_BUILD}/", f"{WORK}/"))
+            partial.rename(OWN_CSRC)
+    _sources(own=True)
+    return CSRC
+
+
+def describe() -> str:
+    """Where this user's lab lives, in a line."""
+    if not SHARED:
+        return f"{ROOT} (the lab and your results and builds)"
+    own = "your own csrc/ and build" if CSRC == OWN_CSRC else "the installed programs"
+    return f"{HOME} (your results and builds); the lab installed in {ROOT}, read-only for you; running {own}"

@@ -15,7 +15,7 @@ from labkit import launcher, paths, procs, system
 from labkit.errors import LabError
 from labkit.procs import LoadSpec, Pinning
 
-RESULTS_DIR = paths.ROOT / "data" / "results" / "bench"
+RESULTS_DIR = paths.RESULTS / "bench"
 RTT_SIZE = 64  # bytes per echo message, for every tool
 NAN = float("nan")
 

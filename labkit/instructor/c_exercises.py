@@ -42,7 +42,7 @@ from .. import build, launcher, paths, procs
 from ..csource import find_function, replace_function
 from ..errors import BuildError
 
-SCRATCH = paths.BUILD / "exercises"  # scratch builds of students' C; csrc/ is never touched
+SCRATCH = paths.WORK / "exercises"  # scratch builds of students' C; csrc/ is never touched
 
 
 def _digest(*parts: str) -> str:
@@ -70,7 +70,7 @@ def adopt(source: Path, function: str, code: str) -> None:
 
     if release.edition() is None:
         return
-    path = paths.CSRC / source
+    path = paths.own_sources() / source  # in a shared install, the user's own copy (made now)
     text = path.read_text()
     lines = text.splitlines(keepends=True)
     found = find_function(lines, function)

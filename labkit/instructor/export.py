@@ -34,7 +34,7 @@ from .. import launcher, paths
 from ..errors import LabError
 from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
-DEFAULT_OUT = paths.BUILD / "export"
+DEFAULT_OUT = paths.WORK / "export"
 EXECUTE_TIMEOUT_S = 900  # one notebook, quick profile: about a minute; generous for slow machines
 TABLE_FORMATS = ("csv", "md", "tex")
 MAX_NAME = 60

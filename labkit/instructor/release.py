@@ -41,7 +41,7 @@ from .. import paths
 from ..errors import LabError
 
 HIDDEN_TAG = "hidden-check"
-DEFAULT_OUT = paths.BUILD / "release"
+DEFAULT_OUT = paths.WORK / "release"
 RELEASE_MARK = ".labkit-release"  # a folder holding it may be replaced by the next release
 
 _BEGIN = re.compile(r"^(\s*)(?:#\s*BEGIN SOLUTION\s*|/\*\s*BEGIN SOLUTION\s*\*/\s*)$")
