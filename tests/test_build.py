@@ -6,6 +6,7 @@ is never broken, and other builds running at the same time are not disturbed.
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -24,40 +25,61 @@ def csrc_copy(tmp_path) -> Path:
     return copy
 
 
+@pytest.fixture(scope="module")
+def built_once(tmp_path_factory) -> tuple[Path, Path]:
+    """A copy of csrc/ and its build, made once for the tests that start from a built tree."""
+    top = tmp_path_factory.mktemp("built")
+    shutil.copytree(paths.CSRC, top / "csrc")
+    build.build(csrc=top / "csrc", build_dir=top / "build")
+    return top / "csrc", top / "build"
+
+
+@pytest.fixture
+def built_copy(built_once, tmp_path) -> tuple[Path, Path]:
+    """built_once copied here, modification times kept and make's dependency files pointed at
+    the copy (as paths.own_sources seeds a user's build): make finds it up to date."""
+    csrc, build_dir = tmp_path / "csrc", tmp_path / "build"
+    shutil.copytree(built_once[0], csrc)
+    shutil.copytree(built_once[1], build_dir, symlinks=True)
+    for depends in build_dir.rglob("*.d"):
+        depends.write_text(depends.read_text().replace(f"{built_once[0]}/", f"{csrc}/")
+                           .replace(f"{built_once[1]}/", f"{build_dir}/"))
+    return csrc, build_dir
+
+
 def _outputs(build_dir: Path) -> dict:
     """Every file make produced, with its modification time."""
     return {p: p.stat().st_mtime_ns for p in build_dir.rglob("*") if p.is_file()}
 
 
-def test_second_build_compiles_nothing(csrc_copy, tmp_path):
-    build_dir = tmp_path / "build"
-    bin_dir = build.build(csrc=csrc_copy, build_dir=build_dir)
-    assert (bin_dir / "loadgen").is_file()
-    for model in build.models(csrc_copy):
-        assert os.access(bin_dir / model, os.X_OK), model
+def test_second_build_compiles_nothing(built_copy):
+    csrc, build_dir = built_copy
+    assert (build_dir / "bin" / "loadgen").is_file()
+    for model in build.models(csrc):
+        assert os.access(build_dir / "bin" / model, os.X_OK), model
     before = _outputs(build_dir)
     assert before
 
-    build.build(csrc=csrc_copy, build_dir=build_dir)
+    build.build(csrc=csrc, build_dir=build_dir, force=True)  # make itself, not build()'s memory of it
     assert _outputs(build_dir) == before  # nothing recompiled, nothing relinked
 
 
-def test_an_edited_source_is_recompiled(csrc_copy, tmp_path):
-    build_dir = tmp_path / "build"
-    bin_dir = build.build(csrc=csrc_copy, build_dir=build_dir)
-    loadgen = bin_dir / "loadgen"
+def test_an_edited_source_is_recompiled(built_copy):
+    csrc, build_dir = built_copy
+    loadgen = build_dir / "bin" / "loadgen"
     first = loadgen.stat().st_mtime_ns
-    source = csrc_copy / "loadgen" / "loadgen.c"
+    source = csrc / "loadgen" / "loadgen.c"
     source.write_text(source.read_text() + "\n/* edited */\n")
     os.utime(source, ns=(first + 10**9, first + 10**9))
-    build.build(csrc=csrc_copy, build_dir=build_dir)
+    build.build(csrc=csrc, build_dir=build_dir)
     assert loadgen.stat().st_mtime_ns > first
 
 
-def test_make_runs_again_only_when_a_source_changed_or_an_output_is_gone(csrc_copy, tmp_path, monkeypatch):
-    """build() skips make when this process built the same tree and nothing under csrc/
-    changed (a make with nothing to do costs 60 ms, and a point asks three times)."""
-    build_dir = tmp_path / "build"
+def test_make_runs_again_only_when_a_source_changed_or_an_output_is_gone(built_copy, monkeypatch):
+    """How many times build() runs make after each change: none when this process built the
+    same tree and nothing under csrc/ changed (a make with nothing to do costs 60 ms, and a
+    point asks three times)."""
+    csrc, build_dir = built_copy
     runs = []
     real_make = build.make
     monkeypatch.setattr(build, "make", lambda *args: runs.append(args) or real_make(*args))
@@ -67,27 +89,27 @@ def test_make_runs_again_only_when_a_source_changed_or_an_output_is_gone(csrc_co
         action()
         return len(runs) - before
 
-    source = csrc_copy / "servers" / "epoll.c"
-    notes = csrc_copy / "servers" / "notes.txt"
-    bin_dir = build_dir / "bin"
-
-    def again(sanitize=False, force=False):
-        return build.build(sanitize, csrc=csrc_copy, build_dir=build_dir, force=force)
-
+    source = csrc / "servers" / "epoll.c"
+    notes = csrc / "servers" / "notes.txt"
     steps = [  # (what happens before build(), how many times make runs)
-        ("first build", lambda: None, 1),
+        ("the first build in this process", lambda: None, 1),
         ("nothing changed", lambda: None, 0),
         ("a source edited", lambda: source.write_text(source.read_text() + "\n/* edited */\n"), 1),
         ("nothing changed since", lambda: None, 0),
         ("a new file", lambda: notes.write_text("x"), 1),
         ("a file removed", notes.unlink, 1),
-        ("the bin folder removed", lambda: shutil.rmtree(bin_dir), 1),
+        ("the bin folder removed", lambda: shutil.rmtree(build_dir / "bin"), 1),
     ]
     for what, change, expected in steps:
-        assert runs_of(lambda: (change(), again())) == expected, what
-    assert runs_of(lambda: again(sanitize=True)) == 1, "the sanitizer build is another output"
-    assert runs_of(lambda: again(force=True)) == 1, "forced"
-    assert os.access(bin_dir / "epoll", os.X_OK)
+        assert runs_of(lambda: (change(), build.build(csrc=csrc, build_dir=build_dir))) == expected, what
+    assert os.access(build_dir / "bin" / "epoll", os.X_OK)
+    assert runs_of(lambda: build.build(csrc=csrc, build_dir=build_dir, force=True)) == 1, "forced"
+
+    # The sanitizer build is another output: its own make, with SAN=1 (not run here: 5 s).
+    monkeypatch.setattr(build, "make", lambda args, *where: runs.append(args) or
+                        subprocess.CompletedProcess(args, 0, ""))
+    (build_dir / "san" / "bin").mkdir(parents=True, exist_ok=True)
+    assert runs_of(lambda: build.build(True, csrc=csrc, build_dir=build_dir)) == 1 and runs[-1] == ["SAN=1"]
 
 
 def test_a_broken_source_raises_build_error_with_gccs_own_message(csrc_copy, tmp_path):
