@@ -77,11 +77,14 @@ lab: setup build
 # worker: they share the fixtures the file makes once).  The second phase runs whatever the
 # first one's result; both share the notebooks' quick runs (LABKIT_TEST_RUN), and the 15
 # slowest tests of both are listed.  Exit status 5 is pytest's "no test selected here"
-# (PYTEST_ARGS chose only the other phase's tests).
+# (PYTEST_ARGS chose only the other phase's tests).  The suite starts many Python
+# processes (kernels, graded runs, the CLI): they keep their compiled modules in
+# build/pycache whatever PYTHONDONTWRITEBYTECODE says, rather than each compiling labkit
+# anew (0.62 s to import the notebooks' modules without, 0.53 s with).
 TEST_RESULTS := build/test-results
 test: setup build
 	@rm -rf $(TEST_RESULTS); mkdir -p $(TEST_RESULTS); status=0; \
-	export LABKIT_TEST_RUN=make$$$$; \
+	export LABKIT_TEST_RUN=make$$$$ PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache; unset PYTHONDONTWRITEBYTECODE; \
 	$(VENV)/bin/pytest --phase serial -p no:xdist --junitxml=$(TEST_RESULTS)/serial.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
 	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile \
