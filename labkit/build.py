@@ -53,7 +53,8 @@ def make(args: list[str], csrc: Path, build_dir: Path) -> subprocess.CompletedPr
     """Run make in `csrc`, stdout and stderr in one stream so messages keep their order."""
     _require_tools()
     if not (csrc / "Makefile").is_file():
-        raise LabError(f"no Makefile in {csrc}", "run labkit from a complete checkout of the lab")
+        raise LabError(f"no Makefile in {csrc}", "run labkit from a complete checkout of the lab (installed "
+                       "apart from it, e.g. by pip install ., set LABKIT_ROOT to the lab's folder)")
     return subprocess.run(
         ["make", "-C", str(csrc), f"BUILD={build_dir}", *args],
         stdout=subprocess.PIPE,
