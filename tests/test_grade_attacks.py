@@ -9,8 +9,10 @@ test_grade.py's: each attacker is the untouched release plus one cell."""
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -269,6 +271,34 @@ def test_the_attackers_saw_nothing_of_the_instructor_or_the_other_runs(hostile_c
 def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):
     assert processes_of_grading_uids() == []
     assert files_of_grading_uids() == []
+
+
+def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
+    """The fork-bomb watch reads the run's cgroup (pids.current, one read) rather than scanning
+    /proc, which a bomb's load can slow past the run's time limit: the count is /proc's."""
+    group = isolation.Cgroup.create(1 << 30, 100)
+    if group is None:
+        pytest.fail("no cgroup can be made here as root: the fork-bomb watch cannot be tested")
+    code = ("import os, sys, threading, time\n"
+            "threads = [threading.Thread(target=time.sleep, args=(30,), daemon=True) for _ in range(3)]\n"
+            "[t.start() for t in threads]\n"
+            "children = [os.fork() for _ in range(2)]\n"
+            "if 0 in children: time.sleep(30); os._exit(0)\n"
+            "print('ready', flush=True); time.sleep(30)\n")
+    started = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=lambda: [path.write_text(str(os.getpid())) for path in group.procs_files()])
+    try:
+        assert started.stdout.readline().strip() == "ready"
+        pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children())]
+        from_proc = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
+        assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
+    finally:
+        os.killpg(started.pid, signal.SIGKILL)
+        started.wait()
+        deadline = time.monotonic() + 5
+        while group.tasks() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        group.remove()
 
 
 def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memory(tmp_path):

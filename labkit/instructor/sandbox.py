@@ -458,12 +458,18 @@ def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | N
                                      f"(limit {limits.workdir_bytes // MIB} MiB) and was stopped")
         if uid is not None:
             # The process limit holds, but hundreds of spinning processes would
-            # starve the other runs until the timeout: stop a bomb early.
-            count = len(processes_of(uid, token, None))
-            if count >= 0.8 * limits.processes:
+            # starve the other runs until the timeout: stop a bomb early.  With a
+            # cgroup, its count says it in one read (a scan of /proc under a bomb's
+            # load can take longer than the run's time limit).
+            if cgroup is not None:
+                count, what = cgroup.tasks(), "processes and threads"
+            else:
+                count, what = len(processes_of(uid, token, None)), "processes"
+            crowded = count >= 0.8 * limits.processes
+            if crowded:
                 crowded_since = crowded_since or now
                 if now - crowded_since > 1.0:
-                    return "fork_bomb", (f"the notebook kept {count} processes running (limit "
+                    return "fork_bomb", (f"the notebook kept {count} {what} running (limit "
                                          f"{limits.processes}): a fork bomb? it was stopped")
             else:
                 crowded_since = None
