@@ -50,6 +50,10 @@ def _check_tool(name: str, what: str, fix: str) -> Check:
 def check_home() -> Check:
     """Where this user's results and builds go (labkit.paths): the checkout, or LABKIT_HOME
     beside a shared install; a place this user cannot write loses every measurement."""
+    if not (paths.ROOT / "csrc").is_dir():
+        return Check("lab home", FAIL, f"no lab beside labkit in {paths.ROOT} (no csrc/): labkit was installed "
+                     "apart from the lab's folder", "export LABKIT_ROOT=/path/to/the/lab (the folder with csrc/ "
+                     "and notebooks/), or install it from there: pip install -e /path/to/the/lab")
     home = paths.HOME
     place = next(folder for folder in [home, *home.parents] if folder.exists())  # made when first needed
     if not os.access(place, os.W_OK):

@@ -35,7 +35,7 @@ def _home() -> Path:
     named = os.environ.get("LABKIT_HOME")
     if named:
         return Path(named).expanduser().resolve()
-    if _writable(ROOT):
+    if _writable(ROOT) and (ROOT / "csrc").is_dir():  # a checkout of one's own, not a site-packages
         return ROOT
     data = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data).resolve() / "labkit"
