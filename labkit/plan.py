@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from labkit.errors import LabError
 from labkit.friendly import Note
-from labkit.params import BOTH, FROM_MACHINE, LOAD, NO_LINK, SWEEP
+from labkit.params import BOTH, FROM_MACHINE, LOAD, NO_LINK, SWEEP, cpu_text
 
 if TYPE_CHECKING:
     from labkit.experiments import Experiment
@@ -60,7 +60,8 @@ class Plan:
         values = {**self.values, **given}
         if self.pinning.from_machine:
             for name in ("server_cpus", "client_cpus"):
-                if values[name] == self.values[name]:
+                # as a list or as the panel's text ("0", "0, 1"): the same CPUs either way
+                if cpu_text(values[name]).replace(" ", "") == cpu_text(self.values[name]).replace(" ", ""):
                     values[name] = FROM_MACHINE
         return self.experiment.resolve(self.profile, **values)
 

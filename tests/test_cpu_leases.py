@@ -15,6 +15,7 @@ import pytest
 
 from labkit import cpu_leases, experiments, launcher, row, sweep
 from labkit.cpu_leases import CpuLease
+from labkit.params import cpu_text
 
 
 @pytest.fixture(autouse=True)
@@ -91,6 +92,9 @@ def test_a_sweep_leases_the_machines_cpus_and_records_what_it_shared(tmp_path, m
     plan = experiments.resolve("proc_top", "quick", models=["iterative"], clients=[3], repeats=1,
                                placement="same_host")
     assert plan.pinning.from_machine and plan.with_values(repeats=2).pinning.from_machine
+    # the control panel gives the CPUs back as its text fields hold them: still the machine's
+    machines = {name: cpu_text(plan.values[name]) for name in ("server_cpus", "client_cpus")}
+    assert plan.with_values(**machines).pinning.from_machine
     seen = []
 
     def fake(run):
