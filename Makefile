@@ -67,6 +67,21 @@ $(LAB_SETTINGS): scripts/jupyterlab-overrides.json $(STAMP)
 build:
 	$(MAKE) -C csrc BUILD=$(CURDIR)/build
 
+# tests/test_hub.py's proxy: JupyterHub's configurable-http-proxy from npm, exactly as
+# tests/hub/package-lock.json pins it, in the venv (make clean keeps it; no network later).
+# Node.js is the tests' alone, not the lab's: setup-system.sh --tests installs it as root;
+# without it, make test says what to install and goes on, and test_hub fails with the same fix.
+HUB_PROXY := $(VENV)/hub-proxy/.installed
+$(HUB_PROXY): tests/hub/package.json tests/hub/package-lock.json
+	@bash scripts/setup-system.sh --tests
+	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
+	  echo "note: no Node.js/npm, so tests/test_hub.py has no proxy and will fail." \
+	    "Fix: sudo apt-get install -y nodejs npm (Node.js 18 or newer), then make test"; \
+	else \
+	  mkdir -p $(dir $@) && cp tests/hub/package.json tests/hub/package-lock.json $(dir $@) && \
+	  npm ci --prefix $(dir $@) --no-audit --no-fund --loglevel=error && touch $@; \
+	fi
+
 lab: setup build
 	@echo "JupyterLab prints a URL with ?token=...: open that URL in your browser."
 	@echo "Stop it with Ctrl-C (twice)."
@@ -82,7 +97,7 @@ lab: setup build
 # build/pycache whatever PYTHONDONTWRITEBYTECODE says, rather than each compiling labkit
 # anew (0.62 s to import the notebooks' modules without, 0.53 s with).
 TEST_RESULTS := build/test-results
-test: setup build
+test: setup build $(HUB_PROXY)
 	@rm -rf $(TEST_RESULTS); mkdir -p $(TEST_RESULTS); status=0; \
 	export LABKIT_TEST_RUN=make$$$$ PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache; unset PYTHONDONTWRITEBYTECODE; \
 	$(VENV)/bin/pytest --phase serial -p no:xdist --junitxml=$(TEST_RESULTS)/serial.xml $(PYTEST_ARGS); \

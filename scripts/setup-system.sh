@@ -8,9 +8,24 @@ set -euo pipefail
 # `setup-system.sh --list ubuntu|debian` prints the packages for that distribution, one per
 # line, and installs nothing: binder/apt.txt and the Dockerfile are checked against it
 # (tests/test_deploy.py), so the list lives here alone.
+# `setup-system.sh --tests` installs only what the tests alone need (Node.js and npm, for the
+# proxy of tests/test_hub.py's JupyterHub): not the lab's, so not in --list (apt.txt, images).
 list_only=""
 if [[ ${1:-} == --list ]]; then
   list_only=${2:?"usage: setup-system.sh --list ubuntu|debian"}
+fi
+if [[ ${1:-} == --tests ]]; then
+  # Checked by command, not package: NodeSource's nodejs bundles npm and conflicts with Debian's.
+  if command -v node >/dev/null && command -v npm >/dev/null; then exit 0; fi
+  if (( EUID != 0 )) || ! command -v apt-get >/dev/null; then
+    echo "note: the hub test needs Node.js 18 or newer and npm: sudo apt-get install -y nodejs npm"
+    exit 0
+  fi
+  echo "system packages for the tests: installing nodejs npm"
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm ||
+    echo "warning: apt-get could not install nodejs npm; the hub test will fail saying so"
+  exit 0
 fi
 
 # Which distribution: read in a subshell so os-release cannot clobber our names.

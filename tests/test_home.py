@@ -13,42 +13,28 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 
-from labkit import paths, system
+from labkit import system
 from labkit.instructor.uids import UidLease, kill_all
+
+from readonly_install import read_only_install
+from readonly_install import snapshot as _snapshot
 
 pytestmark = pytest.mark.measuring  # two sweeps at once: their CPU leases are what is asserted
 
-COPIED = ("labkit", "csrc", "notebooks", "data/seeds")
 USER_LIMIT_S = 120
-
-
-def _snapshot(folder: Path) -> dict:
-    """Every file and folder under `folder` with its size and modification time."""
-    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns)
-            for p in [folder, *folder.rglob("*")]}
 
 
 @pytest.fixture(scope="module")
 def install():
     """A copy of the lab owned by root, built by root, that no one else may write to."""
-    if os.geteuid() != 0:
-        pytest.fail("this test makes users and a root-owned install: run the suite as root (CI does)")
-    top = Path(tempfile.mkdtemp(prefix="labkit-install-", dir="/tmp"))
-    lab = top / "lab"
-    for part in COPIED:
-        shutil.copytree(paths.ROOT / part, lab / part, ignore=shutil.ignore_patterns("__pycache__"))
-    done = subprocess.run(["make", "-C", str(lab / "csrc"), f"BUILD={lab / 'build'}"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    subprocess.run(["chmod", "-R", "u=rwX,go=rX", str(top)], check=True)
-    yield lab
-    shutil.rmtree(top, ignore_errors=True)
+    with read_only_install() as lab:
+        yield lab
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +53,11 @@ def users(install):
     lease.close()
 
 
-def run_as(user, install: Path, code: str, **env) -> dict:
-    """`code` run by `user` with the install's labkit; what it printed last, as JSON."""
+def run_as(user, install: Path, code: str, python_path: Path | None = None, **env) -> dict:
+    """`code` run by `user` with the install's labkit (or the one in `python_path`); what it
+    printed last, as JSON."""
     uid, home = user
-    environment = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": str(install),
+    environment = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPATH": str(python_path or install),
                    "LANG": "C.UTF-8", **env}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=home, env=environment,
                           user=uid, group=uid, extra_groups=[], capture_output=True, text=True,
@@ -102,6 +89,17 @@ def test_a_user_of_a_read_only_install_keeps_everything_in_their_own_home(instal
         assert where[key] == str(path), key
     status, detail, _ = where["doctor"]
     assert status == "ok" and "read-only for you" in detail and str(install) in detail
+
+
+def test_labkit_root_names_the_lab_when_the_package_is_installed_apart_from_it(install, users):
+    """pip install . puts the package alone into site-packages: LABKIT_ROOT says where the lab is."""
+    site = install.parent / "site-packages"
+    shutil.copytree(install / "labkit", site / "labkit")
+    subprocess.run(["chmod", "-R", "go=rX", str(site)], check=True)
+    where = run_as(users[0], install, WHERE, python_path=site, LABKIT_ROOT=str(install))
+    assert where["root"] == str(install) and where["csrc"] == str(install / "csrc")
+    lost = run_as(users[0], install, WHERE, python_path=site)  # without it: doctor says what to set
+    assert lost["root"] == str(site) and lost["doctor"][0] == "fail" and "LABKIT_ROOT" in lost["doctor"][2]
 
 
 def test_labkit_home_names_another_place_and_an_unwritable_one_is_a_failure_with_its_fix(install, users):

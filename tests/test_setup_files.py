@@ -139,6 +139,21 @@ def test_notebook_uses_the_labkit_kernel(notebook):
     assert kernelspec.get("name") == "labkit", f"{notebook.name}: kernelspec {kernelspec}"
 
 
+def test_the_hub_tests_proxy_is_pinned_and_make_test_installs_it():
+    """npm's share of the lock: tests/test_hub.py's configurable-http-proxy at an exact version in
+    tests/hub/package.json, which package-lock.json (what npm ci installs) records; make test
+    installs it (Makefile: HUB_PROXY)."""
+    hub = ROOT / "tests" / "hub"
+    wanted = json.loads((hub / "package.json").read_text())["dependencies"]
+    locked = json.loads((hub / "package-lock.json").read_text())["packages"]
+    assert locked[""]["dependencies"] == wanted, "run npm install --package-lock-only in tests/hub"
+    for name, version in wanted.items():
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), f"{name}: pin an exact version, not {version!r}"
+        assert locked[f"node_modules/{name}"]["version"] == version
+    makefile = (ROOT / "Makefile").read_text()
+    assert "$(HUB_PROXY)" in makefile.split("\ntest:", 1)[1].splitlines()[0]
+
+
 def test_readme_names_the_two_commands():
     readme = (ROOT / "README.md").read_text()
     assert "make lab" in readme and "make test" in readme
