@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import confinement, cpu_leases, launcher, store
+from .friendly import say
 from . import measure as measure_module
 from .row import SCHEMA
 
@@ -95,7 +96,7 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     if lease:
         runs = [dataclasses.replace(planned, pinning=pinning) for planned in runs]
         if lease.shared:
-            print(f"note: {pinning.note}", flush=True)
+            say(f"note: {pinning.note}")  # a sentence: wraps between words in a notebook
     try:
         for planned in runs:
             if planned.key in measured_ok:

@@ -282,14 +282,14 @@ def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
     code = ("import os, sys, threading, time\n"
             "threads = [threading.Thread(target=time.sleep, args=(30,), daemon=True) for _ in range(3)]\n"
             "[t.start() for t in threads]\n"
-            "children = [os.fork() for _ in range(2)]\n"
-            "if 0 in children: time.sleep(30); os._exit(0)\n"
+            "for _ in range(2):\n"
+            "    if os.fork() == 0: time.sleep(30); os._exit(0)\n"
             "print('ready', flush=True); time.sleep(30)\n")
     started = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
                                preexec_fn=lambda: [path.write_text(str(os.getpid())) for path in group.procs_files()])
     try:
         assert started.stdout.readline().strip() == "ready"
-        pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children())]
+        pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children(recursive=True))]
         from_proc = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
         assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
     finally:
