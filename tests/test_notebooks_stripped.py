@@ -62,3 +62,20 @@ def test_the_checks_catch_a_run_notebook():
 
     cell.metadata["tags"] = []
     assert not defines_profile(nb)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_a_cell_that_ends_with_a_written_answer_shows_it_once(path):
+    """ex.answer() shows its RECORDED line and returns the result: a cell that ends with the
+    call, without `;`, shows the line a second time as the cell's value."""
+    nb = nbformat.read(path, as_version=4)
+    twice = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "ex.answer(" not in cell.source:
+            continue
+        body = ast.parse(cell.source).body
+        last = body[-1] if body else None
+        if isinstance(last, ast.Expr) and "ex.answer(" in ast.unparse(last) \
+                and not cell.source.rstrip().endswith(";"):
+            twice.append(i)
+    assert twice == [], f"{path.name}: cells {twice} end with ex.answer(...) and no ';'"
