@@ -8,8 +8,8 @@ Two places, the same folder in a student's own checkout:
   HOME  one user's state: results, pid files, the C exercises' scratch builds and
         cffi modules, and, once the user's own C joins the lab (an exercise adopted
         into an edition, a model of their own), their copy of csrc/ and its build.
-        LABKIT_HOME names it; by default it is ROOT when this user may write there,
-        else $XDG_DATA_HOME/labkit (~/.local/share/labkit).  `labkit notebooks`
+        LABKIT_HOME names it; by default it is ROOT when ROOT is a checkout this
+        user may write, else $XDG_DATA_HOME/labkit (~/.local/share/labkit).  `labkit notebooks`
         copies the notebooks there.
 
 So one install serves many users and writes nothing into itself: until a user has C
@@ -85,18 +85,25 @@ def own_sources() -> Path:
         if not OWN_CSRC.is_dir():
             partial = OWN_CSRC.with_name(OWN_CSRC.name + ".partial")
             shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(ROOT / "csrc", partial)
-            for part in ("obj", "bin", "san"):
-                if (INSTALL_BUILD / part).is_dir():
-                    shutil.rmtree(WORK / part, ignore_errors=True)
-                    shutil.copytree(INSTALL_BUILD / part, WORK / part, symlinks=True)
-            for depends in WORK.rglob("*.d"):  # make -MMD wrote ROOT's paths into them
-                text = depends.read_text()
-                depends.write_text(text.replace(f"{ROOT / 'csrc'}/", f"{OWN_CSRC}/")
-                                   .replace(f"{INSTALL_BUILD}/", f"{WORK}/"))
+            copy_built_tree(ROOT / "csrc", INSTALL_BUILD, partial, WORK, named=OWN_CSRC)
             partial.rename(OWN_CSRC)
     _sources(own=True)
     return CSRC
+
+
+def copy_built_tree(csrc: Path, build: Path, to_csrc: Path, to_build: Path, named: Path | None = None) -> None:
+    """Copy sources `csrc` and what make built from them (`build`'s obj, bin and san) to
+    `to_csrc` and `to_build`, modification times kept and make's dependency files (-MMD
+    writes absolute paths) pointed at the copy (`named`: the sources' final name, when
+    they are copied under another first): make finds the copy up to date."""
+    shutil.copytree(csrc, to_csrc)
+    copied = [part for part in ("obj", "bin", "san") if (build / part).is_dir()]
+    for part in copied:
+        shutil.rmtree(to_build / part, ignore_errors=True)
+        shutil.copytree(build / part, to_build / part, symlinks=True)
+    for depends in (found for part in copied for found in (to_build / part).rglob("*.d")):
+        depends.write_text(depends.read_text().replace(f"{csrc}/", f"{named or to_csrc}/")
+                           .replace(f"{build}/", f"{to_build}/"))
 
 
 def describe() -> str:

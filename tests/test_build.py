@@ -39,11 +39,7 @@ def built_copy(built_once, tmp_path) -> tuple[Path, Path]:
     """built_once copied here, modification times kept and make's dependency files pointed at
     the copy (as paths.own_sources seeds a user's build): make finds it up to date."""
     csrc, build_dir = tmp_path / "csrc", tmp_path / "build"
-    shutil.copytree(built_once[0], csrc)
-    shutil.copytree(built_once[1], build_dir, symlinks=True)
-    for depends in build_dir.rglob("*.d"):
-        depends.write_text(depends.read_text().replace(f"{built_once[0]}/", f"{csrc}/")
-                           .replace(f"{built_once[1]}/", f"{build_dir}/"))
+    paths.copy_built_tree(*built_once, csrc, build_dir)
     return csrc, build_dir
 
 
