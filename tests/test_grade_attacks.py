@@ -273,6 +273,30 @@ def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):
     assert files_of_grading_uids() == []
 
 
+class _Running:
+    """A runner that never ends (the watcher's view of a run still going)."""
+
+    def wait(self, timeout=None):
+        raise subprocess.TimeoutExpired("runner", timeout)
+
+
+class _Counted:
+    def __init__(self, tasks: int, oom_kills: int = 0):
+        self.tasks, self.oom_kills = (lambda: tasks), (lambda: oom_kills)
+
+
+@pytest.mark.parametrize("tasks, oom_kills, outcome", [
+    (450, 0, "fork_bomb"),  # at its process limit when its time ran out: a bomb seen late, not a hang
+    (10, 0, "timeout"),
+    (10, 1, "memory"),      # a process lost to memory is the truer cause than the time
+])
+def test_what_a_run_was_stopped_for_when_its_time_ran_out(tmp_path, tasks, oom_kills, outcome):
+    limits = sandbox.Limits(timeout_s=0.01)
+    ended, _ = sandbox._watch(_Running(), tmp_path, limits, FIRST_GRADING_UID, "token", time.monotonic() - 1,
+                              _Counted(tasks, oom_kills))
+    assert ended == outcome
+
+
 def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
     """The fork-bomb watch reads the run's cgroup (pids.current, one read) rather than scanning
     /proc, which a bomb's load can slow past the run's time limit: the count is /proc's."""

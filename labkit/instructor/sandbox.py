@@ -446,33 +446,35 @@ def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | N
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
-        if now - started > limits.timeout_s:
-            return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
+        over_time = now - started > limits.timeout_s
+        if uid is not None:
+            # The process limit holds, but hundreds of spinning processes would
+            # starve the other runs until the timeout: stop a bomb early.  With a
+            # cgroup, its count says it in one read (a scan of /proc under a bomb's
+            # load can take longer than the run's time limit).  Looked at before the
+            # time limit: a run at its process limit when its time runs out was a
+            # bomb, seen late because it starved this loop too.
+            if cgroup is not None:
+                count, what = cgroup.tasks(), "processes and threads"
+            else:
+                count, what = len(processes_of(uid, token, None)), "processes"
+            if count >= 0.8 * limits.processes:
+                crowded_since = crowded_since or now
+                if now - crowded_since > 1.0 or over_time:
+                    return "fork_bomb", (f"the notebook kept {count} {what} running (limit "
+                                         f"{limits.processes}): a fork bomb? it was stopped")
+            else:
+                crowded_since = None
         if cgroup is not None and cgroup.oom_kills():
             return "memory", _over_memory(limits)
+        if over_time:
+            return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
         if now >= next_disk_check:
             next_disk_check = now + 2.0
             used = tree_bytes(workdir)
             if used > limits.workdir_bytes:
                 return "disk_full", (f"the notebook wrote {used // MIB} MiB into its working directory "
                                      f"(limit {limits.workdir_bytes // MIB} MiB) and was stopped")
-        if uid is not None:
-            # The process limit holds, but hundreds of spinning processes would
-            # starve the other runs until the timeout: stop a bomb early.  With a
-            # cgroup, its count says it in one read (a scan of /proc under a bomb's
-            # load can take longer than the run's time limit).
-            if cgroup is not None:
-                count, what = cgroup.tasks(), "processes and threads"
-            else:
-                count, what = len(processes_of(uid, token, None)), "processes"
-            crowded = count >= 0.8 * limits.processes
-            if crowded:
-                crowded_since = crowded_since or now
-                if now - crowded_since > 1.0:
-                    return "fork_bomb", (f"the notebook kept {count} {what} running (limit "
-                                         f"{limits.processes}): a fork bomb? it was stopped")
-            else:
-                crowded_since = None
 
 
 def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, list[str]]:
