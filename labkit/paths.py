@@ -91,19 +91,24 @@ def own_sources() -> Path:
     return CSRC
 
 
-def copy_built_tree(csrc: Path, build: Path, to_csrc: Path, to_build: Path, named: Path | None = None) -> None:
-    """Copy sources `csrc` and what make built from them (`build`'s obj, bin and san) to
-    `to_csrc` and `to_build`, modification times kept and make's dependency files (-MMD
-    writes absolute paths) pointed at the copy (`named`: the sources' final name, when
-    they are copied under another first): make finds the copy up to date."""
+def copy_built_tree(csrc: Path, build: Path, to_csrc: Path, to_build: Path, named: Path | None = None,
+                    parts=("obj", "bin", "san")) -> None:
+    """Copy sources `csrc` and what make built from them (`build`'s `parts`) to `to_csrc`
+    and `to_build`, modification times kept and make's dependency files (-MMD writes
+    absolute paths) pointed at the copy (`named`: the sources' final name, when they are
+    copied under another first): make finds the copy up to date."""
     shutil.copytree(csrc, to_csrc)
-    copied = [part for part in ("obj", "bin", "san") if (build / part).is_dir()]
+    copied = [part for part in parts if (build / part).is_dir()]
     for part in copied:
         shutil.rmtree(to_build / part, ignore_errors=True)
         shutil.copytree(build / part, to_build / part, symlinks=True)
+    import re
+
+    moved = {f"{csrc}/": f"{named or to_csrc}/", f"{build}/": f"{to_build}/"}
+    prefixes = re.compile("|".join(map(re.escape, sorted(moved, key=len, reverse=True))))
     for depends in (found for part in copied for found in (to_build / part).rglob("*.d")):
-        depends.write_text(depends.read_text().replace(f"{csrc}/", f"{named or to_csrc}/")
-                           .replace(f"{build}/", f"{to_build}/"))
+        # one pass: a copy may lie inside the other tree (a scratch build under build/)
+        depends.write_text(prefixes.sub(lambda match: moved[match.group()], depends.read_text()))
 
 
 def describe() -> str:

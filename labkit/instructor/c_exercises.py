@@ -263,11 +263,7 @@ def build_with(model: str, source: Path, function: str, code: str) -> Path:
             return binary
         csrc = scratch / "csrc"
         shutil.rmtree(csrc, ignore_errors=True)
-        shutil.copytree(paths.CSRC, csrc)
-        objects = scratch / "build" / "obj"
-        shutil.rmtree(objects, ignore_errors=True)
-        if (paths.BUILD / "obj").is_dir():
-            shutil.copytree(paths.BUILD / "obj", objects)
+        paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build", parts=("obj",))
         (csrc / source).write_text(replace_function((paths.CSRC / source).read_text(), function, code, cell,
                                                     paths.CSRC / source))
         result = build.make(["-s", "--no-print-directory", str(binary)], csrc, scratch / "build")
