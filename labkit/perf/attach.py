@@ -191,6 +191,7 @@ class Attached:
         can, _ = countable(self.events, found)
         self._notes = []
         self._since = time.monotonic()  # perf counts from its start to its stop: the window is that
+        self._until = None
         if found.usable and can:
             self._start_perf(found, can)
         elif not found.usable and found.problem:
@@ -245,7 +246,7 @@ class Attached:
         its counts.  perf closes its events before it exits, and closing a tracepoint
         event waits for the kernel to unregister it (40-50 ms each here, 1 s for the 25
         system calls counted by name): perfs interrupted together close theirs at once."""
-        if self._perf is not None and self._perf.alive():
+        if self._perf is not None and self._until is None and self._perf.alive():  # once
             self._until = time.monotonic()
             self._perf.popen.send_signal(signal.SIGINT)
 
