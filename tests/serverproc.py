@@ -40,13 +40,14 @@ def _models_make_builds() -> set[str]:
 
 
 MODELS = [model for model in ("iterative", "threaded", "select", "poll", "epoll", "epoll_et",
-                              "select_fork", "epoll_workers", "pool", "fork", "prefork", "uring", "busypoll", "aio")
+                              "select_fork", "epoll_workers", "epoll_reuseport", "pool", "fork", "prefork", "uring",
+                              "busypoll", "aio")
           if model in _models_make_builds()]
 # Models that take --workers N; the tests give them a fixed count, so that
 # they behave the same on a 1-CPU machine as on this one.
-WORKER_MODELS = ["select_fork", "epoll_workers", "pool", "prefork"]
+WORKER_MODELS = ["select_fork", "epoll_workers", "epoll_reuseport", "pool", "prefork"]
 # Worker models whose workers are processes (pool's are threads).
-PROCESS_WORKER_MODELS = ["select_fork", "epoll_workers", "prefork"]
+PROCESS_WORKER_MODELS = ["select_fork", "epoll_workers", "epoll_reuseport", "prefork"]
 TEST_WORKERS = 3
 # Make every sanitizer finding fatal and visible, leaks included.
 SAN_ENV = {

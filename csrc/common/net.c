@@ -41,7 +41,8 @@ static int fail_closing(int fd)
     return -1;
 }
 
-int net_listen(const char *host, int port, int backlog)
+/* A TCP socket bound to host:port with SO_REUSEADDR (and SO_REUSEPORT). */
+static int bound_socket(const char *host, int port, bool reuseport)
 {
     struct net_addr addr;
     int one = 1;
@@ -52,10 +53,35 @@ int net_listen(const char *host, int port, int backlog)
     if (fd < 0)
         return -1;
     if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
-        bind(fd, (struct sockaddr *)&addr.ss, addr.len) < 0 ||
-        listen(fd, backlog) < 0)
+        (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) < 0) ||
+        bind(fd, (struct sockaddr *)&addr.ss, addr.len) < 0)
         return fail_closing(fd);
     return fd;
+}
+
+static int listening_socket(const char *host, int port, int backlog, bool reuseport)
+{
+    int fd = bound_socket(host, port, reuseport);
+    if (fd < 0)
+        return -1;
+    if (listen(fd, backlog) < 0)
+        return fail_closing(fd);
+    return fd;
+}
+
+int net_listen(const char *host, int port, int backlog)
+{
+    return listening_socket(host, port, backlog, false);
+}
+
+int net_listen_reuseport(const char *host, int port, int backlog)
+{
+    return listening_socket(host, port, backlog, true);
+}
+
+int net_bind_reuseport(const char *host, int port)
+{
+    return bound_socket(host, port, true);
 }
 
 int net_local_port(int fd)

@@ -20,8 +20,17 @@ struct net_addr {
 
 int net_resolve(const char *host, int port, struct net_addr *out);
 
-/* Listening socket on host:port with SO_REUSEADDR; port 0 = any free port. */
+/* Listening socket on host:port with SO_REUSEADDR; port 0 = any free port.
+ * The kernel caps backlog at net.core.somaxconn. */
 int net_listen(const char *host, int port, int backlog);
+/* The same with SO_REUSEPORT too: every socket of this user bound so to the
+ * same address and port listens, and the kernel spreads new connections
+ * over them by a hash of each connection's addresses and ports. */
+int net_listen_reuseport(const char *host, int port, int backlog);
+/* Bound with SO_REUSEADDR and SO_REUSEPORT but NOT listening: it holds the
+ * port (port 0: picks a free one) for reuseport listeners to join, and is
+ * never given a connection itself. */
+int net_bind_reuseport(const char *host, int port);
 /* The local port a socket is bound to, or -1. */
 int net_local_port(int fd);
 

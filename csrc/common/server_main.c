@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,13 @@ static volatile sig_atomic_t stop_pipe_w = -1;
 static int stop_pipe_r = -1;
 static int spare_fd = -1;
 static pthread_rwlock_t descriptors = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+static volatile sig_atomic_t report_on_stop;
+
+struct server_counters server_counters;
+
+/* The models that take --idle-timeout, for the refusal's message. */
+#define IDLE_TIMEOUT_MODELS "iterative, threaded, pool, fork, prefork, select, poll, epoll, epoll_et, " \
+                            "select_fork, epoll_workers, epoll_reuseport"
 
 void server_descriptors_enter(void)
 {
@@ -35,11 +43,51 @@ void server_descriptors_leave(void)
     pthread_rwlock_unlock(&descriptors);
 }
 
+/* Append "name=<n>" to *at: printf is not async-signal-safe, this is. */
+static void put_count(char **at, const char *name, unsigned long n)
+{
+    char digits[24];
+    int len = 0;
+    do
+        digits[len++] = (char)('0' + n % 10);
+    while ((n /= 10) > 0);
+    *(*at)++ = ' ';
+    while (*name)
+        *(*at)++ = *name++;
+    *(*at)++ = '=';
+    while (len > 0)
+        *(*at)++ = digits[--len];
+}
+
+void server_report_counters(void)
+{
+    char line[256], *at = line;
+    memcpy(at, "counters", 8);
+    at += 8;
+    put_count(&at, "pid", (unsigned long)getpid());
+    put_count(&at, "accepted", atomic_load(&server_counters.accepted));
+    put_count(&at, "futile_accepts", atomic_load(&server_counters.futile_accepts));
+    put_count(&at, "listener_wakeups", atomic_load(&server_counters.listener_wakeups));
+    put_count(&at, "shed_idle", atomic_load(&server_counters.shed_idle));
+    *at++ = '\n';
+    /* ONE write: a pipe takes up to PIPE_BUF bytes whole, so workers' lines never interleave.
+     * Nobody reading any more (EPIPE) is not worth a word. */
+    (void)!write(STDOUT_FILENO, line, (size_t)(at - line));
+}
+
+void server_report_counters_on_stop(void)
+{
+    report_on_stop = 1;
+}
+
 static void on_stop_signal(int sig)
 {
     (void)sig;
-    if (stop_pipe_w < 0)
+    if (stop_pipe_w < 0) {
+        if (report_on_stop)
+            server_report_counters();
         _exit(0); /* nothing to save: the kernel closes every socket */
+    }
     int saved = errno;
     (void)!write(stop_pipe_w, "x", 1);
     errno = saved;
@@ -84,10 +132,19 @@ static void usage(FILE *to, const struct server_model *m)
             "  --port N      TCP port; 0 (the default) picks a free one\n"
             "  --host ADDR   address to listen on (default 127.0.0.1)\n"
             "  --service S   what to serve (default top)\n"
+            "  --backlog N   listen()'s backlog: connections the kernel completes and queues\n"
+            "                until accepted, 1 to 65535 (default SOMAXCONN, %d); the kernel\n"
+            "                caps N at net.core.somaxconn (/proc/sys/net/core/somaxconn), and\n"
+            "                queues up to N+1: it turns new ones away only once more than N wait\n"
+            "%s"
             "%s"
             "%s"
             "Prints \"listening <port>\" when ready; SIGTERM stops it.\n",
-            m->name, service_names(), m->has_workers ? " [--workers N]" : "", m->summary,
+            m->name, service_names(), m->has_workers ? " [--workers N]" : "", m->summary, SOMAXCONN,
+            m->has_idle_timeout
+            ? "  --idle-timeout S  close a connection on which nothing moved, in either\n"
+              "                direction, for S seconds (fractions allowed; default 0: never)\n"
+            : "",
             m->has_workers ? "  --workers N   number of workers (default: one per usable CPU)\n" : "",
             m->serves_in_children ? ""
             : "  --expect N    report each batch of N connections on stdout: its bytes and the\n"
@@ -112,11 +169,13 @@ int server_main(int argc, char **argv, const struct server_model *model)
         { "workers", required_argument, NULL, 'w' },
         { "expect", required_argument, NULL, 'e' },
         { "expect-timeout", required_argument, NULL, 'E' },
+        { "backlog", required_argument, NULL, 'b' },
+        { "idle-timeout", required_argument, NULL, 'i' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     const char *host = "127.0.0.1";
-    long port = 0, workers = 0, expect = 0;
+    long port = 0, workers = 0, expect = 0, backlog = SOMAXCONN;
     double expect_timeout = 60;
     bool expect_timeout_given = false;
     struct server_config cfg = { .service = service_find("top") };
@@ -125,7 +184,7 @@ int server_main(int argc, char **argv, const struct server_model *model)
 
     set_program_name(model->name);
     opterr = 0; /* we word the errors ourselves */
-    while ((opt = getopt_long(argc, argv, ":p:H:s:w:e:E:h", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":p:H:s:w:e:E:b:i:h", options, NULL)) != -1) {
         switch (opt) {
         case 'p':
             if (parse_long(optarg, 0, 65535, &port) < 0)
@@ -170,6 +229,25 @@ int server_main(int argc, char **argv, const struct server_model *model)
             expect_timeout_given = true;
             break;
         }
+        case 'b':
+            if (parse_long(optarg, 1, 65535, &backlog) < 0)
+                bad_usage(model, "--backlog needs a number from 1 to 65535");
+            break;
+        case 'i': {
+            char *end;
+            errno = 0;
+            cfg.idle_timeout = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || errno != 0 ||
+                !(cfg.idle_timeout >= 0 && cfg.idle_timeout <= 86400))
+                bad_usage(model, "--idle-timeout needs seconds from 0 (never) to 86400 "
+                          "(fractions allowed, e.g. 0.5)");
+            if (cfg.idle_timeout > 0 && !model->has_idle_timeout) { /* 0 asks for nothing */
+                snprintf(why, sizeof why, "--idle-timeout is not supported by the %s model; "
+                         "the models that have it: " IDLE_TIMEOUT_MODELS, model->name);
+                bad_usage(model, why);
+            }
+            break;
+        }
         case 'h':
             usage(stdout, model);
             return 0;
@@ -201,18 +279,35 @@ int server_main(int argc, char **argv, const struct server_model *model)
         warn_errno("cannot raise the open-file limit");
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-    cfg.listen_fd = net_listen(host, (int)port, SOMAXCONN);
-    if (cfg.listen_fd < 0)
-        die_errno("cannot listen on %s port %ld", host, port);
-    printf("listening %d\n", net_local_port(cfg.listen_fd));
-    if (fflush(stdout) != 0)
-        die_errno("write to stdout");
+    cfg.backlog = (int)backlog;
+    cfg.host = host;
+    cfg.own_listeners = model->own_listeners;
+    if (model->own_listeners) { /* hold the port; the workers listen (epoll_reuseport.c) */
+        cfg.listen_fd = net_bind_reuseport(host, (int)port);
+        if (cfg.listen_fd < 0)
+            die_errno("cannot bind %s port %ld", host, port);
+    } else {
+        cfg.listen_fd = net_listen(host, (int)port, (int)backlog);
+        if (cfg.listen_fd < 0)
+            die_errno("cannot listen on %s port %ld", host, port);
+    }
+    cfg.port = net_local_port(cfg.listen_fd);
+    if (!model->own_listeners)
+        server_announce(cfg.port);
     if (expect > 0)
         expect_start(expect, expect_timeout);
     return model->serve(&cfg);
 }
 
+void server_announce(int port)
+{
+    printf("listening %d\n", port);
+    if (fflush(stdout) != 0)
+        die_errno("write to stdout");
+}
+
 static int shed_with_spare(int listen_fd, bool nonblocking);
+static int accept_and_handle(int listen_fd, bool nonblocking);
 
 /* Out of descriptors: take the waiting connection with the spare's slot.
  * Returns it if descriptors came free meanwhile, else sheds it (the client
@@ -277,6 +372,15 @@ static int shed_with_spare(int listen_fd, bool nonblocking)
 }
 
 int server_accept(int listen_fd, bool nonblocking)
+{
+    int fd = accept_and_handle(listen_fd, nonblocking);
+    if (fd >= 0)
+        atomic_fetch_add_explicit(&server_counters.accepted, 1, memory_order_relaxed);
+    return fd;
+}
+
+/* server_accept's work: accept, and answer what can go wrong. */
+static int accept_and_handle(int listen_fd, bool nonblocking)
 {
     int fd = net_accept(listen_fd, nonblocking);
     if (fd >= 0 || errno == EAGAIN)

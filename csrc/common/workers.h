@@ -9,6 +9,12 @@
  * if workers keep dying (more deaths within a second than there are
  * workers) the parent stops the rest and returns 1 rather than fork in a
  * loop.
+ *
+ * Workers that open their own listener (cfg->own_listeners: epoll_reuseport)
+ * must say when they listen, with workers_ready(): the parent prints
+ * "listening <port>" only once cfg->workers of them did, so a client that
+ * connects as soon as it reads that line always finds every listener.  The
+ * handshake is a pipe: each worker writes one byte to it; the parent counts.
  */
 #ifndef LAB_WORKERS_H
 #define LAB_WORKERS_H
@@ -16,5 +22,8 @@
 #include "common/server_main.h"
 
 int serve_with_workers(const struct server_config *cfg, int (*work)(const struct server_config *cfg));
+
+/* In a worker (own_listeners only): "my listener listens". */
+void workers_ready(void);
 
 #endif

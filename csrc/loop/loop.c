@@ -4,10 +4,22 @@
  * input, writable while it has output the socket did not take.
  *
  * With an edge-triggered backend (epoll_et) the loop must work differently,
- * and the differences are marked "edge": see serve_client_edge(). */
+ * and the differences are marked "edge": see serve_client_edge().
+ *
+ * --idle-timeout S: each connection remembers when bytes last moved on it,
+ * either way; while connections are open the loop wakes at least every S/4
+ * and shed_idle() closes those idle for S or more.  So a connection is shed
+ * between S and about 1.25 S after its last progress -- a client that
+ * sends nothing, and one whose replies stay unread (output stuck), alike.
+ *
+ * Counters (server_main.h): listener_wakeups counts the rounds the backend
+ * reported the listener ready; futile_accepts those whose first accept()
+ * found nothing -- another process sharing the listener took the
+ * connection (select_fork's herd, or an epoll_workers worker told late). */
 #include "loop.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -21,6 +33,7 @@
 #define MAX_SETSIZE (1 << 20)
 #define ACCEPTS_PER_WAKEUP 64  /* let clients already connected have their turn */
 #define TRANSFERS_PER_TURN 16  /* edge: reads+writes for one client before the next one's turn */
+#define SWEEPS_PER_TIMEOUT 4   /* --idle-timeout: look for idle connections every S/4 */
 
 struct conn {
     session_t *session; /* NULL: no connection on this descriptor */
@@ -28,6 +41,7 @@ struct conn {
     /* edge: readiness reported and not yet used up by a read/write that
      * said EAGAIN; and whether the client is on the `again` list. */
     bool can_read, can_write, queued;
+    uint64_t last_active_ns; /* when bytes last moved, either way (now_ns()) */
 };
 
 struct loop {
@@ -36,6 +50,10 @@ struct loop {
     struct conn *conns; /* indexed by descriptor */
     int setsize;
     const struct server_config *cfg;
+    int nconns;         /* open connections */
+    int fd_end;         /* every connection's descriptor is below this */
+    uint64_t idle_ns;   /* --idle-timeout; 0: never shed */
+    uint64_t next_sweep_ns;
     /* edge: work left over when a turn ended, done next round without waiting */
     bool edge;
     bool accept_again;
@@ -58,7 +76,38 @@ static void close_conn(struct loop *l, int fd)
     watch(l, fd, 0);
     session_free(l->conns[fd].session);
     l->conns[fd] = (struct conn){ 0 };
+    l->nconns--;
     close(fd);
+}
+
+/* --idle-timeout: close every connection on which nothing moved, either
+ * way, for l->idle_ns or more (`now`: now_ns() at the call), and count each
+ * in server_counters.shed_idle.  Connections are the slots of l->conns
+ * below l->fd_end whose session is not NULL; close_conn() zeroes a slot,
+ * so closing while walking is safe. */
+static void shed_idle(struct loop *l, uint64_t now)
+{
+    /* BEGIN SOLUTION */
+    /* STUB: (void)l; (void)now; // ✏️ exercise 6.2 (notebook 06): close the connections idle for l->idle_ns or more */
+    for (int fd = 0; fd < l->fd_end; fd++) {
+        struct conn *c = &l->conns[fd];
+        if (c->session != NULL && now - c->last_active_ns >= l->idle_ns) {
+            close_conn(l, fd);
+            atomic_fetch_add_explicit(&server_counters.shed_idle, 1, memory_order_relaxed);
+        }
+    }
+    /* END SOLUTION */
+}
+
+/* How long ev_poll may sleep: for ever, unless connections may need
+ * shedding -- then until the next sweep is due (at least 1 ms). */
+static int poll_timeout_ms(const struct loop *l, uint64_t now)
+{
+    if (l->idle_ns == 0 || l->nconns == 0)
+        return -1;
+    if (now >= l->next_sweep_ns)
+        return 0;
+    return (int)((l->next_sweep_ns - now + 999999) / 1000000);
 }
 
 /* A connection the backend cannot watch: say why (at most once a second), close it. */
@@ -80,14 +129,18 @@ static void refuse(struct loop *l, int fd, int err)
     close(fd);
 }
 
-/* Accept up to ACCEPTS_PER_WAKEUP clients; true if more may be waiting. */
-static bool accept_clients(struct loop *l)
+/* Accept up to ACCEPTS_PER_WAKEUP clients; true if more may be waiting.
+ * `woken`: the backend just said the listener is ready (for the counters). */
+static bool accept_clients(struct loop *l, bool woken)
 {
     for (int i = 0; i < ACCEPTS_PER_WAKEUP; i++) {
         int fd = server_accept(l->cfg->listen_fd, true);
         if (fd < 0) {
-            if (errno == EAGAIN)
+            if (errno == EAGAIN) {
+                if (i == 0 && woken) /* told "ready", found nothing: another process took it */
+                    atomic_fetch_add_explicit(&server_counters.futile_accepts, 1, memory_order_relaxed);
                 return false;
+            }
             continue; /* shed or aborted: next one */
         }
         /* Check before ev_add: a backend must never be handed an fd it cannot hold. */
@@ -99,7 +152,11 @@ static bool accept_clients(struct loop *l)
             refuse(l, fd, errno);
             continue;
         }
-        l->conns[fd] = (struct conn){ .session = session_new(l->cfg->service), .mask = EV_READABLE };
+        l->conns[fd] = (struct conn){ .session = session_new(l->cfg->service), .mask = EV_READABLE,
+                                      .last_active_ns = l->idle_ns ? now_ns() : 0 };
+        l->nconns++;
+        if (fd >= l->fd_end)
+            l->fd_end = fd + 1;
         /* edge: watch both directions once and for all; only edges will come */
         if (l->edge)
             watch(l, fd, EV_READABLE | EV_WRITABLE);
@@ -109,6 +166,13 @@ static bool accept_clients(struct loop *l)
         }
     }
     return true;
+}
+
+/* Bytes moved on fd: it is not idle. */
+static void moved_now(struct loop *l, int fd)
+{
+    if (l->idle_ns)
+        l->conns[fd].last_active_ns = now_ns();
 }
 
 /* Do what fd is ready for, then decide what to wait for next. */
@@ -131,6 +195,8 @@ static void serve_client(struct loop *l, int fd, int ready)
                 close_conn(l, fd); /* reset: this client only */
                 return;
             }
+            if (got >= 0)
+                moved_now(l, fd);
         }
     }
     /* Write now rather than wait a round: the socket usually has room.  One
@@ -140,9 +206,10 @@ static void serve_client(struct loop *l, int fd, int ready)
     const char *out = session_write_buf(s, &len);
     if (len > 0) {
         ssize_t put = write_some(fd, out, len);
-        if (put >= 0)
+        if (put >= 0) {
             session_did_write(s, (size_t)put);
-        else if (errno != EAGAIN) {
+            moved_now(l, fd);
+        } else if (errno != EAGAIN) {
             close_conn(l, fd);
             return;
         }
@@ -211,6 +278,7 @@ static void serve_client_edge(struct loop *l, int fd, int ready)
         }
         if (!moved)
             return; /* nothing to do until the next edge */
+        moved_now(l, fd);
     }
     if (!c->queued && l->nagain < l->setsize) {
         c->queued = true;
@@ -243,7 +311,8 @@ static int setsize_from_fd_limit(void)
 int loop_serve(const struct server_config *cfg)
 {
     int stop_fd = server_stop_fd();
-    struct loop l = { .cfg = cfg, .setsize = setsize_from_fd_limit(), .edge = ev_edge_triggered() };
+    struct loop l = { .cfg = cfg, .setsize = setsize_from_fd_limit(), .edge = ev_edge_triggered(),
+                      .idle_ns = (uint64_t)(cfg->idle_timeout * 1e9) };
     l.ev = ev_create(l.setsize);
     l.fired = calloc((size_t)l.setsize, sizeof *l.fired);
     l.conns = calloc((size_t)l.setsize, sizeof *l.conns);
@@ -251,26 +320,30 @@ int loop_serve(const struct server_config *cfg)
     int *turns = calloc((size_t)l.setsize, sizeof *turns);
     if (l.ev == NULL || l.fired == NULL || l.conns == NULL || l.again == NULL || turns == NULL)
         die("out of memory for %d descriptors", l.setsize);
-    /* Worker processes share this listener: have the kernel wake only one. */
-    int listen_mask = EV_READABLE | (cfg->workers > 0 ? EV_EXCLUSIVE : 0);
+    /* Worker processes share this listener: have the kernel wake only one.
+     * (epoll_reuseport's workers each have their own: nobody to exclude.) */
+    int listen_mask = EV_READABLE | (cfg->workers > 0 && !cfg->own_listeners ? EV_EXCLUSIVE : 0);
     if (net_set_nonblocking(cfg->listen_fd, true) < 0 ||
         ev_add(l.ev, cfg->listen_fd, listen_mask) < 0 || ev_add(l.ev, stop_fd, EV_READABLE) < 0)
         die_errno("%s cannot watch the listening socket", ev_name());
 
     for (bool stopping = false; !stopping;) {
         bool work_left = l.accept_again || l.nagain > 0; /* edge only */
-        int n = ev_poll(l.ev, work_left ? 0 : -1, l.fired);
+        int n = ev_poll(l.ev, work_left ? 0 : poll_timeout_ms(&l, l.idle_ns ? now_ns() : 0), l.fired);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             die_errno("%s", ev_name());
         }
+        bool woken = false;
         for (int i = 0; i < n; i++) {
             int fd = l.fired[i].fd;
             if (fd == stop_fd)
                 stopping = true;
-            else if (fd == cfg->listen_fd)
-                l.accept_again = true;
+            else if (fd == cfg->listen_fd) {
+                l.accept_again = woken = true;
+                atomic_fetch_add_explicit(&server_counters.listener_wakeups, 1, memory_order_relaxed);
+            }
             else if (l.edge)
                 serve_client_edge(&l, fd, l.fired[i].mask);
             else
@@ -279,8 +352,15 @@ int loop_serve(const struct server_config *cfg)
         /* Level: the listener stays ready while clients wait, so it is
          * reported again.  Edge: it is not; remember to come back. */
         if (l.accept_again)
-            l.accept_again = accept_clients(&l) && l.edge;
+            l.accept_again = accept_clients(&l, woken) && l.edge;
         serve_again(&l, turns);
+        if (l.idle_ns) {
+            uint64_t now = now_ns();
+            if (now >= l.next_sweep_ns) {
+                shed_idle(&l, now);
+                l.next_sweep_ns = now + l.idle_ns / SWEEPS_PER_TIMEOUT;
+            }
+        }
     }
 
     for (int fd = 0; fd < l.setsize; fd++)
@@ -292,5 +372,6 @@ int loop_serve(const struct server_config *cfg)
     free(l.again);
     free(turns);
     close(cfg->listen_fd);
+    server_report_counters();
     return 0;
 }

@@ -11,6 +11,7 @@ int main(int argc, char **argv)
     static const struct server_model model = {
         .name = "epoll_et",
         .summary = "Serves every connection from one thread, waiting with epoll (edge-triggered).",
+        .has_idle_timeout = true,
         .serve = loop_serve,
     };
     return server_main(argc, argv, &model);

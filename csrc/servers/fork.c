@@ -7,7 +7,8 @@
  * No --workers: like threaded.c this model makes one process per client,
  * bounded only by the system (RLIMIT_NPROC, memory).  When fork() fails,
  * that connection is closed with a warning and the server goes on; for a
- * fixed number of processes, see prefork.c. */
+ * fixed number of processes, see prefork.c.  It prints no counters line:
+ * each connection's process would have its own. */
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -43,7 +44,7 @@ static void accept_clients(const struct server_config *cfg, struct children *chi
         pid_t pid = children_fork(children);
         if (pid == 0) { /* the child: this one connection, then exit */
             close(cfg->listen_fd);
-            serve_blocking(fd, cfg->service);
+            serve_blocking(fd, cfg->service, cfg->idle_timeout);
             exit(0);
         }
         if (pid < 0)
@@ -89,6 +90,7 @@ int main(int argc, char **argv)
         .name = "fork",
         .summary = "Serves each connection in its own forked process.",
         .serves_in_children = true,
+        .has_idle_timeout = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

@@ -9,6 +9,7 @@ int main(int argc, char **argv)
     static const struct server_model model = {
         .name = "poll",
         .summary = "Serves every connection from one thread, waiting with poll().",
+        .has_idle_timeout = true,
         .serve = loop_serve,
     };
     return server_main(argc, argv, &model);

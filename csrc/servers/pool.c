@@ -11,8 +11,11 @@
  * back-pressure rather than refusal: accepting only to close would turn
  * clients away that a free thread could serve a moment later, and
  * accepting without bound would only move the unbounded queue into our
- * memory. */
+ * memory.  --idle-timeout starts counting when a thread takes the
+ * connection, not while it waits in the queue.  On SIGTERM it reports its
+ * counters (server_main.h). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -31,6 +34,7 @@ static struct {
 } queue = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER, { 0 }, 0, 0 };
 
 static const service_t *service;
+static double idle_timeout;
 
 static void queue_put(int fd)
 {
@@ -59,7 +63,7 @@ static void *pool_thread(void *arg)
 {
     (void)arg;
     for (;;)
-        serve_blocking(queue_take(), service);
+        serve_blocking(queue_take(), service, idle_timeout);
     return NULL;
 }
 
@@ -70,6 +74,8 @@ static int serve(const struct server_config *cfg)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, THREAD_STACK);
     service = cfg->service;
+    idle_timeout = cfg->idle_timeout;
+    server_report_counters_on_stop();
 
     for (int i = 0; i < cfg->workers; i++) {
         pthread_t tid;
@@ -81,6 +87,7 @@ static int serve(const struct server_config *cfg)
     }
     for (;;) {
         int fd = server_accept(cfg->listen_fd, false);
+        atomic_fetch_add(&server_counters.listener_wakeups, 1); /* a blocking accept returned */
         if (fd >= 0)
             queue_put(fd);
     }
@@ -94,6 +101,7 @@ int main(int argc, char **argv)
         .summary = "N threads serve the connections one at a time each; "
                    "the acceptor queues them (at most 64 waiting).",
         .has_workers = true,
+        .has_idle_timeout = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

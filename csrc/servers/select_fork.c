@@ -3,7 +3,12 @@
  * listening socket, inherited across fork().  A new connection makes the
  * listener readable in every process, so all of them wake and race to
  * accept it; one wins, the others find nothing (EAGAIN) and go back to
- * waiting: the thundering herd.  Compare with epoll_workers.c. */
+ * waiting: the thundering herd.  Each worker's counters line (server_main.h)
+ * shows it as futile_accepts -- fewer than the herd's size, because
+ * select() re-checks the listener in the kernel before it returns, and a
+ * loser that runs only after the winner emptied the queue goes back to
+ * sleep unseen (its wakeup cost a context switch all the same).  Compare
+ * with epoll_workers.c and epoll_reuseport.c. */
 #include "common/server_main.h"
 #include "common/workers.h"
 #include "loop/loop.h"
@@ -20,6 +25,7 @@ int main(int argc, char **argv)
         .summary = "N processes, each serving connections with select() on one shared listener.",
         .has_workers = true,
         .serves_in_children = true,
+        .has_idle_timeout = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

@@ -1,6 +1,8 @@
 /* threaded.c -- thread per connection: the main thread accepts, and each
- * connection gets its own detached thread running the blocking session. */
+ * connection gets its own detached thread running the blocking session.
+ * On SIGTERM it reports its counters (server_main.h). */
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -14,10 +16,11 @@
 #define THREAD_STACK (256 * 1024)
 
 static const service_t *service;
+static double idle_timeout;
 
 static void *connection_thread(void *arg)
 {
-    serve_blocking((int)(intptr_t)arg, service);
+    serve_blocking((int)(intptr_t)arg, service, idle_timeout);
     return NULL;
 }
 
@@ -28,9 +31,12 @@ static int serve(const struct server_config *cfg)
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_attr_setstacksize(&attr, THREAD_STACK);
     service = cfg->service;
+    idle_timeout = cfg->idle_timeout;
+    server_report_counters_on_stop();
 
     for (;;) {
         int fd = server_accept(cfg->listen_fd, false);
+        atomic_fetch_add(&server_counters.listener_wakeups, 1); /* a blocking accept returned */
         if (fd < 0)
             continue;
         pthread_t tid;
@@ -49,6 +55,7 @@ int main(int argc, char **argv)
     static const struct server_model model = {
         .name = "threaded",
         .summary = "Serves each connection in its own thread.",
+        .has_idle_timeout = true,
         .serve = serve,
     };
     return server_main(argc, argv, &model);

@@ -25,6 +25,7 @@ MODEL_COLORS = {
     "select_fork": "#F0E442",
     "epoll_et": "#882255",
     "epoll_workers": "#AA4499",
+    "epoll_reuseport": "#117733",
     "pool": "#56B4E9",
     "fork": "#332288",
     "uring": "#44AA99",
