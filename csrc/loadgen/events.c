@@ -7,7 +7,11 @@
  *        \______________________\_______________________\--> CLOSED
  *
  * All connections (active and idle) connect first and wait at the start
- * gate, as in the threads driver.  Then, in closed loop, each active
+ * gate, as in the threads driver (with --reconnect, below, the idle ones
+ * only); --bad ones connect before them (every thread's bad connections are
+ * established, or have failed, before any active one calls connect(), so a
+ * server that accepts in order, like the iterative one, meets the bad ones
+ * first).  Then, in closed loop, each active
  * connection runs its exchanges back to back; in open loop exchange g of
  * the run is due at start + g / rate, exchange j of connection c being
  * g = j * clients + c.  A connection still busy when its next exchange is
@@ -15,6 +19,69 @@
  * counts from when it was due (corrected for coordinated omission), beside
  * the send-to-reply figure (uncorrected).  Idle connections stay HELD,
  * silent, until the active ones are done.
+ *
+ * --reconnect: a new connection per exchange (HTTP/1.0 style short
+ * connections, the workload of a thundering-herd experiment).  An active
+ * connection is then a client slot whose exchanges each connect, send,
+ * read the whole reply and close (a normal close, FIN):
+ *
+ *   APART --exchange due--> QUEUED --connect slot free--> CONNECTING
+ *     ^                                                       | connected
+ *     \------ reply read, or the exchange failed: close <--- BUSY
+ *
+ * and CLOSED once its last exchange is over.  Active slots do not connect
+ * before the gate (there is nothing to hold); idle and bad connections still
+ * do.  Closed loop: each slot does its exchanges back to back, each on a new
+ * connection.  Open loop: exchange g is due at start + g / rate as above, and
+ * its connect happens when it falls due (or as soon as its slot is free, if
+ * the slot is still busy then).  The connect is part of the exchange:
+ * latency_us counts from the due time (closed loop: from the connect()
+ * call), so it includes the connect; latency_uncorrected_us counts from the
+ * request's send, once connected, so it does not.  A failure (a refused or
+ * timed-out connect, a reset, an EOF, a bad reply) fails that one exchange,
+ * counted by name, and the slot goes on to its next exchange.  Every connect
+ * is timed into connect_us as always (one per exchange now), and the connects
+ * share the MAX_CONNECTING bound: an exchange due while it is reached waits,
+ * QUEUED, in a FIFO (open loop: that wait counts in its latency).  The
+ * client closes first, so each exchange leaves a TIME_WAIT socket on this
+ * side for 60 s: fine for the few tens of thousands per run used here, but
+ * beyond the ephemeral ports (net.ipv4.ip_local_port_range, about 28,000)
+ * per minute to one server address, connect() fails with EADDRNOTAVAIL,
+ * counted by name (loopback escapes it: tcp_tw_reuse defaults to 2 there).
+ *
+ * Bad connections (--bad N) misbehave from the moment the gate opens until
+ * the active ones are done, then are closed like the idle ones; their fate is
+ * counted apart (report.c "bad") and never fails the run:
+ *   silent  writes requests back to back (echo: the payload, over and over)
+ *           as long as the socket takes them, and never reads a byte;
+ *   slow    the same, but reads at most BAD_SLOW_READ bytes every
+ *           --bad-interval seconds;
+ *   drip    writes its requests one byte every --bad-interval seconds
+ *           (Slowloris) and reads whatever comes back.
+ * They listen for EPOLLRDHUP, not EPOLLIN (silent and slow never read), so a
+ * server that closes or resets them is seen all the same.
+ *
+ * Connect times: from the connect() call to writable with SO_ERROR 0, for
+ * every connection; at most MAX_CONNECTING connects are in flight at once
+ * (the bound shared out among the threads), so a bigger burst is staggered
+ * (the wait for a slot is not part of a connect's time).
+ *
+ * In flight (Little's law): once per INFLIGHT_INTERVAL_NS after the warm-up,
+ * at a random instant within each period (a fixed grid would alias with an
+ * open-loop schedule whose period divides it, and always see the exchange
+ * just sent), each thread counts its exchanges in flight: in closed loop its
+ * busy connections (--reconnect: connecting ones too, the connect being part
+ * of the exchange); in open loop the exchanges due and not yet replied on
+ * its open connections (--reconnect: its slots not yet done), those due but
+ * still queued behind a busy connection included.  It counts the schedule
+ * and the connections' state, never the latencies, so inflight.mean =
+ * completed_rps x latency mean is a check of two measurements, not one
+ * computed twice.
+ *
+ * Open loop ends in bounded time: at the run's deadline, the last exchange's
+ * due time + --timeout, every exchange still unanswered has waited at least
+ * --timeout since it was due: its connection is closed with ETIMEDOUT (lost),
+ * and the exchanges never sent are counted as such (requests_not_sent).
  *
  * Every wait is bounded: a sweep every SWEEP_NS closes the connects and
  * exchanges past their deadline with ETIMEDOUT; a connection that fails is
@@ -46,32 +113,42 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CONNECTING 512            /* connects in flight: 10,000 SYNs at once overflow backlogs */
+/* MAX_CONNECTING (loadgen.h): connects in flight: 10,000 SYNs at once overflow backlogs */
 #define SWEEP_NS 10000000ull          /* deadlines are checked every 10 ms */
+#define BAD_IOV 64                    /* silent/slow: request units per sendmsg, at most ... */
+#define BAD_CHUNK (256 * 1024)        /* ... and bytes */
 #define MAX_EVENTS 1024
 #define TIMER_TOKEN UINT64_MAX        /* the epoll token of the timerfd */
 
-enum phase { CONNECTING, HELD, BUSY, CLOSED };
+/* APART and QUEUED: --reconnect only, a slot with no connection between two exchanges. */
+enum phase { CONNECTING, HELD, BUSY, MISBEHAVING, APART, QUEUED, CLOSED };
+enum role { ACTIVE, IDLE, BAD };
 
 struct conn {
     long id;                       /* its number in the run (the driver's conns are a subset) */
     int fd;
     enum phase phase;
-    bool idle;                     /* held silent, never used for exchanges */
+    enum role role;                /* idle: held silent; bad: misbehaving (never exchanges) */
     uint32_t interest;             /* the epoll events asked for now */
     long next;                     /* number of this connection's next exchange */
     long planned;                  /* exchanges this connection is to make */
     uint64_t deadline_ns;          /* of the connect or exchange in progress */
     uint64_t due_ns;               /* when the exchange in progress was due */
     uint64_t sent_ns;              /* when it was actually started */
-    struct exchange x;
+    uint64_t connect_ns;           /* when connect() was called */
+    bool connect_failed;           /* --reconnect: one of its connects failed ... */
+    bool exchange_lost;            /* ... one of its connections failed once connected */
+    struct exchange x;             /* bad: the request being written, over and over */
 };
 
 /* What the threads of one run share. */
 struct run {
     struct outcome *out;           /* the summary: its failure tally is shared as it goes */
     pthread_barrier_t gate;        /* every thread connected */
+    pthread_barrier_t bad_gate;    /* every thread's bad connections connected (--bad) */
     uint64_t start_ns;             /* the gate opened (set by one thread, between two waits) */
+    uint64_t deadline_ns;          /* open loop: the run ends by then (set with start_ns) */
+    _Atomic uint64_t warm_ns;      /* --warmup N: when the N-th exchange completed */
     atomic_long completed;         /* exchanges completed, for --warmup N */
     atomic_long active_open;       /* active connections of the whole run not yet closed */
 };
@@ -84,17 +161,25 @@ struct driver {
     const struct net_addr *addr;
     long thread, threads;          /* it owns the connections c with c % threads == thread */
     long active;                   /* how many of its connections are active (they come first) */
-    struct conn *conns;            /* active ones first, then idle ones */
-    long total;                    /* its connections, active and idle */
+    long held;                     /* ... active and idle (the bad ones come last) */
+    struct conn *conns;            /* active ones first, then idle ones, then bad ones */
+    long total;                    /* its connections, active, idle and bad */
     int epfd, timerfd;
     uint64_t timer_at;             /* when the timerfd is armed to fire; 0 = not armed */
-    long connecting;               /* connects in flight */
+    long connecting;               /* connects in flight ... */
+    long most_connecting;          /* ... at most (its share of MAX_CONNECTING) */
+    long *queue;                   /* --reconnect: slots due, waiting for a connect (a FIFO ... */
+    long queue_head, queued;       /* ... of `active` places: a slot is in it once at most) */
     long active_open;              /* active connections not yet closed */
     bool open_loop;
     uint64_t start_ns;             /* when the gate opened; 0 until then */
     double ns_per_request;         /* open loop: 1e9 / rate */
     long cursor;                   /* open loop: the next exchange of the run to fall due */
     long run_planned;              /* exchanges in the whole run */
+    uint64_t next_bad_tick;        /* slow/drip: the next read or byte; 0 = none */
+    uint64_t sample_period;        /* in flight: the start of the current sampling period */
+    uint64_t next_sample;          /* ... and the instant within it; 0 = not sampling */
+    uint64_t rng;                  /* ... drawn from this (xorshift64) */
     char buf[65536];
 };
 
@@ -110,29 +195,55 @@ static void set_interest(struct driver *d, struct conn *c, uint32_t events)
     c->interest = events;
 }
 
-/* Close a connection; `failure` (0 if none) is counted by name. */
-static void conn_close(struct driver *d, struct conn *c, int failure)
+/* Close the socket, if any (a connect in flight no longer counts). */
+static void drop_socket(struct driver *d, struct conn *c)
+{
+    if (c->phase == CONNECTING)
+        d->connecting--;
+    if (c->fd >= 0)
+        close(c->fd); /* also takes it out of the epoll set */
+    c->fd = -1;
+}
+
+/* A connection (--reconnect: a client slot) is done for good; `failure` (0 if
+ * none) is counted by name. */
+static void conn_retire(struct driver *d, struct conn *c, int failure)
 {
     if (c->phase == CLOSED)
         return;
-    if (failure)
+    if (c->role == BAD) {
+        /* Counted apart: a bad connection never fails the run. */
+        if (failure)
+            tally_add(&d->run->out->bad_failures, failure);
+        if (c->phase == CONNECTING)
+            d->out->bad_failed_to_connect++;
+        else if (failure)
+            d->out->bad_closed_by_server++;
+        else
+            d->out->bad_open_at_end++;
+    } else if (failure) {
         tally_add(&d->run->out->failures, failure);
-    if (c->phase == CONNECTING)
-        d->connecting--;
-    if (c->idle) {
+    }
+    if (c->role == IDLE) {
         if (failure)
             d->out->idle_failed++;
         else if (c->phase == HELD)
             d->out->idle_ok++;
-    } else {
-        if (failure && c->phase != CONNECTING)
+    } else if (c->role == ACTIVE) {
+        if (d->o->reconnect) {
+            /* A slot: ok if none of its connects failed, lost if one of its
+             * connections failed once connected. */
+            c->connect_failed |= failure && c->phase == CONNECTING;
+            c->exchange_lost |= failure && c->phase == BUSY;
+            d->out->connected += !c->connect_failed;
+            d->out->lost += c->exchange_lost;
+        } else if (failure && c->phase != CONNECTING) {
             d->out->lost++;
+        }
         d->active_open--;
         atomic_fetch_sub(&d->run->active_open, 1);
     }
-    if (c->fd >= 0)
-        close(c->fd); /* also takes it out of the epoll set */
-    c->fd = -1;
+    drop_socket(d, c);
     c->phase = CLOSED;
 }
 
@@ -142,10 +253,68 @@ static uint64_t due_time(const struct driver *d, long g)
     return d->start_ns + (uint64_t)((double)g * d->ns_per_request);
 }
 
+/* ------------------------------------------- --reconnect: a connection per exchange */
+
+/* The slot's exchange is due (`due`; 0 in closed loop: when its connect
+ * starts): wait for a connect slot.  The queue is served at the top of every
+ * turn(), never from here, so a run of connects that fail at once is a loop,
+ * not a recursion. */
+static void reconnect_queue(struct driver *d, struct conn *c, uint64_t due)
+{
+    c->phase = QUEUED;
+    c->due_ns = due;
+    d->queue[(d->queue_head + d->queued++) % d->active] = c - d->conns;
+}
+
+/* The exchange is over (its reply read, or failed): its connection is closed;
+ * on to the slot's next exchange, queued now if it is due already. */
+static void reconnect_next(struct driver *d, struct conn *c)
+{
+    drop_socket(d, c);
+    c->phase = APART;
+    if (++c->next == c->planned) {
+        conn_retire(d, c, 0);
+        return;
+    }
+    if (!d->open_loop) {
+        reconnect_queue(d, c, 0);
+        return;
+    }
+    uint64_t due = due_time(d, c->next * d->o->clients + c->id);
+    if (due <= now_ns())
+        reconnect_queue(d, c, due);  /* overdue: it waited for this one */
+    /* else release_due() queues it when it falls due */
+}
+
+/* The exchange failed (its connect, or its connection once connected): only
+ * that one exchange; the slot goes on. */
+static void exchange_failed(struct driver *d, struct conn *c, int failure)
+{
+    tally_add(&d->run->out->failures, failure);
+    if (c->phase == CONNECTING)
+        c->connect_failed = true;
+    else
+        c->exchange_lost = true;
+    reconnect_next(d, c);
+}
+
+/* Close a connection because of `failure` (0 if none), counted by name.  With
+ * --reconnect, an active slot's failure ends only the exchange under way. */
+static void conn_close(struct driver *d, struct conn *c, int failure)
+{
+    if (failure && c->role == ACTIVE && d->o->reconnect && (c->phase == CONNECTING || c->phase == BUSY))
+        exchange_failed(d, c, failure);
+    else
+        conn_retire(d, c, failure);
+}
+
 /* ------------------------------------------------------------- connect */
+
+static void exchange_begin(struct driver *d, struct conn *c, uint64_t due);
 
 static void start_connect(struct driver *d, struct conn *c, const struct net_addr *addr)
 {
+    c->connect_ns = now_ns();
     c->fd = net_connect_addr(addr, true);
     c->phase = CONNECTING;
     d->connecting++;
@@ -164,17 +333,46 @@ static void start_connect(struct driver *d, struct conn *c, const struct net_add
 
 static void connect_done(struct driver *d, struct conn *c)
 {
-    if (net_connect_result(c->fd) < 0 || net_set_nodelay(c->fd, d->o->nodelay) < 0) {
+    if (net_connect_result(c->fd) < 0) {
+        conn_close(d, c, errno);
+        return;
+    }
+    note_connect(d->out, now_ns() - c->connect_ns);
+    if (net_set_nodelay(c->fd, d->o->nodelay) < 0) {
         conn_close(d, c, errno);
         return;
     }
     d->connecting--;
     c->phase = HELD;
-    if (!c->idle)
+    if (c->role == ACTIVE) {
+        d->out->connections_opened++;
+        if (d->o->reconnect) {
+            exchange_begin(d, c, c->due_ns);  /* the exchange it was opened for */
+            return;
+        }
         d->out->connected++;
+    }
     /* Held connections only listen: the server may close them (lost) but
-     * never speak first. */
-    set_interest(d, c, EPOLLIN);
+     * never speak first.  Bad ones watch only for the close (whatever the
+     * server says to them is for later, and silent ones never read it). */
+    set_interest(d, c, c->role == BAD ? EPOLLRDHUP : EPOLLIN);
+}
+
+/* --reconnect: connect the queued slots, oldest first, while connect slots
+ * are free.  The wait in the queue is not part of a connect's time; in closed
+ * loop it is not part of the exchange's either (it counts from here). */
+static void start_queued(struct driver *d)
+{
+    while (d->queued > 0 && d->connecting < d->most_connecting) {
+        struct conn *c = &d->conns[d->queue[d->queue_head]];
+        d->queue_head = (d->queue_head + 1) % d->active;
+        d->queued--;
+        if (c->phase != QUEUED)
+            continue;  /* retired meanwhile, at the run's deadline */
+        if (!c->due_ns)
+            c->due_ns = now_ns();
+        start_connect(d, c, d->addr);
+    }
 }
 
 /* --------------------------------------------------------- an exchange */
@@ -201,6 +399,7 @@ static void exchange_begin(struct driver *d, struct conn *c, uint64_t due)
 {
     uint64_t now = now_ns();
     exchange_start(&c->x, d->w, c->id);
+    d->out->requests_sent++;
     c->phase = BUSY;
     c->due_ns = due ? due : now;
     c->sent_ns = now;
@@ -219,6 +418,8 @@ static void exchange_end(struct driver *d, struct conn *c)
     out->body_bytes_ok += (long long)c->x.body_len;
     out->last_reply_ns = now;
     long completed = atomic_fetch_add(&d->run->completed, 1) + 1;
+    if (o->warmup_requests > 0 && completed == o->warmup_requests)
+        atomic_store(&d->run->warm_ns, now);  /* the measured window opens */
     bool warming_up = (o->warmup_s > 0 && c->due_ns < d->start_ns + (uint64_t)(o->warmup_s * 1e9))
                    || (o->warmup_requests > 0 && completed <= o->warmup_requests);
     if (warming_up) {
@@ -228,6 +429,10 @@ static void exchange_end(struct driver *d, struct conn *c)
         hist_record(&out->uncorrected, now - c->sent_ns);
     }
 
+    if (o->reconnect) {
+        reconnect_next(d, c);  /* close (FIN): the reply is all read */
+        return;
+    }
     c->phase = HELD;
     if (++c->next == c->planned) {
         conn_close(d, c, 0);
@@ -282,8 +487,127 @@ static void held_readable(struct driver *d, struct conn *c)
     conn_close(d, c, got == 0 ? FAIL_EOF : got < 0 ? errno : FAIL_BADREPLY);
 }
 
+/* ------------------------------------------------- bad connections */
+
+/* Write as much of the endless request stream as the socket takes now. */
+static void bad_write(struct driver *d, struct conn *c)
+{
+    struct exchange *x = &c->x;
+    size_t unit = x->head_len + x->body_len, total = 0;
+    struct iovec iov[BAD_IOV];
+    int n = exchange_unsent(x, iov);
+    for (int i = 0; i < n; i++)
+        total += iov[i].iov_len;
+    while (n + 2 <= BAD_IOV && total < BAD_CHUNK) {
+        if (x->head_len)
+            iov[n++] = (struct iovec){ x->head, x->head_len };
+        if (x->body_len)
+            iov[n++] = (struct iovec){ x->w->payload, x->body_len };
+        total += unit;
+    }
+    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
+    ssize_t put = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (put < 0) {
+        if (errno != EAGAIN && errno != EINTR)
+            conn_close(d, c, errno);
+        return;
+    }
+    d->out->bad_bytes_sent += put;
+    x->sent = (x->sent + (size_t)put) % unit;
+}
+
+/* Read at most `most` bytes; false if the connection was closed. */
+static bool bad_read(struct driver *d, struct conn *c, size_t most)
+{
+    ssize_t got = recv(c->fd, d->buf, most, MSG_DONTWAIT);
+    if (got > 0) {
+        d->out->bad_bytes_received += got;
+        return true;
+    }
+    if (got < 0 && (errno == EAGAIN || errno == EINTR))
+        return true;
+    conn_close(d, c, got == 0 ? FAIL_EOF : errno);
+    return false;
+}
+
+/* drip: the next byte of the request stream. */
+static void bad_drip(struct driver *d, struct conn *c)
+{
+    struct exchange *x = &c->x;
+    size_t unit = x->head_len + x->body_len, at = x->sent;
+    char byte = at < x->head_len ? x->head[at] : (char)x->w->payload[at - x->head_len];
+    ssize_t put = send(c->fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (put == 1) {
+        d->out->bad_bytes_sent++;
+        x->sent = (at + 1) % unit;
+    } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
+        conn_close(d, c, errno);
+    }
+}
+
+/* The gate opened: every bad connection of this thread starts misbehaving. */
+static void bad_start(struct driver *d)
+{
+    for (long i = d->held; i < d->total; i++) {
+        struct conn *c = &d->conns[i];
+        if (c->phase != HELD)
+            continue;
+        c->phase = MISBEHAVING;
+        exchange_start(&c->x, d->w, c->id);
+        if (d->o->bad_kind == BAD_DRIP) {
+            set_interest(d, c, EPOLLIN | EPOLLRDHUP);
+        } else {
+            set_interest(d, c, EPOLLOUT | EPOLLRDHUP);
+            bad_write(d, c);
+        }
+    }
+    if (d->o->bad_kind != BAD_SILENT && d->total > d->held)
+        d->next_bad_tick = d->start_ns;
+}
+
+/* Every --bad-interval: slow ones read a little, drip ones send a byte. */
+static void bad_tick(struct driver *d, uint64_t now)
+{
+    for (long i = d->held; i < d->total; i++) {
+        struct conn *c = &d->conns[i];
+        if (c->phase != MISBEHAVING)
+            continue;
+        if (d->o->bad_kind == BAD_SLOW)
+            bad_read(d, c, BAD_SLOW_READ);
+        else
+            bad_drip(d, c);
+    }
+    /* On the grid start + k x interval; a late tick is not made up for. */
+    uint64_t interval = (uint64_t)(d->o->bad_interval_s * 1e9);
+    d->next_bad_tick = d->start_ns + ((now - d->start_ns) / interval + 1) * interval;
+}
+
+static void bad_event(struct driver *d, struct conn *c, uint32_t events)
+{
+    if (c->phase == MISBEHAVING && d->o->bad_kind == BAD_DRIP && (events & EPOLLIN)
+        && !bad_read(d, c, sizeof d->buf))
+        return;
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+        /* The server closed it (EOF) or reset it: whatever came first. */
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        conn_close(d, c, err ? err : FAIL_EOF);
+        return;
+    }
+    if (c->phase == MISBEHAVING && (events & EPOLLOUT))
+        bad_write(d, c);
+}
+
 static void dispatch(struct driver *d, struct conn *c, uint32_t events)
 {
+    if (c->phase == CLOSED)
+        return;
+    if (c->role == BAD && c->phase != CONNECTING) {
+        bad_event(d, c, events);
+        return;
+    }
     switch (c->phase) {
     case CONNECTING:
         connect_done(d, c);
@@ -301,6 +625,9 @@ static void dispatch(struct driver *d, struct conn *c, uint32_t events)
             conn_send(d, c);
         break;
     }
+    case MISBEHAVING:
+    case APART:
+    case QUEUED:
     case CLOSED:
         break;
     }
@@ -308,18 +635,93 @@ static void dispatch(struct driver *d, struct conn *c, uint32_t events)
 
 /* ------------------------------------------------------------ the loop */
 
-/* Close what is past its deadline. */
+/* Close what is past its deadline; in open loop, at the run's deadline,
+ * every active connection (--reconnect: slot) still open (each exchange it
+ * still owes has been due for at least --timeout). */
 static void sweep(struct driver *d, uint64_t now)
 {
+    bool run_over = d->open_loop && d->run->deadline_ns && now >= d->run->deadline_ns;
     for (long i = 0; i < d->total; i++) {
         struct conn *c = &d->conns[i];
         if ((c->phase == CONNECTING || c->phase == BUSY) && c->deadline_ns <= now)
-            conn_close(d, c, ETIMEDOUT);
+            conn_close(d, c, ETIMEDOUT);  /* --reconnect: that exchange; the slot goes on */
+        if (run_over && c->role == ACTIVE && c->phase != CLOSED) {
+            d->out->deadline_hit = true;
+            conn_retire(d, c, ETIMEDOUT); /* --reconnect: the slot, and all it still owes */
+        }
     }
 }
 
+/* ------------------------------------------------------ in flight */
+
+static uint64_t next_random(struct driver *d)
+{
+    d->rng ^= d->rng << 13;
+    d->rng ^= d->rng >> 7;
+    d->rng ^= d->rng << 17;
+    return d->rng;
+}
+
+/* Exchanges of this thread in flight now (see the header comment). */
+static long inflight_now(const struct driver *d, uint64_t now)
+{
+    long n = 0;
+    if (!d->open_loop) {
+        for (long i = 0; i < d->active; i++)
+            n += d->conns[i].phase == BUSY || (d->conns[i].phase == CONNECTING && d->o->reconnect);
+        return n;
+    }
+    /* g_due: the last exchange of the run due by now (-1: none yet). */
+    long g_due = now < d->start_ns ? -1 : (long)((double)(now - d->start_ns) / d->ns_per_request);
+    if (g_due >= d->run_planned)
+        g_due = d->run_planned - 1;
+    while (g_due >= 0 && due_time(d, g_due) > now)
+        g_due--;
+    while (g_due + 1 < d->run_planned && due_time(d, g_due + 1) <= now)
+        g_due++;
+    for (long i = 0; i < d->active; i++) {
+        const struct conn *c = &d->conns[i];
+        if (c->phase == CLOSED || (c->phase == CONNECTING && !d->o->reconnect) || g_due < c->id)
+            continue;
+        long due = (g_due - c->id) / d->o->clients + 1;  /* its exchanges due by now */
+        if (due > c->planned)
+            due = c->planned;
+        if (due > c->next)
+            n += due - c->next;
+    }
+    return n;
+}
+
+static bool warmed_up(const struct driver *d, uint64_t now)
+{
+    if (d->o->warmup_s > 0)
+        return now >= d->start_ns + (uint64_t)(d->o->warmup_s * 1e9);
+    if (d->o->warmup_requests > 0)
+        return atomic_load(&d->run->completed) >= d->o->warmup_requests;
+    return true;
+}
+
+/* The sample due at instant `at` (now or a little before), then the random
+ * instant of the next period.  It is taken as of `at`, the schedule up to then
+ * and the connections as they were (no event handled since): a thread that
+ * was descheduled past `at` must not count the exchanges that fell due while
+ * it could not run, or the samples would gather at the ends of its stalls. */
+static void sample_inflight(struct driver *d, uint64_t at)
+{
+    if (warmed_up(d, at)) {
+        long n = inflight_now(d, at);
+        d->out->inflight_sum += (double)n;
+        d->out->inflight_samples++;
+        if (n > d->out->inflight_max)
+            d->out->inflight_max = n;
+    }
+    d->sample_period += INFLIGHT_INTERVAL_NS;
+    d->next_sample = d->sample_period + next_random(d) % INFLIGHT_INTERVAL_NS;
+}
+
 /* Open loop: start every exchange now due on a connection of this thread
- * free to send it (a busy one sends it when its reply arrives). */
+ * free to send it (a busy one sends it when its reply arrives; --reconnect:
+ * a free slot queues it for its connect). */
 static void release_due(struct driver *d, uint64_t now)
 {
     while (d->cursor < d->run_planned && due_time(d, d->cursor) <= now) {
@@ -327,8 +729,12 @@ static void release_due(struct driver *d, uint64_t now)
         if (id % d->threads != d->thread)
             continue;  /* another thread's connection: that thread sends it, on the same schedule */
         struct conn *c = &d->conns[id / d->threads];
-        if (c->phase == HELD && c->next == g / d->o->clients)
+        if (c->next != g / d->o->clients)
+            continue;
+        if (c->phase == HELD)
             exchange_begin(d, c, due_time(d, g));
+        else if (c->phase == APART)
+            reconnect_queue(d, c, due_time(d, g));
     }
 }
 
@@ -343,6 +749,10 @@ static void arm_timer(struct driver *d, uint64_t next_sweep)
         if (due < at)
             at = due;
     }
+    if (d->next_bad_tick && d->next_bad_tick < at)
+        at = d->next_bad_tick;
+    if (d->next_sample && d->next_sample < at)
+        at = d->next_sample;
     if (at == d->timer_at)
         return;
     struct itimerspec when = {
@@ -357,10 +767,16 @@ static void arm_timer(struct driver *d, uint64_t next_sweep)
 static void turn(struct driver *d, uint64_t *next_sweep)
 {
     struct epoll_event events[MAX_EVENTS];
+    if (d->queued)
+        start_queued(d);
     arm_timer(d, *next_sweep);
     int n = epoll_wait(d->epfd, events, MAX_EVENTS, -1);
     if (n < 0 && errno != EINTR)
         die_errno("epoll_wait");
+    /* In flight, before handling what woke us: every sample instant passed
+     * meanwhile, each as of its own instant. */
+    for (uint64_t woke = now_ns(); d->next_sample && d->next_sample <= woke;)
+        sample_inflight(d, d->next_sample);
     for (int i = 0; i < n; i++) {
         if (events[i].data.u64 == TIMER_TOKEN) {
             uint64_t expirations;
@@ -374,6 +790,8 @@ static void turn(struct driver *d, uint64_t *next_sweep)
     uint64_t now = now_ns();
     if (d->open_loop && d->start_ns)
         release_due(d, now);
+    if (d->next_bad_tick && now >= d->next_bad_tick)
+        bad_tick(d, now);
     if (now >= *next_sweep) {
         sweep(d, now);
         *next_sweep = now + SWEEP_NS;
@@ -403,6 +821,19 @@ static double thread_cpu_s(void)
     return (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
 }
 
+/* Connect conns[from .. to), at most `most` in flight, until each is
+ * established or has failed. */
+static void connect_range(struct driver *d, long from, long to, long most, uint64_t *next_sweep)
+{
+    long next = from;
+    while (next < to || d->connecting > 0) {
+        while (d->connecting < most && next < to)
+            start_connect(d, &d->conns[next++], d->addr);
+        if (d->connecting > 0)
+            turn(d, next_sweep);
+    }
+}
+
 /* One thread's share of the run, from its first connect to its last close. */
 static void *run_driver(void *arg)
 {
@@ -410,9 +841,11 @@ static void *run_driver(void *arg)
     const struct options *o = d->o;
     struct outcome *out = d->out;
     d->active = owned(o->clients, d->thread, d->threads);
-    d->total = d->active + owned(o->idle, d->thread, d->threads);
+    d->held = d->active + owned(o->idle, d->thread, d->threads);
+    d->total = d->held + owned(o->bad, d->thread, d->threads);
     d->conns = calloc((size_t)(d->total ? d->total : 1), sizeof *d->conns);
-    if (!d->conns)
+    d->queue = o->reconnect ? calloc((size_t)(d->active ? d->active : 1), sizeof *d->queue) : NULL;
+    if (!d->conns || (o->reconnect && !d->queue))
         die("out of memory for %ld connections", d->total);
     d->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (d->epfd < 0)
@@ -428,39 +861,54 @@ static void *run_driver(void *arg)
     out->began_ns = now_ns();
     d->active_open = d->active;
     for (long i = 0; i < d->total; i++) {
-        bool idle = i >= d->active;
+        enum role role = i < d->active ? ACTIVE : i < d->held ? IDLE : BAD;
         /* Its active connections are thread, thread + N ... of the run; its idle
-         * ones the same of the idle connections, numbered after the active. */
-        long k = idle ? i - d->active : i;
-        long id = (idle ? o->clients : 0) + d->thread + k * d->threads;
-        d->conns[i] = (struct conn){ .id = id, .fd = -1, .phase = CLOSED, .idle = idle };
-        d->conns[i].planned = idle ? 0 : planned_for(d, id);
+         * ones the same of the idle connections, numbered after the active; its
+         * bad ones the same of the bad connections, numbered after the idle. */
+        long k = role == ACTIVE ? i : role == IDLE ? i - d->active : i - d->held;
+        long id = (role == ACTIVE ? 0 : role == IDLE ? o->clients : o->clients + o->idle)
+                + d->thread + k * d->threads;
+        /* --reconnect: an active slot has no connection until its first exchange. */
+        enum phase phase = role == ACTIVE && o->reconnect ? APART : CLOSED;
+        d->conns[i] = (struct conn){ .id = id, .fd = -1, .phase = phase, .role = role };
+        d->conns[i].planned = role == ACTIVE ? planned_for(d, id) : 0;
     }
 
     /* Connect everything, a bounded number at a time (the bound shared out
-     * among the threads). */
-    long most_connecting = MAX_CONNECTING / d->threads > 0 ? MAX_CONNECTING / d->threads : 1;
+     * among the threads): the bad connections first, every thread's, then
+     * the active and idle ones (--reconnect: the idle ones only). */
+    d->most_connecting = MAX_CONNECTING / d->threads > 0 ? MAX_CONNECTING / d->threads : 1;
     uint64_t next_sweep = now_ns() + SWEEP_NS;
-    long next_to_connect = 0;
-    while (next_to_connect < d->total || d->connecting > 0) {
-        while (d->connecting < most_connecting && next_to_connect < d->total)
-            start_connect(d, &d->conns[next_to_connect++], d->addr);
-        if (d->connecting > 0)
-            turn(d, &next_sweep);
+    if (o->bad > 0) {
+        connect_range(d, d->held, d->total, d->most_connecting, &next_sweep);
+        pthread_barrier_wait(&d->run->bad_gate);
     }
+    connect_range(d, o->reconnect ? d->active : 0, d->held, d->most_connecting, &next_sweep);
 
     /* The gate opens when every thread has connected, at one time for all. */
-    if (pthread_barrier_wait(&d->run->gate) == PTHREAD_BARRIER_SERIAL_THREAD)
+    if (pthread_barrier_wait(&d->run->gate) == PTHREAD_BARRIER_SERIAL_THREAD) {
         d->run->start_ns = now_ns();
+        if (d->open_loop && d->run_planned > 0)
+            d->run->deadline_ns = d->run->start_ns + (uint64_t)((double)(d->run_planned - 1) * d->ns_per_request)
+                                + (uint64_t)(o->timeout_s * 1e9);
+    }
     pthread_barrier_wait(&d->run->gate);
     d->start_ns = out->first_send_ns = d->run->start_ns;
+    d->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull) ^ (uint64_t)(d->thread + 1);
+    d->sample_period = d->start_ns;
+    d->next_sample = d->start_ns + next_random(d) % INFLIGHT_INTERVAL_NS;
+    bad_start(d);
     for (long i = 0; i < d->active; i++) {
         struct conn *c = &d->conns[i];
-        if (c->phase != HELD)
+        if (c->phase != HELD && c->phase != APART)
             continue;
         if (c->planned == 0)
-            conn_close(d, c, 0);
-        else if (!d->open_loop)
+            conn_retire(d, c, 0);
+        else if (d->open_loop)
+            continue;  /* release_due() starts (--reconnect: queues) each when due */
+        else if (o->reconnect)
+            reconnect_queue(d, c, 0);
+        else
             exchange_begin(d, c, 0);
     }
     /* Until every thread's active connections are done: this thread's idle
@@ -468,7 +916,7 @@ static void *run_driver(void *arg)
     while (atomic_load(&d->run->active_open) > 0)
         turn(d, &next_sweep);
 
-    for (long i = d->active; i < d->total; i++)
+    for (long i = d->active; i < d->total; i++)  /* idle and bad ones */
         conn_close(d, &d->conns[i], 0);
     out->ended_ns = now_ns();
     out->thread_cpu_s = thread_cpu_s() - cpu_at_start;
@@ -476,6 +924,7 @@ static void *run_driver(void *arg)
     close(d->timerfd);
     close(d->epfd);
     free(d->conns);
+    free(d->queue);
     return NULL;
 }
 
@@ -487,7 +936,9 @@ void drive_events(const struct options *o, const struct net_addr *addr,
     struct run run = { .out = out };
     atomic_init(&run.completed, 0);
     atomic_init(&run.active_open, o->clients);
-    if (pthread_barrier_init(&run.gate, NULL, (unsigned)threads) != 0)
+    atomic_init(&run.warm_ns, 0);
+    if (pthread_barrier_init(&run.gate, NULL, (unsigned)threads) != 0 ||
+        pthread_barrier_init(&run.bad_gate, NULL, (unsigned)threads) != 0)
         die("pthread_barrier_init failed");
     out->requests_planned = run_planned;
 
@@ -520,6 +971,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
     for (long t = 0; t < threads; t++) {
         const struct outcome *p = &parts[t];
         out->connected += p->connected;
+        out->connections_opened += p->connections_opened;
         out->lost += p->lost;
         out->requests_ok += p->requests_ok;
         out->server_reads += p->server_reads;
@@ -527,6 +979,24 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         out->idle_ok += p->idle_ok;
         out->idle_failed += p->idle_failed;
         out->warmup_excluded += p->warmup_excluded;
+        out->requests_sent += p->requests_sent;
+        out->deadline_hit |= p->deadline_hit;
+        hist_merge(&out->connect, &p->connect);
+        out->connects_over_1s += p->connects_over_1s;
+        out->connects_over_3s += p->connects_over_3s;
+        /* The run's mean in flight: the sum of the threads' means (each samples
+         * its own connections at its own instants, so the sum at one instant is
+         * never observed; the mean of a sum is the sum of the means).  Its max:
+         * the sum of their maxima, exact with one thread, a bound above with more. */
+        if (p->inflight_samples > 0)
+            out->inflight_mean += p->inflight_sum / (double)p->inflight_samples;
+        out->inflight_samples += p->inflight_samples;
+        out->inflight_max += p->inflight_max;
+        out->bad_open_at_end += p->bad_open_at_end;
+        out->bad_closed_by_server += p->bad_closed_by_server;
+        out->bad_failed_to_connect += p->bad_failed_to_connect;
+        out->bad_bytes_sent += p->bad_bytes_sent;
+        out->bad_bytes_received += p->bad_bytes_received;
         out->began_ns = p->began_ns < out->began_ns ? p->began_ns : out->began_ns;
         out->ended_ns = p->ended_ns > out->ended_ns ? p->ended_ns : out->ended_ns;
         out->last_reply_ns = p->last_reply_ns > out->last_reply_ns ? p->last_reply_ns : out->last_reply_ns;
@@ -536,7 +1006,15 @@ void drive_events(const struct options *o, const struct net_addr *addr,
     }
     out->parts = parts;  /* kept for the report's per_thread; outcome_free frees them */
     out->nparts = threads;
+    out->deadline_ns = run.deadline_ns;
+    if (o->warmup_s > 0)
+        out->measure_from_ns = run.start_ns + (uint64_t)(o->warmup_s * 1e9);
+    else if (o->warmup_requests > 0)
+        out->measure_from_ns = atomic_load(&run.warm_ns);  /* 0: never reached, nothing measured */
+    else
+        out->measure_from_ns = run.start_ns;
     pthread_barrier_destroy(&run.gate);
+    pthread_barrier_destroy(&run.bad_gate);
     free(ids);
     free(drivers);
 }

@@ -4,7 +4,8 @@
  *           [--service top|echo|sink] [--k K] [--size BYTES]
  *           [--timeout S] [--connect-timeout S]
  *           [--engine threads|events] [--threads N] [--rate R] [--duration S]
- *           [--warmup S|N] [--idle N] [--vary uniform|log] [--seed N]
+ *           [--warmup S|N] [--reconnect] [--idle N] [--vary uniform|log] [--seed N]
+ *           [--bad N [--bad-kind silent|slow|drip] [--bad-interval S]]
  *           [--nodelay on|off] [--strategy many|writev|single|msg_more|cork
  *            --nbufs N --bufsize B --repetitions R]
  *
@@ -14,13 +15,33 @@
  *   events   event loops (epoll), one per CPU it may run on (--threads N),
  *            each with its own connections, so one process holds 10,000
  *            connections and does not become the bottleneck of a many-core
- *            server; it alone does open loop (--rate), warm-up and idle
- *            connections.
+ *            server; it alone does open loop (--rate), warm-up, idle and
+ *            misbehaving (--bad) connections, and samples the exchanges in
+ *            flight (Little's law: inflight.mean = completed_rps x latency).
+ * "What breaks first": --bad N adds connections that connect before every
+ * other one and then never read (silent), read 1 KiB per --bad-interval
+ * (slow) or send their request a byte per --bad-interval (drip, Slowloris);
+ * their fate is reported apart ("bad") and never fails the run.  Every
+ * connect is timed (connect_us, connect_histogram): a dropped SYN shows as a
+ * connect of about 1 s, 2 s, 3 s ... (the kernel's SYN retransmissions).  An
+ * open loop beyond what the server can do still ends by the last due time +
+ * --timeout, with the exchanges never sent counted (requests_not_sent).
  * Closed loop: each connection does its exchanges back to back.  Open loop
  * (--rate): exchanges are due at fixed times spread over the connections,
  * and latency is measured from when each was due, so a server that stalls
  * cannot hide the requests it held back (coordinated omission, as in wrk2);
  * the send-to-reply figure is reported beside it.
+ * --reconnect (events): every exchange on a new connection (connect, send,
+ * read the whole reply, close), HTTP/1.0 style, for the thundering-herd
+ * experiment: in open loop each connection is opened when its exchange falls
+ * due, so new connections arrive one at a time, 1/rate apart, instead of all
+ * at the start gate; in closed loop each client does its exchanges back to
+ * back, each on a fresh connection.  The connect is part of the exchange: the
+ * latency (from the due time; closed loop: from the connect() call) includes
+ * it, the send-to-reply figure does not.  A failed connect fails that one
+ * exchange and the run goes on.  JSON: "reconnect", and "connections_opened"
+ * (the connects made for exchanges); connections_ok/failed/lost then count
+ * client slots (report.c).
  *
  * stdout gets exactly one JSON object (counts, elapsed time, latency
  * percentiles, a histogram, failures by name, the client's own getrusage);
@@ -97,10 +118,25 @@ static void usage(FILE *to)
         "  --warmup S|N           leave out of the latency figures the exchanges due\n"
         "                         in the first S seconds ('2s', '0.5s') or the first\n"
         "                         N to complete ('1000')\n"
+        "  --reconnect            a new connection per exchange: connect, send, read the\n"
+        "                         whole reply, close (HTTP/1.0 style); open loop: each\n"
+        "                         connect happens when its exchange falls due, and the\n"
+        "                         latency from the due time includes it; no connecting\n"
+        "                         before the gate (idle and bad connections still do);\n"
+        "                         JSON \"connections_opened\": the connects made\n"
         "  --idle N               also hold N connections open and silent all along\n"
+        "  --bad N                also N misbehaving connections: they connect before all\n"
+        "                         the others, misbehave from the start gate until the active\n"
+        "                         ones are done, never count as failures (JSON \"bad\")\n"
+        "  --bad-kind K           silent (default): write requests while the socket takes\n"
+        "                         them, never read; slow: the same, reading at most 1024\n"
+        "                         bytes per interval; drip: send the request one byte per\n"
+        "                         interval (Slowloris), read what comes back\n"
+        "  --bad-interval S       slow/drip: seconds between reads/bytes (default 1)\n"
         "  --describe             print the flags' limits as JSON, and exit\n"
-        "Prints one JSON object on stdout. Exit 0: all succeeded, 1: some\n"
-        "failed, 2: bad arguments.\n");
+        "Prints one JSON object on stdout: counts, latencies, connect times (connect_us,\n"
+        "connect_histogram, connects_over_1s/3s), in flight (events), the bad connections.\n"
+        "Exit 0: all succeeded, 1: some failed, 2: bad arguments.\n");
 }
 
 _Noreturn static void bad_args(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -169,10 +205,15 @@ static _Noreturn void describe(void)
            "\"idle\": {\"min\": 0, \"max\": %ld}, \"rate\": {\"above\": 0, \"max\": %.17g}, "
            "\"timeout\": {\"above\": 0, \"max\": %.17g}, \"connect-timeout\": {\"above\": 0, \"max\": %.17g}, "
            "\"duration\": {\"above\": 0, \"max\": %.17g}, \"nbufs\": {\"min\": 1, \"max\": %d}, "
-           "\"bufsize\": {\"min\": 1, \"max\": %ld}}, "
-           "\"repetition_bytes_max\": %ld, \"threads_engine_samples_max\": %ld}\n",
+           "\"bufsize\": {\"min\": 1, \"max\": %ld}, \"bad\": {\"min\": 0, \"max\": %ld}, "
+           "\"bad-interval\": {\"above\": 0, \"max\": %.17g}}, "
+           "\"repetition_bytes_max\": %ld, \"threads_engine_samples_max\": %ld, "
+           "\"bad_kinds\": [\"%s\", \"%s\", \"%s\"], \"connect_burst_limit\": %d, "
+           "\"inflight_interval_ms\": %.17g}\n",
            MAX_CLIENTS, MAX_REQUESTS, MAX_SIZE, MAX_THREADS, MAX_CLIENTS, MAX_RATE,
-           MAX_SECONDS, MAX_SECONDS, MAX_SECONDS, MAX_NBUFS, MAX_BUFSIZE, MAX_REPETITION_BYTES, MAX_SAMPLES);
+           MAX_SECONDS, MAX_SECONDS, MAX_SECONDS, MAX_NBUFS, MAX_BUFSIZE, MAX_CLIENTS, MAX_SECONDS,
+           MAX_REPETITION_BYTES, MAX_SAMPLES, bad_kind_names[BAD_SILENT], bad_kind_names[BAD_SLOW],
+           bad_kind_names[BAD_DRIP], MAX_CONNECTING, (double)INFLIGHT_INTERVAL_NS / 1e6);
     exit(0);
 }
 
@@ -194,6 +235,10 @@ static struct options parse_options(int argc, char **argv)
         { "duration", required_argument, NULL, 'd' },
         { "warmup", required_argument, NULL, 'w' },
         { "idle", required_argument, NULL, 'i' },
+        { "reconnect", no_argument, NULL, 'C' },
+        { "bad", required_argument, NULL, 'z' },
+        { "bad-kind", required_argument, NULL, 'Z' },
+        { "bad-interval", required_argument, NULL, 'I' },
         { "vary", required_argument, NULL, 'v' },
         { "seed", required_argument, NULL, 'S' },
         { "nodelay", required_argument, NULL, 'N' },
@@ -211,6 +256,7 @@ static struct options parse_options(int argc, char **argv)
         .service = SERVICE_TOP, .k = 2, .size = 64,
         .timeout_s = 10, .connect_timeout_s = 5, .engine = ENGINE_THREADS, .seed = 1,
         .nodelay = true, .nbufs = -1, .bufsize = -1, .repetitions = 1,
+        .bad_kind = BAD_SILENT, .bad_interval_s = 1.0,
     };
     const char *events_only = NULL; /* the first flag that needs --engine events */
     int opt;
@@ -259,6 +305,25 @@ static struct options parse_options(int argc, char **argv)
         case 'i':
             o.idle = parse_count("--idle", optarg, 0, MAX_CLIENTS);
             events_only = events_only ? events_only : "--idle";
+            break;
+        case 'C':
+            o.reconnect = true;
+            events_only = events_only ? events_only : "--reconnect";
+            break;
+        case 'z':
+            o.bad = parse_count("--bad", optarg, 0, MAX_CLIENTS);
+            events_only = events_only ? events_only : "--bad";
+            break;
+        case 'Z':
+            if (strcmp(optarg, "silent") == 0) o.bad_kind = BAD_SILENT;
+            else if (strcmp(optarg, "slow") == 0) o.bad_kind = BAD_SLOW;
+            else if (strcmp(optarg, "drip") == 0) o.bad_kind = BAD_DRIP;
+            else bad_args("--bad-kind '%s': expected silent, slow or drip", optarg);
+            events_only = events_only ? events_only : "--bad-kind";
+            break;
+        case 'I':
+            o.bad_interval_s = parse_seconds("--bad-interval", optarg);
+            events_only = events_only ? events_only : "--bad-interval";
             break;
         case 'v':
             if (strcmp(optarg, "none") == 0) o.vary = VARY_NONE;
@@ -329,7 +394,7 @@ static struct options parse_options(int argc, char **argv)
                      o.repetitions, o.nbufs * o.bufsize, MAX_SIZE);
         if (events_only || o.vary != VARY_NONE || o.engine == ENGINE_EVENTS)
             bad_args("--strategy runs blocking connections of its own: drop --engine events, --rate, "
-                     "--warmup, --idle and --vary");
+                     "--warmup, --reconnect, --idle, --bad and --vary");
         o.size = o.repetitions * o.nbufs * o.bufsize;
     } else if (o.nbufs > 0 || o.bufsize > 0 || o.repetitions != 1) {
         bad_args("--nbufs, --bufsize and --repetitions shape the writes of --strategy: add --strategy");
@@ -382,11 +447,11 @@ static long open_descriptors(void)
 /* One descriptor per connection must fit under RLIMIT_NOFILE.  Raise the
  * soft limit as far as the hard limit allows; if that is not enough, refuse
  * with the number that fits. */
-static void ensure_descriptors(long clients, long idle)
+static void ensure_descriptors(long clients, long idle, long bad)
 {
     struct rlimit lim;
     long in_use = open_descriptors() + FD_RESERVE;
-    long need = clients + idle + in_use;
+    long need = clients + idle + bad + in_use;
     if (getrlimit(RLIMIT_NOFILE, &lim) < 0)
         die_errno("getrlimit(RLIMIT_NOFILE)");
     if (lim.rlim_cur != RLIM_INFINITY && (long)lim.rlim_cur < need) {
@@ -396,9 +461,11 @@ static void ensure_descriptors(long clients, long idle)
         if (now < need) {
             long fit = now > in_use ? now - in_use : 0;
             warn("--clients %ld%s needs %ld open files, but the limit is %ld "
-                 "(hard limit %ld): at most %ld %s fit.", clients, idle ? " and --idle" : "",
+                 "(hard limit %ld): at most %ld %s fit.", clients,
+                 bad ? (idle ? ", --idle and --bad" : " and --bad") : idle ? " and --idle" : "",
                  need, now, lim.rlim_max == RLIM_INFINITY ? -1L : (long)lim.rlim_max, fit,
-                 idle ? "connections (clients + idle)" : "clients");
+                 bad ? (idle ? "connections (clients + idle + bad)" : "connections (clients + bad)")
+                 : idle ? "connections (clients + idle)" : "clients");
             warn("ask for %ld connections or fewer, or raise the limit first "
                  "(ulimit -n %ld, or LimitNOFILE= / limits.conf as root)", fit, need);
             exit(EXIT_BAD_ARGS);
@@ -435,7 +502,7 @@ int main(int argc, char **argv)
     struct net_addr addr;
     if (net_resolve(o.host, (int)o.port, &addr) < 0)
         bad_args("--host '%s': not an address this machine can resolve", o.host);
-    ensure_descriptors(o.clients, o.idle);
+    ensure_descriptors(o.clients, o.idle, o.bad);
     struct workload work;
     workload_make(&work, o.service, o.k, o.size, o.vary, o.seed);
 

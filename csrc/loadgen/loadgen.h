@@ -26,6 +26,12 @@ enum engine { ENGINE_THREADS, ENGINE_EVENTS };
 enum strategy { STRATEGY_NONE, STRATEGY_MANY, STRATEGY_WRITEV, STRATEGY_SINGLE, STRATEGY_MSG_MORE,
                 STRATEGY_CORK };
 extern const char *const strategy_names[];
+/* --bad-kind: how the misbehaving connections of --bad N misbehave (events.c). */
+enum bad_kind { BAD_SILENT, BAD_SLOW, BAD_DRIP };
+extern const char *const bad_kind_names[];
+#define BAD_SLOW_READ 1024             /* slow: bytes read per --bad-interval, at most */
+#define MAX_CONNECTING 512             /* events: connects in flight at once (all its threads) */
+#define INFLIGHT_INTERVAL_NS 10000000ull /* events: in-flight sampling period (= its sweep) */
 #define MAX_NBUFS 1024                 /* writev's IOV_MAX */
 #define MAX_BUFSIZE 65536L
 #define MAX_REPETITION_BYTES (1L << 20) /* nbufs x bufsize */
@@ -46,7 +52,11 @@ struct options {
     double duration_s;             /* open loop: instead of --requests; 0 = not given */
     double warmup_s;               /* leave out exchanges meant to start this early ... */
     long warmup_requests;          /* ... or the first this many to complete */
+    bool reconnect;                /* events: a new connection per exchange (--reconnect) */
     long idle;                     /* extra connections held open and silent */
+    long bad;                      /* extra misbehaving connections (--bad), connected first */
+    enum bad_kind bad_kind;        /* ... silent, slow or drip */
+    double bad_interval_s;         /* ... slow: a read, drip: a byte, every this often */
     enum size_vary vary;           /* echo/sink: body sizes differ per connection */
     unsigned long seed;            /* ... drawn reproducibly from this seed */
     bool nodelay;                  /* TCP_NODELAY on every connection (the default) */
@@ -72,8 +82,13 @@ void tally_add(struct failure_tally *t, int failure);
 struct outcome {
     long connected;                /* active connections that connected */
     long lost;                     /* ... and then failed (RST, EOF, timeout, bad reply) */
+    /* --reconnect: an active connection is a client slot, a connection per exchange;
+     * connected counts the slots none of whose connects failed, lost those one of
+     * whose connections failed once connected. */
+    long connections_opened;       /* events: connects that succeeded for active exchanges */
     long requests_planned;         /* exchanges the run was to make */
     long requests_ok;
+    long requests_sent;            /* exchanges begun (their first byte handed to send) */
     long server_reads;             /* sink: summed over the exchanges */
     long long body_bytes_ok;       /* echo/sink body bytes of the completed exchanges */
     long idle_ok, idle_failed;     /* idle connections held to the end, or not */
@@ -103,12 +118,34 @@ struct outcome {
      * connect, exchange and close; not the start-up or the report): wall and process CPU
      * time over the same window, so their ratio is the CPUs the generator used. */
     double window_wall_s, window_cpu_s;
+    /* Connect times (connect() called .. established), every connection of the run that
+     * connected: active, idle and bad ones. */
+    struct histogram connect;
+    long connects_over_1s, connects_over_3s; /* >= 0.9 s, >= 2.9 s: SYN retransmissions */
+    /* Open loop: the run's deadline (the last exchange due + --timeout), and whether
+     * it cut exchanges still unanswered (0: closed loop, no deadline). */
+    uint64_t deadline_ns;
+    bool deadline_hit;
+    /* The measured window: from the end of the warm-up (the gate, without one) to the
+     * last reply; completed_rps is the exchanges measured over it. */
+    uint64_t measure_from_ns;
+    /* Events: exchanges in flight, sampled once per INFLIGHT_INTERVAL_NS after the
+     * warm-up (a part: its own sum, samples and max; the whole: the run's mean, the sum
+     * of the threads' means). */
+    double inflight_sum, inflight_mean;
+    long inflight_samples, inflight_max;
+    /* --bad: what became of the misbehaving connections (never failures of the run). */
+    long bad_open_at_end, bad_closed_by_server, bad_failed_to_connect;
+    long long bad_bytes_sent, bad_bytes_received;
+    struct failure_tally bad_failures;
 };
 
 void outcome_init(struct outcome *out);
 void outcome_free(struct outcome *out);
 /* Quote the first bad reply on stderr; later ones are only counted. */
 void note_bad_reply(struct outcome *out, long connection, const struct exchange *x);
+/* One connect that succeeded after `ns` (not thread-safe: each thread its own outcome). */
+void note_connect(struct outcome *out, uint64_t ns);
 
 /* The drivers: run the whole load, fill in *out. */
 void drive_threads(const struct options *o, const struct net_addr *addr,

@@ -4,6 +4,30 @@
  * and from the histogram otherwise (events); "latency_source" and
  * "percentile_precision" say which, so a reader knows how far to trust the
  * third digit.
+ *
+ * Keys the "what breaks first" experiment reads (both engines print every key;
+ * null where a figure was not measured, never a 0 that was not counted):
+ *   requests_sent, requests_not_sent  exchanges begun, and planned but never
+ *       begun (their connection failed, or was still busy with earlier ones
+ *       when an open-loop run reached its deadline); requests_failed =
+ *       requests_planned - requests_ok, as before;
+ *   run_deadline_s, ended_at_deadline  open loop: the last due time +
+ *       --timeout, and whether exchanges were still unanswered then;
+ *   completed_rps, measured_window_s  exchanges measured (after the warm-up)
+ *       per second, from the end of the warm-up to the last reply;
+ *   inflight  events: {mean, max, samples, interval_ms, max_exact}, exchanges
+ *       in flight sampled every 10 ms (events.c); null from the threads engine;
+ *   connect_us, connect_histogram, connects_over_1s, connects_over_3s,
+ *       connect_burst_limit, syn_linear_timeouts  connect times (see below);
+ *   bad  --bad N: the misbehaving connections' fate; null without them;
+ *   reconnect, connections_opened  whether each exchange had a connection of
+ *       its own (--reconnect), and the connects that succeeded for the
+ *       exchanges (without --reconnect: connections_ok, one per client).  With
+ *       --reconnect, connections_ok/failed/lost count client slots: ok, none
+ *       of its connects failed; failed (clients - ok), one of them did; lost,
+ *       one of its connections failed once connected.  A failed connect is a
+ *       failed exchange (requests_failed, errors by name), never the end of
+ *       the slot.
  */
 #include "loadgen/loadgen.h"
 
@@ -63,15 +87,18 @@ void outcome_init(struct outcome *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_init(&out->failures.lock, NULL);
+    pthread_mutex_init(&out->bad_failures.lock, NULL);
     atomic_init(&out->bad_reply_reported, false);
     hist_init(&out->corrected);
     hist_init(&out->uncorrected);
+    hist_init(&out->connect);
     out->began_ns = out->ended_ns = now_ns();
 }
 
 void outcome_free(struct outcome *out)
 {
     pthread_mutex_destroy(&out->failures.lock);
+    pthread_mutex_destroy(&out->bad_failures.lock);
     free(out->exact_ns);
     out->exact_ns = NULL;
     free(out->parts);  /* each part was freed when it was added up */
@@ -86,7 +113,26 @@ void note_bad_reply(struct outcome *out, long connection, const struct exchange 
              x->bad_line ? "'" : "");
 }
 
+/* Connect times: 0.9 s and 2.9 s are the marks of one and of two or three SYN
+ * retransmissions.  Linux's first SYN RTO is TCP_TIMEOUT_INIT, 1 s
+ * (include/net/tcp.h); tcp_retransmit_timer() (net/ipv4/tcp_timer.c) then
+ * doubles it, so without linear timeouts a connect whose SYN was dropped takes
+ * about 1, 3, 7 ... s; since Linux 6.5 the first tcp_syn_linear_timeouts
+ * retransmissions (sysctl, default 4) keep 1 s, so it takes about 1, 2, 3, 4,
+ * 5, 7, 11 ... s.  Either way a 3 s connect fits under the default
+ * --connect-timeout of 5 s (a 7 s one would not). */
+void note_connect(struct outcome *out, uint64_t ns)
+{
+    hist_record(&out->connect, ns);
+    if (ns >= 900000000ull)
+        out->connects_over_1s++;
+    if (ns >= 2900000000ull)
+        out->connects_over_3s++;
+}
+
 /* ------------------------------------------------------------ the report */
+
+const char *const bad_kind_names[] = { "silent", "slow", "drip" };
 
 static const char *const engine_names[] = { "threads", "events" };
 
@@ -146,9 +192,88 @@ static void print_histogram_buckets(const struct histogram *h)
     printf("]");
 }
 
+static void print_optional(const char *key, bool given, double value);
+static void print_optional_count(const char *key, bool given, long value);
+
+/* Connect times, from the histogram: percentiles and the non-empty buckets as
+ * [lowest, highest value in the bucket (us), count] (a bucket is under 1% wide). */
+static void print_connects(const struct options *o, const struct outcome *out)
+{
+    const struct histogram *h = &out->connect;
+    if (h->total == 0) {
+        printf("\"connect_us\":{\"p50\":null,\"p90\":null,\"p99\":null,\"max\":null,\"mean\":null,"
+               "\"samples\":0},");
+    } else {
+        printf("\"connect_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f,\"mean\":%.3f,"
+               "\"samples\":%llu},",
+               (double)hist_percentile(h, 50) / 1e3, (double)hist_percentile(h, 90) / 1e3,
+               (double)hist_percentile(h, 99) / 1e3, (double)h->max / 1e3,
+               h->sum / (double)h->total / 1e3, (unsigned long long)h->total);
+    }
+    printf("\"connect_histogram\":[");
+    const char *sep = "";
+    for (size_t b = 0; b < HIST_BUCKETS; b++) {
+        if (h->count[b] == 0)
+            continue;
+        printf("%s[%.3f,%.3f,%llu]", sep, (double)hist_bucket_low(b) / 1e3,
+               (double)hist_bucket_high(b) / 1e3, (unsigned long long)h->count[b]);
+        sep = ",";
+    }
+    printf("],\"connects_over_1s\":%ld,\"connects_over_3s\":%ld,", out->connects_over_1s,
+           out->connects_over_3s);
+    /* The events engine staggers a burst: at most this many connects at once. */
+    print_optional_count("connect_burst_limit", o->engine == ENGINE_EVENTS && o->strategy == STRATEGY_NONE,
+                         MAX_CONNECTING);
+    /* This network namespace's SYN retransmission schedule (null: a kernel without it). */
+    long linear = -1;
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_syn_linear_timeouts", "r");
+    if (f) {
+        if (fscanf(f, "%ld", &linear) != 1)
+            linear = -1;
+        fclose(f);
+    }
+    print_optional_count("syn_linear_timeouts", linear >= 0, linear);
+}
+
+static void print_errors_named(const char *key, const struct failure_tally *t);
+
+/* Events: exchanges in flight; null from the drivers that do not sample. */
+static void print_inflight(const struct options *o, const struct outcome *out)
+{
+    if (o->engine != ENGINE_EVENTS || o->strategy != STRATEGY_NONE) {
+        printf("\"inflight\":null,");
+        return;
+    }
+    printf("\"inflight\":{");
+    print_optional("mean", out->inflight_samples > 0, out->inflight_mean);
+    print_optional_count("max", out->inflight_samples > 0, out->inflight_max);
+    printf("\"samples\":%ld,\"interval_ms\":%.0f,\"max_exact\":%s},", out->inflight_samples,
+           (double)INFLIGHT_INTERVAL_NS / 1e6, o->threads == 1 ? "true" : "false");
+}
+
+/* --bad: what became of the misbehaving connections; null without them. */
+static void print_bad(const struct options *o, const struct outcome *out)
+{
+    if (o->bad == 0) {
+        printf("\"bad\":null,");
+        return;
+    }
+    printf("\"bad\":{\"kind\":\"%s\",\"connections\":%ld,\"interval_s\":%.15g,\"open_at_end\":%ld,"
+           "\"closed_by_server\":%ld,\"failed_to_connect\":%ld,\"bytes_sent\":%lld,\"bytes_received\":%lld,",
+           bad_kind_names[o->bad_kind], o->bad, o->bad_interval_s, out->bad_open_at_end,
+           out->bad_closed_by_server, out->bad_failed_to_connect, out->bad_bytes_sent, out->bad_bytes_received);
+    print_errors_named("errors", &out->bad_failures);
+    printf("},");
+}
+
 static void print_errors(const struct failure_tally *t)
 {
-    printf("\"errors\":{");
+    print_errors_named("errors", t);
+}
+
+static void print_errors_named(const char *key, const struct failure_tally *t)
+{
+    printf("\"%s\":{", key);
     for (int i = 0; i < t->kinds; i++) {
         char buf[32];
         printf("%s\"%s\":%ld", i ? "," : "", failure_name(t->entry[i].failure, buf),
@@ -225,10 +350,18 @@ int report(const struct options *o, struct outcome *out)
     printf("\"timeout_s\":%g,\"connect_timeout_s\":%g,", o->timeout_s, o->connect_timeout_s);
     printf("\"connections_ok\":%ld,\"connections_failed\":%ld,\"connections_lost\":%ld,",
            out->connected, connections_failed, out->lost);
+    printf("\"reconnect\":%s,\"connections_opened\":%ld,", o->reconnect ? "true" : "false",
+           o->reconnect ? out->connections_opened : out->connected);
     printf("\"idle_connections\":%ld,\"idle_connections_ok\":%ld,"
            "\"idle_connections_failed\":%ld,", o->idle, out->idle_ok, out->idle_failed);
     printf("\"requests_planned\":%ld,\"requests_ok\":%ld,\"requests_failed\":%ld,",
            out->requests_planned, out->requests_ok, requests_failed);
+    printf("\"requests_sent\":%ld,\"requests_not_sent\":%ld,", out->requests_sent,
+           out->requests_planned - out->requests_sent);
+    bool deadline = out->deadline_ns > 0 && out->first_send_ns > 0;
+    print_optional("run_deadline_s", deadline,
+                   deadline ? (double)(out->deadline_ns - out->first_send_ns) / 1e9 : 0);
+    printf("\"ended_at_deadline\":%s,", out->deadline_hit ? "true" : "false");
     printf("\"warmup\":{");
     print_optional("seconds", o->warmup_s > 0, o->warmup_s);
     print_optional_count("requests", o->warmup_requests > 0, o->warmup_requests);
@@ -238,6 +371,15 @@ int report(const struct options *o, struct outcome *out)
         printf("\"throughput_rps\":%.3f,", (double)out->requests_ok / elapsed);
     else
         printf("\"throughput_rps\":null,");
+    /* Measured: after the warm-up, up to the last reply. */
+    long measured = out->requests_ok - out->warmup_excluded;
+    bool window = out->measure_from_ns > 0 && out->last_reply_ns > out->measure_from_ns && measured > 0;
+    double window_s = window ? (double)(out->last_reply_ns - out->measure_from_ns) / 1e9 : 0;
+    print_optional("measured_window_s", window, window_s);
+    print_optional("completed_rps", window, window ? (double)measured / window_s : 0);
+    print_inflight(o, out);
+    print_connects(o, out);
+    print_bad(o, out);
     if (o->service != SERVICE_TOP) {
         /* Uploads: the bodies delivered, from the first request byte to the last reply. */
         printf("\"vary\":\"%s\",\"seed\":%lu,\"body_bytes_ok\":%lld,", vary_names[o->vary],
@@ -290,6 +432,10 @@ int report(const struct options *o, struct outcome *out)
     printf("}\n");
     fflush(stdout);
 
+    if (o->bad)
+        warn("%ld bad connections (%s): %ld open at the end, %ld closed by the server, %ld failed to connect",
+             o->bad, bad_kind_names[o->bad_kind], out->bad_open_at_end, out->bad_closed_by_server,
+             out->bad_failed_to_connect);
     warn("%ld clients (+%ld idle) x %ld requests (%s, %s engine, %ld thread%s, %s loop): %ld ok, %ld failed, "
          "%ld connections failed, %ld lost, %.3f s", o->clients, o->idle,
          o->clients ? out->requests_planned / o->clients : 0, service_names[o->service],

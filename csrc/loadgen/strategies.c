@@ -206,7 +206,8 @@ struct client {
     long index;
     pthread_t thread;
     uint64_t *latency_ns;          /* its requests' latencies */
-    long requests_ok, server_reads, calls, head_calls, segs, data_segs;
+    long requests_ok, requests_sent, server_reads, calls, head_calls, segs, data_segs;
+    uint64_t connect_ns;           /* connect() .. established; 0: it did not connect */
     long long body_bytes_ok;
     uint64_t send_ns, first_send_ns, last_reply_ns;
     bool connected, lost;
@@ -232,6 +233,7 @@ static int run_connection(struct client *c, struct writer *w)
         uint64_t t0 = now_ns();
         if (c->first_send_ns == 0)
             c->first_send_ns = t0;
+        c->requests_sent++;
         for (long rep = 0; rep < o->repetitions; rep++) {
             int err = write_repetition(w, rep == 0 ? x.head : "", rep == 0 ? x.head_len : 0);
             if (err)
@@ -269,8 +271,11 @@ static void *client_main(void *arg)
         if (w.bufs[b])
             memset(w.bufs[b], 'a' + (int)(b % 26), (size_t)o->bufsize);
     }
-    w.fd = net_connect_addr(c->addr, false);
+    uint64_t began = now_ns();
+    w.fd = net_connect_addr(c->addr, false);  /* blocking: returns established */
     c->connected = w.fd >= 0;
+    if (c->connected)
+        c->connect_ns = now_ns() - began;
     c->failure = w.fd < 0 ? errno : run_connection(c, &w);
     c->lost = c->connected && c->failure;
     c->calls = w.calls;
@@ -315,6 +320,9 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
         out->connected += c->connected;
         out->lost += c->lost;
         out->requests_ok += c->requests_ok;
+        out->requests_sent += c->requests_sent;
+        if (c->connected)
+            note_connect(out, c->connect_ns);
         out->server_reads += c->server_reads;
         out->body_bytes_ok += c->body_bytes_ok;
         out->write_calls += c->calls;
@@ -331,6 +339,7 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
         n += (size_t)c->requests_ok;
     }
     out->ended_ns = now_ns();
+    out->measure_from_ns = out->first_send_ns;
     qsort(latency, n, sizeof *latency, compare_u64);
     for (size_t i = 0; i < n; i++) {
         hist_record(&out->corrected, latency[i]);

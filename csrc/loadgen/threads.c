@@ -48,10 +48,12 @@ static int wait_for(int fd, short events, uint64_t deadline_ns)
     }
 }
 
-/* Connect within the timeout.  Returns 0 and *fd, or a failure. */
-static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, bool nodelay, int *fd)
+/* Connect within the timeout.  Returns 0 and *fd, or a failure; *took_ns:
+ * from the connect() call until it was established (0 if it was not). */
+static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, bool nodelay, int *fd,
+                     uint64_t *took_ns)
 {
-    uint64_t deadline = now_ns() + timeout_ns;
+    uint64_t began = now_ns(), deadline = began + timeout_ns;
     int s = net_connect_addr(addr, true);
     if (s < 0)
         return errno;
@@ -59,8 +61,13 @@ static int conn_open(const struct net_addr *addr, uint64_t timeout_ns, bool node
     int ready = wait_for(s, POLLOUT, deadline);
     if (ready == 0)
         failure = ETIMEDOUT;
-    else if (ready < 0 || net_connect_result(s) < 0 || net_set_nodelay(s, nodelay) < 0)
+    else if (ready < 0 || net_connect_result(s) < 0)
         failure = errno;
+    else {
+        *took_ns = now_ns() - began;  /* established */
+        if (net_set_nodelay(s, nodelay) < 0)
+            failure = errno;
+    }
     if (failure) {
         close(s);
         return failure;
@@ -152,6 +159,8 @@ struct client {
     pthread_t thread;
     bool started, connected, lost;
     long requests_ok;
+    long requests_sent;            /* exchanges begun */
+    uint64_t connect_ns;           /* connect() .. established; 0: it did not connect */
     long server_reads;             /* sink: summed over its exchanges */
     long long body_bytes_ok;       /* echo/sink body bytes of its completed exchanges */
     uint64_t began_ns, ended_ns;   /* first connect attempt .. closed */
@@ -167,7 +176,8 @@ static void *client_main(void *arg)
     int fd = -1;
 
     c->began_ns = now_ns();
-    int failure = conn_open(run->addr, (uint64_t)(run->opt->connect_timeout_s * 1e9), run->opt->nodelay, &fd);
+    int failure = conn_open(run->addr, (uint64_t)(run->opt->connect_timeout_s * 1e9), run->opt->nodelay, &fd,
+                            &c->connect_ns);
     gate_arrive(&run->gate, failure == 0);
     c->connected = failure == 0;
 
@@ -176,6 +186,7 @@ static void *client_main(void *arg)
         uint64_t t0 = now_ns();
         if (c->first_send_ns == 0)
             c->first_send_ns = t0;
+        c->requests_sent++;
         failure = conn_exchange(fd, &x, (uint64_t)(run->opt->timeout_s * 1e9));
         if (failure == 0) {
             c->last_reply_ns = now_ns();
@@ -238,6 +249,9 @@ static void collect(struct run *run, const struct client *clients)
         out->connected += c->connected;
         out->lost += c->lost;
         out->requests_ok += c->requests_ok;
+        out->requests_sent += c->requests_sent;
+        if (c->connect_ns)
+            note_connect(out, c->connect_ns);
         out->server_reads += c->server_reads;
         out->body_bytes_ok += c->body_bytes_ok;
         if (c->first_send_ns && (!out->first_send_ns || c->first_send_ns < out->first_send_ns))
@@ -250,6 +264,7 @@ static void collect(struct run *run, const struct client *clients)
         memmove(run->latency_ns + n, mine, (size_t)c->requests_ok * sizeof *mine);
         n += (size_t)c->requests_ok;
     }
+    out->measure_from_ns = out->first_send_ns;  /* no warm-up in closed loop */
     qsort(run->latency_ns, n, sizeof *run->latency_ns, compare_u64);
     for (size_t i = 0; i < n; i++) {
         hist_record(&out->corrected, run->latency_ns[i]);
