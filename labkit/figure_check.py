@@ -5,9 +5,10 @@ without complaint but a reader is misled by.
 
 Each check is one thing a chart of this lab once got wrong:
   - a bar on a log axis (a bar's length means nothing there);
-  - a shape or annotation in data coordinates far outside the data (plotly reads its y
-    on a log axis as the exponent: iperf3's 12.6 Gbit/s drawn at 10^12.6 stretched an
-    axis to 1T, every line a flat band at its bottom);
+  - a shape or annotation in data coordinates far outside the data (plotly reads an
+    annotation's x or y on a log axis as the exponent, a shape's as the value itself:
+    iperf3's label at 12.6 Gbit/s drawn at 10^12.6 stretched an axis to 1T, every line a
+    flat band at its bottom);
   - an axis range set by hand that leaves the data out, or more than a decade beyond it;
   - a title or axis title too long for the figure's width (plotly does not wrap them:
     they are cut at both sides), or a y title taller than the plot (it runs over the x
@@ -101,7 +102,9 @@ def _range_problems(name: str, axis: dict, seen: list[float]) -> list[str]:
 
 
 def _placed_problems(what: str, item: dict, axes: dict, values: dict) -> list[str]:
-    """A shape or annotation placed in data coordinates must lie within a decade of the data."""
+    """A shape or annotation placed in data coordinates must lie within a decade of the data.
+    On a log axis plotly reads an annotation's position as the exponent (log units) and a
+    shape's as the value (plotly.js#6194)."""
     found = []
     for letter, keys in (("y", ("y0", "y1", "y")), ("x", ("x0", "x1", "x"))):
         ref = item.get(f"{letter}ref") or letter
@@ -116,7 +119,11 @@ def _placed_problems(what: str, item: dict, axes: dict, values: dict) -> list[st
             at = item.get(key)
             if not isinstance(at, (int, float)) or isinstance(at, bool):
                 continue
-            value = 10 ** at if log else at
+            exponent = log and what == "annotation"
+            if exponent and at > 300:
+                value = math.inf  # 10 ** at overflows: far beyond any data
+            else:
+                value = 10 ** at if exponent else at
             positive = [v for v in seen if v > 0]
             if log and positive:
                 far = not (min(positive) / 10 <= value <= max(positive) * 10)
@@ -125,7 +132,7 @@ def _placed_problems(what: str, item: dict, axes: dict, values: dict) -> list[st
                 far = not (min(seen) - 10 * span <= value <= max(seen) + 10 * span)
             if far:
                 label = item.get("text") or item.get("type") or what
-                found.append(f"{what} {label!r} at {letter}={at:g}{' (a log axis: 10^' + format(at, 'g') + ')' if log else ''}"
+                found.append(f"{what} {label!r} at {letter}={at:g}{' (a log axis: 10^' + format(at, 'g') + ')' if exponent else ''}"
                              f" lies far outside the data ({min(seen):g} to {max(seen):g}) on {axis_name}")
     return found
 

@@ -116,7 +116,7 @@ def test_it_reads_a_figure_as_a_notebook_stores_it():
 
     stored = json.loads(go.Figure(go.Bar(x=["a", "b"], y=np.array([1.0, 1000.0]))).update_yaxes(type="log").to_json())
     hline = json.loads(go.Figure(go.Scatter(x=np.array([1, 10]), y=np.array([0.5, 9.0]))).update_yaxes(type="log")
-                       .add_hline(y=12.58).to_json())
+                       .add_hline(y=12.58, annotation_text="iperf3").to_json())  # the label: at 10^12.58
     assert isinstance(hline["data"][0]["y"], dict)  # a typed array: decoded, not skipped
     assert any("far outside the data" in p for p in figure_check.problems(hline))
     assert any("bars on a log axis" in p for p in figure_check.problems(stored))

@@ -318,20 +318,20 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
 
 def reference_line(fig: go.Figure, y: float, text: str) -> go.Figure:
     """A horizontal reference (iperf3's ceiling, say) across every subplot, labelled at its
-    left end.  On a log axis plotly reads a shape's and an annotation's y as the exponent
-    (fig.add_hline(y=12.6) drew iperf3's 12.6 Gbit/s at 10^12.6 and stretched the axis to
-    1T), so there the line is placed at log10(y)."""
+    left end.  plotly places a shape in data units on every axis, but an annotation on a
+    log axis in log units (plotly.js#6194, plotly.py#3493): fig.add_hline(y=12.6,
+    annotation_text=...) put the label at 10^12.6 and stretched the axis to 1T.  So the
+    label alone is placed at log10(y) there."""
     for axis in fig.select_yaxes():
         log = axis.type == "log"
         if log and y <= 0:
             continue  # no place on a log axis
-        at = math.log10(y) if log else y
         yref = axis.plotly_name.replace("axis", "")
         xref = f"{axis.anchor or 'x'} domain"
-        fig.add_shape(type="line", xref=xref, x0=0, x1=1, yref=yref, y0=at, y1=at,
+        fig.add_shape(type="line", xref=xref, x0=0, x1=1, yref=yref, y0=y, y1=y,
                       line=dict(dash="dash", color="#555", width=1.5))
-        fig.add_annotation(xref=xref, x=0.01, xanchor="left", yref=yref, y=at, yanchor="bottom", text=text,
-                           showarrow=False, font=dict(size=12, color="#333"))
+        fig.add_annotation(xref=xref, x=0.01, xanchor="left", yref=yref, y=math.log10(y) if log else y,
+                           yanchor="bottom", text=text, showarrow=False, font=dict(size=12, color="#333"))
     return fig
 
 
