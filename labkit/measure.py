@@ -61,8 +61,10 @@ class Run:
     `link` (a labkit.netlink.Link, not made yet): each side in its own network namespace
     across it, made for this run and removed after it; None: the same host.  `events`:
     the perf events to count (None: perf.DEFAULT_EVENTS).  `stacks`: also where the
-    server's time goes (its sampled stacks, its system calls by name).  A sweep's run
-    also names its grid `point`, its `repeat` and its `key` in the results file."""
+    server's time goes (its sampled stacks, its system calls by name).  `watch`: what
+    the kernel is sampled for while the load runs ("memory", "accept_queue":
+    labkit.kernel_view).  A sweep's run also names its grid `point`, its `repeat` and
+    its `key` in the results file."""
 
     server: ServerSpec
     load: LoadSpec
@@ -70,6 +72,7 @@ class Run:
     link: Link | None = None
     events: tuple[str, ...] | None = None
     stacks: bool = False
+    watch: tuple[str, ...] = ()
     point: dict = field(default_factory=dict)
     repeat: int = 0
     key: str = ""
@@ -79,17 +82,18 @@ def point(run: Run) -> dict:
     """Measure one `run`: its row (labkit.row's columns, status "ok" or "failed")."""
     link = run.link
     if link is None:
-        return _point(run.server, run.load, run.pinning, run.events, None, run.stacks)
+        return _point(run.server, run.load, run.pinning, run.events, None, run.stacks, run.watch)
     with link:
         row = _point(replace(run.server, flags={**run.server.flags, "host": link.server_address}), run.load,
-                     run.pinning, run.events, link, run.stacks)
+                     run.pinning, run.events, link, run.stacks, run.watch)
     row["link"] = link.shaping
     row.update(link.row_counters())
     return row
 
 
-def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, stacks: bool = False) -> dict:
-    from . import perf
+def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, stacks: bool = False,
+           watch: tuple[str, ...] = ()) -> dict:
+    from . import kernel_view, perf, server_counters
 
     events = list(events or perf.DEFAULT_EVENTS)
     row = rows.new(server, load, events)
@@ -105,8 +109,11 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
         _wait_for_workers(running.pid, server.workers or len(row["server_cpus"]) or 1)
 
     client, attached, server_died, where = None, None, False, None
+    kernel = kernel_view.Watch(running.pid, running.port, memory="memory" in watch,
+                               accept_queue="accept_queue" in watch)
     try:
-        with perf.attach_tree(running.pid, events) as attached, _where_the_time_goes(running.pid, stacks) as where:
+        with perf.attach_tree(running.pid, events) as attached, _where_the_time_goes(running.pid, stacks) as where, \
+                kernel:
             client = _run_client(row, running, load, pinning, events, link)
             server_died = not running.alive()
     except LabError:
@@ -118,6 +125,7 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
             row["server_batch_s"] = _batch_seconds(running)
         said = _tail(running.stderr_text())  # before stop: what it reported during the run
         exit_code = running.stop()
+        server_counters.fill(row, running.stdout_after_stop())
 
     if server_died:
         rows.fail(row, f"the server died during the run (exit status {_status(exit_code)}); "
@@ -144,6 +152,8 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
         notes.append(client.note)
     _per_request(row)
     _syscalls_per_repetition(row, load)
+    kernel.fill(row, connections=load.clients + int(load.options.get("idle") or 0)
+                + int(load.options.get("bad") or 0))
     if where is not None:
         where.fill(row)
     row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
@@ -315,6 +325,8 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     row.update(rows.from_summary(summary))
     row["client_cpus"] = list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0))
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
+    if row["requests_planned"]:  # a stuck server's failed point says how much it still served
+        row["served_fraction"] = row["requests_ok"] / row["requests_planned"]
 
     # The CPUs the generator used: its CPU time over the wall time of the same window (the
     # whole run, connects to closes; not its start-up, nor perf's).  Process CPU over the

@@ -109,8 +109,8 @@ class Plan:
         events = (*perf.DEFAULT_EVENTS, *experiment.events) if experiment.events else None
         stacks = bool(self.values.get("profile_stacks"))
         return [Run(experiment.server_spec(point), experiment.load_spec(point), self.pinning,
-                    link=experiment.link(point), events=events, stacks=stacks, point=point, repeat=repeat,
-                    key=point_key(experiment.name, point, repeat))
+                    link=experiment.link(point), events=events, stacks=stacks, watch=experiment.watch,
+                    point=point, repeat=repeat, key=point_key(experiment.name, point, repeat))
                 for point in self.grid() for repeat in range(self.values["repeats"])]
 
 

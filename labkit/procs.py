@@ -206,6 +206,7 @@ class Server:
         self._child = child
         self._stderr = stderr_file
         self._stdout_tail = bytearray()
+        self._drainer: threading.Thread | None = None  # reads stdout all along (start_server)
         self.spec = spec
         self.model = spec.model
         self.service = spec.service
@@ -229,6 +230,13 @@ class Server:
     def stdout_text(self) -> str:
         """What the server printed on stdout after `listening` (its last 64 KiB)."""
         return bytes(self._stdout_tail).decode("utf-8", "replace")
+
+    def stdout_after_stop(self, within: float = 1.0) -> str:
+        """Everything it printed on stdout, its last words included (what its processes
+        report as they stop): waits up to `within` for the pipe's end once it is stopped."""
+        if self.returncode is not None and self._drainer is not None:
+            self._drainer.join(within)
+        return self.stdout_text()
 
     def stderr_text(self) -> str:
         """Everything the server wrote to stderr so far."""
@@ -310,7 +318,8 @@ def start_server(spec: ServerSpec | str, service: str | None = None, cpus=None, 
     except BaseException:
         server.stop(timeout=0.2)
         raise
-    threading.Thread(target=_drain, args=(child.popen.stdout, server._stdout_tail), daemon=True).start()
+    server._drainer = threading.Thread(target=_drain, args=(child.popen.stdout, server._stdout_tail), daemon=True)
+    server._drainer.start()
     return server
 
 

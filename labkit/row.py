@@ -68,7 +68,50 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("lat_p999_us",              NAN,      "latency_us.p999"),
     ("lat_max_us",               NAN,      "latency_us.max"),
     ("lat_uncorrected_p99_us",   NAN,      "latency_uncorrected_us.p99"),
+    ("lat_mean_us",              NAN,      "latency_us.mean"),
     ("throughput_rps",           NAN,      "throughput_rps",                _or_nan),
+    # what breaks first (experiment 6): exchanges completed per second after the warm-up, and
+    # how many were in flight, sampled every 10 ms (Little's law: in flight = rate x latency)
+    ("requests_planned",         0,        "requests_planned",              int),
+    ("served_fraction",          NAN),     # requests_ok / requests_planned
+    ("completed_rps",            NAN,      "completed_rps",                 _or_nan),
+    ("requests_not_sent",        NAN,      "requests_not_sent"),  # open loop: due, never sent before the run's end
+    ("inflight_mean",            NAN,      "inflight.mean"),
+    ("inflight_max",             NAN,      "inflight.max"),
+    # ... how long each connect took (SYN to established; 1 s and 3 s: SYNs retransmitted)
+    ("connect_p50_us",           NAN,      "connect_us.p50"),
+    ("connect_p99_us",           NAN,      "connect_us.p99"),
+    ("connect_max_us",           NAN,      "connect_us.max"),
+    ("connects_over_1s",         NAN,      "connects_over_1s"),
+    ("connects_over_3s",         NAN,      "connects_over_3s"),
+    ("connect_histogram",        [],       "connect_histogram",             _buckets),
+    ("connections_opened",       NAN,      "connections_opened"),  # --reconnect: one per exchange
+    ("syn_linear_timeouts",      NAN,      "syn_linear_timeouts"),  # net.ipv4's: SYN retries 1 s apart first
+    # ... misbehaving clients beside the measured ones (silent, slow or dripping), and their fate
+    ("bad_connections",          0,        "bad.connections",               int),
+    ("bad_open_at_end",          NAN,      "bad.open_at_end"),
+    ("bad_closed_by_server",     NAN,      "bad.closed_by_server"),
+    ("bad_bytes_received",       NAN,      "bad.bytes_received"),
+    # ... what the server counted itself and printed as it stopped (labkit.server_counters)
+    ("server_accepted",          NAN),
+    ("server_futile_accepts",    NAN),
+    ("server_listener_wakeups",  NAN),
+    ("server_shed_idle",         NAN),
+    ("server_accepted_by_worker", []),
+    ("server_reporting_processes", NAN),
+    ("futile_accepts_per_connection", NAN),
+    ("wakeups_per_connection",   NAN),
+    ("busiest_worker_share",     NAN),
+    # ... and what the kernel showed (labkit.kernel_view): overflowing accept queues, memory held
+    ("tcp_listenoverflows",      NAN),
+    ("tcp_listendrops",          NAN),
+    ("accept_queue_max",         NAN),
+    ("somaxconn",                NAN),
+    ("server_rss_kib_per_connection", NAN),
+    ("kernel_slab_kib_per_connection", NAN),
+    ("kernel_kernelstack_kib_per_connection", NAN),
+    ("kernel_pagetables_kib_per_connection", NAN),
+    ("kernel_kib_per_connection", NAN),
     # uploads (echo/sink bodies): the bytes delivered, first request byte to last reply, the
     # server's reads per body (from its OK replies), and its own --expect report, if asked
     ("body_bytes_ok",            0,        "body_bytes_ok",                 int),

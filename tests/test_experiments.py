@@ -55,7 +55,8 @@ def test_the_registry_finds_every_experiment_file_and_only_those(monkeypatch):
     monkeypatch.delenv(experiments.EXTRA_DIRS_ENV, raising=False)
     files = {path.stem for path in (paths.ROOT / "labkit" / "experiments").glob("[!_]*.py")}
     assert set(experiments.catalogue()) == files == {"proc_top", "echo_scale", "idle_conns", "uploads", "write_strategies", "nagle",
-                                                           "bdp"}
+                                                           "bdp", "offered_load", "slow_clients", "accept_queue",
+                                                           "herd", "conn_memory"}
     with pytest.raises(LabError) as caught:
         experiments.get("echo_sizes")
     assert "proc_top" in caught.value.fix
@@ -142,7 +143,8 @@ def test_impossible_link_delays_and_losses_are_refused_with_the_range(given, say
 def test_labkit_experiments_lists_every_experiment_in_a_line_and_one_with_its_parameters():
     done = labkit("experiments")
     assert done.returncode == 0, done.stderr
-    names = ("bdp", "echo_scale", "echo_sizes", "idle_conns", "nagle", "proc_top", "uploads", "write_strategies")
+    names = ("accept_queue", "bdp", "conn_memory", "echo_scale", "echo_sizes", "herd", "idle_conns", "nagle",
+             "offered_load", "proc_top", "slow_clients", "uploads", "write_strategies")
     assert sorted(line.split()[0] for line in done.stdout.splitlines()[:len(names)]) == list(names)
     assert "--set" not in done.stdout and "labkit experiments NAME" in done.stdout
     one = labkit("experiments", "echo_sizes")
@@ -155,7 +157,7 @@ def test_labkit_experiments_lists_every_experiment_in_a_line_and_one_with_its_pa
     assert "default 15x100,30x50,60x25,100x15" in strategies and "default 20000 (quick: 2000)" in strategies
     assert "17179869184" not in labkit("experiments", "uploads").stdout and "False" not in strategies
     unknown = labkit("experiments", "nosuch")
-    assert unknown.returncode == 2 and "choose one of: bdp, echo_scale" in unknown.stderr
+    assert unknown.returncode == 2 and "choose one of: accept_queue, bdp" in unknown.stderr
 
 
 def test_a_test_experiment_runs_through_labkit_sweep(tmp_path, built_bin):

@@ -80,6 +80,9 @@ class Experiment:
     # True: the sender's own calls are the lesson (write strategies, Nagle): one connection
     # sending as fast as it can keeps its one CPU busy by design, more CPUs would not help it.
     client_is_subject: bool = False
+    # What the kernel is sampled for while each point's load runs (labkit.kernel_view): "memory"
+    # (the server's RSS, the kernel's slab, stacks and page tables), "accept_queue" (the listener's)
+    watch: tuple[str, ...] = ()
 
     def __post_init__(self):
         names = [p.name for p in self.parameters]
@@ -90,6 +93,8 @@ class Experiment:
                      if required not in names]
         problems += [f"profile {p!r} names no parameter {k!r}" for p, given in self.profiles.items()
                      for k in given if k not in names]
+        problems += [f"watch {w!r} is neither 'memory' nor 'accept_queue'" for w in self.watch
+                     if w not in ("memory", "accept_queue")]
         if self.chart not in ("lines", "bars"):
             problems.append(f"chart {self.chart!r} is neither 'lines' nor 'bars'")
         if problems:

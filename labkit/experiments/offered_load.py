@@ -1,0 +1,48 @@
+"""Experiment 6, what breaks first: latency against offered load.
+
+An open loop offers each rate for `duration` seconds, spread over `clients`
+connections, to the `top` service (a scan of /proc per request: the server, not the
+load generator, is the limit).  Latency counts from when each request was due, so
+the requests a saturated server holds back are not hidden (coordinated omission).
+labkit.queueing marks each model's knee (the first rate whose completions fall more
+than 5% short of the offer) and checks Little's law at every point: the requests in
+flight, sampled every 10 ms by the load generator, against completed rate x mean
+latency."""
+
+from labkit.experiments import Experiment, Figure
+from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, cpu_params,
+                           placement_params, repeats_param)
+
+EXPERIMENT = Experiment(
+    name="offered_load",
+    title="Latency against offered load: the knee, p99 and p99.9, Little's law",
+    parameters=(
+        Param("models", Models(), ["threaded", "poll", "epoll", "epoll_workers"], "server models to compare",
+              to=SERVER),
+        Param("rate", IntList(least=1, noun="offered rate", unit="requests per second"),
+              [250, 500, 1000, 1500, 2000, 3000, 4000, 6000],
+              "requests per second offered (open loop), past the server's capacity",
+              label="offered rate (requests/s)"),
+        Param("clients", IntList(least=1, noun="client count", unit="clients"), [50],
+              "connections the offered requests are spread over", label="connections"),
+        Param("duration", Number(), 3, "seconds each rate is offered"),
+        Param("warmup", Warmup(), "0.5s", "left out of the figures: '0.5s' or a count of exchanges"),
+        Param("k", Int(least=1), 2, "processes per top reply"),
+        Param("workers", Int(least=1, optional=True, empty="one per CPU"), None,
+              "processes for epoll_workers (empty: one per CPU the server may use)", to=SERVER),
+        repeats_param(3),
+        Param("service", Choice("top", "echo", "sink"), "top", "the service the server runs", to=BOTH, fixed=True),
+        Param("engine", Choice("events", "threads"), "events", "load generator engine (open loop)", fixed=True),
+        *cpu_params(),
+        *placement_params(),
+    ),
+    x="rate",
+    log_x=True,
+    profiles={"quick": {"models": ["threaded", "epoll"], "rate": [250, 1000, 1500, 3000], "duration": 1,
+                        "warmup": "0.2s", "repeats": 1}},
+    figures=(
+        Figure("lat_p99_us", log_y=True), Figure("lat_p999_us", log_y=True), Figure("lat_p50_us", log_y=True),
+        Figure("completed_rps"), Figure("inflight_mean", log_y=True), Figure("server_cpu_us_per_request"),
+        Figure("server_task-clock"), Figure("lost_connections", include_failed=True),
+    ),
+)

@@ -1,0 +1,68 @@
+"""labkit.queueing: the knee and Little's law, on frames whose answers are known."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from labkit import queueing
+
+
+def frame(points):
+    """(model, rate, completed_rps, lat_mean_us, inflight_mean, status) per row."""
+    return pd.DataFrame(points, columns=["model", "rate", "completed_rps", "lat_mean_us", "inflight_mean", "status"])
+
+
+@pytest.mark.parametrize("completed, knee, kept_up", [
+    ([250, 1000, 1990, 2000], 4000, 2000),    # 2000 of 4000: behind at 4000
+    ([250, 1000, 1800, 2000], 2000, 1000),    # 1800 of 2000 is 10% short: the knee is 2000
+    ([250, 1000, 1905, 3900], math.nan, 4000),  # 1905 of 2000 is within 5%: kept up with all
+    ([230, 1000, 2000, 4000], 250, math.nan),   # 8% short at the first rate: kept up with none
+])
+def test_the_knee_is_the_first_rate_more_than_5_percent_short(completed, knee, kept_up):
+    rates = [250, 1000, 2000, 4000]
+    df = frame([("epoll", r, c, 500, 0.1, "ok") for r, c in zip(rates, completed)])
+    found = queueing.knees(df).set_index("model").loc["epoll"]
+    for value, expected in ((found["knee_rps"], knee), (found["kept_up_rps"], kept_up)):
+        assert (math.isnan(value) and math.isnan(expected)) or value == expected
+    assert found["best_completed_rps"] == max(completed)
+
+
+def test_failed_points_do_not_count_and_medians_are_over_repeats():
+    df = frame([("threaded", 1000, 1000, 400, 0.4, "ok"), ("threaded", 1000, 990, 600, 0.6, "ok"),
+                ("threaded", 1000, 10, 9e6, 90, "failed"), ("threaded", 1000, 1010, 500, 0.5, "ok")])
+    law = queueing.littles_law(df).iloc[0]
+    assert law["completed_rps"] == 1000 and law["lat_mean_us"] == 500 and law["inflight_sampled"] == 0.5
+    assert law["rate_x_latency"] == pytest.approx(0.5) and law["ratio"] == pytest.approx(1.0)
+    assert not law["past_knee"]
+
+
+def test_littles_law_marks_the_points_past_each_models_knee():
+    df = frame([("epoll", 1000, 1000, 1000, 1.0, "ok"), ("epoll", 4000, 2000, 500_000, 2500, "ok"),
+                ("threaded", 1000, 1000, 2000, 2.1, "ok"), ("threaded", 4000, 3990, 3000, 12, "ok")])
+    law = queueing.littles_law(df).set_index(["model", "rate"])
+    assert list(law["past_knee"]) == [False, True, False, False]
+    assert law.loc[("epoll", 4000), "rate_x_latency"] == 1000
+    assert law.loc[("threaded", 1000), "ratio"] == pytest.approx(1.05)
+
+
+def test_the_latency_figure_marks_each_knee_on_a_log_axis():
+    rows = []
+    for rate, completed in ((250, 250), (1000, 1000), (2000, 1500)):
+        rows.append({"model": "epoll", "rate": rate, "completed_rps": completed, "lat_mean_us": 300,
+                     "inflight_mean": 0.1, "status": "ok", "lat_p50_us": 200, "lat_p99_us": 900,
+                     "lat_p999_us": 2000, "client_saturated": False, "error": ""})
+    fig = queueing.latency_vs_offered(pd.DataFrame(rows))
+    assert [shape.x0 for shape in fig.layout.shapes] == [2000]  # data units; its label in log units:
+    assert [note.x for note in fig.layout.annotations if note.text == "epoll knee"] == [pytest.approx(math.log10(2000))]
+    assert fig.layout.xaxis.type == "log" and {t.name for t in fig.data} >= {"epoll p50", "epoll p99", "epoll p999"}
+
+
+@pytest.mark.parametrize("linear, times", [
+    (None, [1, 3, 7, 15]),           # no such setting: each timeout doubles the last (1 s, RFC 6298's first)
+    (float("nan"), [1, 3, 7, 15]),
+    (0, [1, 3, 7, 15]),
+    (4, [1, 2, 3, 4, 5, 7, 11]),     # ip-sysctl: "1, 1, 1, 1, 1, 2, 4" with the default of 4
+])
+def test_a_dropped_syn_is_sent_again_at_these_times(linear, times):
+    assert queueing.syn_retry_times(linear, len(times)) == times
