@@ -10,7 +10,7 @@ import time
 import pytest
 
 from labkit import csource, paths
-from labkit.instructor import c_exercises, checks
+from labkit.instructor import c_exercise_shed, c_exercises, checks
 from labkit.errors import BuildError, LabError
 
 
@@ -277,3 +277,44 @@ def test_a_wrong_iovec_fails_with_what_arrived_and_a_hint(broken, says):
     with pytest.raises(AssertionError, match="hint:") as failed:
         c_exercises.check_fill_iovec(code)
     assert says in str(failed.value)
+
+
+# ---------------------------------------------------------------------------
+# shed_idle, the event loop's idle timeout, in a scratch epoll server (notebook 06)
+
+
+def test_the_labs_own_shed_idle_passes_both_checks_and_csrc_is_untouched():
+    before = {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))}
+    code = lab_function("loop/loop.c", "shed_idle")
+    c_exercise_shed.check_shed_idle(code)
+    c_exercise_shed.check_shed_idle(code, timeout_s=0.6, silent=2, talkers=2, stuck=1)
+    assert {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))} == before
+
+
+_SHED_BODY = ("        if (c->session != NULL && now - c->last_active_ns >= l->idle_ns) {\n")
+
+
+@pytest.mark.parametrize("broken, says", [
+    # the released stub: nothing is ever shed
+    (lambda code: code.split("/* BEGIN SOLUTION */")[0] + "(void)l; (void)now;\n}\n",
+     r"a client that sent nothing was still open .* s after it connected"),
+    # no look at the time: every connection goes at the first sweep, the talker too
+    (lambda code: code.replace(_SHED_BODY, "        if (c->session != NULL) { (void)now;\n"),
+     r"closed after 0\.\d+ s, before the 1 s|a client that kept talking|the server closed a client that sent"),
+    # closed but not counted: the server's own report disagrees
+    (lambda code: code.replace("            atomic_fetch_add_explicit(&server_counters.shed_idle, 1, "
+                               "memory_order_relaxed);\n", ""),
+     r"the server says it shed 0 connection\(s\); it closed 1"),
+])
+def test_a_wrong_shed_idle_fails_with_what_happened_and_a_hint(broken, says):
+    code = broken(lab_function("loop/loop.c", "shed_idle"))
+    assert code != lab_function("loop/loop.c", "shed_idle")
+    with pytest.raises(AssertionError, match=says):
+        c_exercise_shed.check_shed_idle(code)
+
+
+def test_a_shed_idle_compile_error_names_the_cell():
+    code = lab_function("loop/loop.c", "shed_idle").replace("close_conn(l, fd);", "close_conn(l, fd)")
+    with pytest.raises(BuildError) as failed:
+        c_exercise_shed.build_shedding_server(code)
+    assert re.search(r"your shed_idle cell:\d+:\d+: error:", failed.value.output)

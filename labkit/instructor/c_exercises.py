@@ -279,12 +279,12 @@ def build_poll_server(code: str) -> Path:
     return build_with(POLL_MODEL, POLL_BACKEND, "ev_poll", code)
 
 
-class _ScratchServer:
+class ScratchServer:
     """A server built with a student's function, run the way procs runs the lab's
     servers (own process group, death signal, registered for clean-up)."""
 
-    def __init__(self, binary: Path, label: str, service: str, ready_timeout: float = 5.0):
-        argv = [str(binary), "--port", "0", "--service", service]
+    def __init__(self, binary: Path, label: str, service: str, ready_timeout: float = 5.0, args=()):
+        argv = [str(binary), "--port", "0", "--service", service, *args]
         self._stderr = tempfile.TemporaryFile(prefix="labkit-ex-server-")
         child = launcher.spawn(argv, "server", None, stdout=subprocess.PIPE, stderr=self._stderr)
         self.server = procs.Server(child, procs.ServerSpec(label, service), 0, argv, self._stderr)
@@ -314,6 +314,11 @@ class _ScratchServer:
         how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
         return f"; the server {how}" + (f":\n{stderr[-1500:]}" if stderr else "")
 
+    def stdout_after_stop(self) -> str:
+        """What it printed on stdout after `listening`, once stopped (its last words)."""
+        pipe = self.server._child.popen.stdout
+        return pipe.read().decode("utf-8", "replace") if self.server.returncode is not None else ""
+
     def stop(self) -> None:
         # A broken function may keep the server from stopping on SIGTERM (a dispatch
         # that never reports the stop pipe), so the group is killed after a short
@@ -337,7 +342,7 @@ SPIN_WINDOW_S = 1.0
 SPIN_SHARE = 0.25
 
 
-def _exchange(sock: socket.socket, payload: bytes, what: str, server: _ScratchServer, timeout: float) -> None:
+def _exchange(sock: socket.socket, payload: bytes, what: str, server: ScratchServer, timeout: float) -> None:
     """Send `payload` (from a thread, so a large one cannot deadlock) and read it back;
     fail at `timeout`, or as soon as the server is seen spinning without answering."""
     def send():
@@ -386,7 +391,7 @@ def check_poll_server(code: str, clients: int = 3, big: int = 1 << 20, timeout: 
     `clients` connections (the first stays silent until the end) each echoed, one
     of them `big` bytes (more than the server buffers: it must wait for writable)."""
     binary = build_poll_server(code)
-    server = _ScratchServer(binary, "poll (your ev_poll)", "echo")
+    server = ScratchServer(binary, "poll (your ev_poll)", "echo")
     connections = []
     try:
         for _ in range(clients):
@@ -429,7 +434,7 @@ def check_lingering_close(code: str, tries: int = 5, extra: int = 256 * 1024, si
     from labkit import failures
 
     binary = build_lingering_server(code)
-    server = _ScratchServer(binary, "threaded (your close_connection)", "sink")
+    server = ScratchServer(binary, "threaded (your close_connection)", "sink")
     try:
         for attempt in range(1, tries + 1):
             saw = failures.send_more_than_announced(server.port, extra=extra, timeout=timeout)
@@ -459,7 +464,7 @@ def _server_holds(pid: int, client: tuple) -> bool:
         return False
 
 
-def _check_linger_is_bounded(server: _ScratchServer, timeout: float) -> None:
+def _check_linger_is_bounded(server: ScratchServer, timeout: float) -> None:
     """Clients that get ERR and then neither close nor stop: one silent, one sending a
     byte every half second (each read then returns within any per-read timeout, so only a
     bound on the whole linger ends it).  The server must close each connection by itself
