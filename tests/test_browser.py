@@ -377,6 +377,7 @@ _MAIN_TABLE = {
     "03_uploads": 'seeds.times_table(df, seeds.table("002"))',
     "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
     "05_different_hosts": "for model in upload_params[\"models\"]:",
+    "06_what_breaks_first": "knees = queueing.knees(load_df)",
 }
 # Figures a student once saw wrong (issue "numbers and charts that tell the truth"), kept as
 # screenshots beside the tables: the cell's code, the file's name.
@@ -386,6 +387,9 @@ _FIGURES = {
     "04_write_strategies": [('writes.plot(df, "send_gbit_s")', "send-bars"),
                             ('writes.plot(df, "client_write_syscalls_per_repetition")', "syscalls")],
     "05_different_hosts": [('experiments.get("uploads").plot(upload_df, "transfer_s")', "uploads-by-placement")],
+    "06_what_breaks_first": [("say(plots.saturation_warning(load_df)", "latency-vs-offered"),
+                             ("queueing.connect_times(queue_df)", "connect-times"),
+                             ('experiments.get("herd").plot(herd_df, "server_cs_per_request")', "herd")],
 }
 
 

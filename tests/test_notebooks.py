@@ -298,3 +298,86 @@ def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
     for start in ('experiments.get("echo_scale").plot(', 'experiments.get("uploads").plot(', "failed = plots.",
                   'experiments.get("bdp").plot(', 'experiments.get("nagle").plot('):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+
+
+def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
+    """One quick run of notebook 06 shows, each by its own measurement on this machine: the
+    knee and Little's law, a stuck model and a shedding one, the accept queue overflowing
+    with connects of whole seconds, the herd's wake-ups, and memory per connection."""
+    run = run_quick("06_what_breaks_first.ipynb")
+    nb, elapsed = run.nb, run.elapsed
+    print(f"06_what_breaks_first.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+    rows = run.rows
+    by = {name: [r for r in rows if r["experiment"] == name]
+          for name in ("offered_load", "slow_clients", "accept_queue", "herd", "conn_memory")}
+    assert all(by.values()), {name: len(found) for name, found in by.items()}
+
+    # The knee: every model falls behind at the top rate, keeps up at the lowest, and its tail
+    # climbs; Little's law where it kept up: the sampled in-flight count is rate x latency.
+    load = {(r["model"], r["rate"]): r for r in by["offered_load"]}
+    assert all(r["status"] == "ok" for r in load.values()), [r["error"] for r in load.values()]
+    rates = sorted({rate for _, rate in load})
+    for model in {model for model, _ in load}:
+        low, high = load[(model, rates[0])], load[(model, rates[-1])]
+        assert high["completed_rps"] < 0.95 * rates[-1] and low["completed_rps"] >= 0.95 * rates[0], (low, high)
+        assert high["lat_p99_us"] > 10 * low["lat_p99_us"], (model, low["lat_p99_us"], high["lat_p99_us"])
+        kept = max(rate for (m, rate), r in load.items() if m == model and r["completed_rps"] >= 0.95 * rate)
+        at = load[(model, kept)]
+        ratio = at["inflight_mean"] / (at["completed_rps"] * at["lat_mean_us"] / 1e6)
+        assert 0.75 <= ratio <= 1.33, (model, kept, ratio)
+
+    # Stuck, shedding, serving: two workers behind two drips are stuck even with an idle timeout;
+    # the timeout sheds silent readers, after which the pool serves; epoll serves everyone, and
+    # its loop (exercise 6.2's shed_idle) sheds the silent ones but not the drips.
+    slow = {(r["model"], r["bad_kind"], r["idle_timeout"]): r for r in by["slow_clients"]}
+    stuck = slow[("pool", "drip", 1)]
+    assert stuck["status"] == "failed" and stuck["served_fraction"] < 0.5 and "ETIMEDOUT" in stuck["error"]
+    shed = slow[("pool", "silent", 1)]
+    assert shed["status"] == "ok" and shed["served_fraction"] == 1
+    assert shed["bad_closed_by_server"] == 2 == shed["server_shed_idle"]
+    assert slow[("pool", "silent", 0)]["served_fraction"] < 0.5  # no timeout: stuck
+    for (model, kind, timeout), r in slow.items():
+        if model == "epoll":
+            assert r["status"] == "ok" and r["served_fraction"] == 1, r["error"]
+    assert slow[("epoll", "silent", 1)]["bad_closed_by_server"] == 2 == slow[("epoll", "silent", 1)]["server_shed_idle"]
+    assert slow[("epoll", "drip", 1)]["bad_closed_by_server"] == 0  # a byte per 0.5 s is never idle for 1 s
+
+    # The accept queue: backlog 4 holds 5, SYNs are dropped (the kernel counts them) and the
+    # connects that waited took a whole second or more; backlog 128 takes the burst.
+    for r in by["accept_queue"]:
+        assert r["status"] == "ok", r["error"]
+        if r["backlog"] == 4:
+            # sampled every 20 ms: a queue that filled and emptied in between is missed, never overstated
+            assert r["accept_queue_max"] <= 5 and r["connects_over_1s"] > 0, r
+            assert r["tcp_listenoverflows"] >= r["connects_over_1s"], r  # the namespace's counter: >=
+            assert r["connect_p99_us"] >= 900_000
+        else:
+            assert r["connects_over_1s"] == 0 and r["connect_p99_us"] < 500_000, r
+
+    # The herd: select_fork wakes every worker for each connection (a context switch in and out
+    # each), the others one; every connection is counted once by the workers' own lines.
+    herd = {r["model"]: r for r in by["herd"]}
+    assert all(r["status"] == "ok" for r in herd.values()), [r["error"] for r in herd.values()]
+    for r in herd.values():
+        assert r["server_accepted"] == r["requests_ok"] == r["connections_opened"], r
+        assert r["server_reporting_processes"] == r["workers"] == 4
+    assert herd["select_fork"]["server_cs_per_request"] >= herd["epoll_reuseport"]["server_cs_per_request"] + 1.5
+    assert herd["epoll_workers"]["busiest_worker_share"] >= 0.8  # EPOLLEXCLUSIVE: the first idle worker
+    assert herd["prefork"]["busiest_worker_share"] <= 0.4
+
+    # Memory: a thread per connection costs a 16 KiB kernel stack (x86-64's THREAD_SIZE) and
+    # more resident memory than an epoll session.
+    memory = {r["model"]: r for r in by["conn_memory"]}
+    assert all(r["status"] == "ok" for r in memory.values()), [r["error"] for r in memory.values()]
+    assert 14 <= memory["threaded"]["kernel_kernelstack_kib_per_connection"] <= 18, memory["threaded"]
+    assert memory["epoll"]["kernel_kernelstack_kib_per_connection"] < 1
+    assert memory["threaded"]["server_rss_kib_per_connection"] > memory["epoll"]["server_rss_kib_per_connection"]
+
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "06_what_breaks_first: 10/15 points from 12 checks; all passed; 5 written answer(s)" in text
+    for start in ("say(plots.saturation_warning(load_df)", 'experiments.get("slow_clients").plot(slow_df, "served',
+                  "queueing.connect_times(queue_df)", 'experiments.get("herd").plot(herd_df, "server_cs',
+                  'experiments.get("conn_memory").plot(memory_df, "kernel_kib'):
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
