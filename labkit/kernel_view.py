@@ -181,8 +181,9 @@ def _max(a: float, b: float) -> float:
 
 
 def syn_linear_timeouts() -> float:
-    """net.ipv4.tcp_syn_linear_timeouts (NaN where this kernel has no such setting): how many
-    times a dropped SYN is sent again 1 s apart before the timeout starts doubling."""
+    """net.ipv4.tcp_syn_linear_timeouts (NaN where this kernel has no such setting): n, where
+    after the initial 1 s timeout n more stay at 1 s (n + 1 resends of a dropped SYN, 1 s apart)
+    before the timeouts start doubling."""
     try:
         return float(Path("/proc/sys/net/ipv4/tcp_syn_linear_timeouts").read_text())
     except (OSError, ValueError):

@@ -9,12 +9,14 @@ Little's law checked on the student's own rows.
     latency_vs_offered(df)  p50, p99 and p99.9 against the offered rate, a line per
                          model, its knee marked
 
-Little's law (L = lambda W) holds for any system in a steady state, whatever is inside
-it: the mean number of requests in the system equals the rate they pass through times
-the mean time each spends there.  The load generator measures both sides separately:
-L by sampling its own count of requests due and not yet answered, W from each
-request's due time to its reply.  Past the knee the queue grows for as long as the
-offer lasts, so there is no steady state and the two need not agree.
+Little's law (L = lambda W): the mean number of requests in a system equals the rate
+they pass through times the mean time each spends there.  It holds in a steady state,
+whatever is inside the system, and also over any stretch of time that starts and ends
+with the system empty.  The load generator measures both sides separately: L by sampling
+its own count of requests due and not yet answered, W from each request's due time to
+its reply.  Past the knee there is no steady state, but each run drains before it ends
+(and what the warm-up left queued is small), so the two still agree closely; what
+changes is that both grow with how long the offer lasts.
 """
 
 from __future__ import annotations

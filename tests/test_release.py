@@ -56,6 +56,14 @@ def test_python_and_c_solutions_become_their_stubs():
     assert [s.text.strip() for s in solutions] == ["ratio = a / b", "return a * 2;", "secret()"]
 
 
+def test_a_python_stub_may_take_a_stub_line_each():
+    source = "    # BEGIN SOLUTION\n    # STUB: ratio = None\n    # STUB: holds = None\n    ratio, holds = 1.0, True\n" \
+             "    # END SOLUTION\nprint(ratio, holds)"
+    released, solutions = release.strip_solutions(source, "nb cell 4")
+    assert released.split("\n") == ["    ratio = None", "    holds = None", "print(ratio, holds)"]
+    assert [s.text.strip() for s in solutions] == ["ratio, holds = 1.0, True"]
+
+
 def test_a_c_solution_without_stub_returns_minus_one():
     released, _ = release.strip_solutions("  /* BEGIN SOLUTION */\n  return 7;\n  /* END SOLUTION */", "f.c")
     assert released == "  return -1;"

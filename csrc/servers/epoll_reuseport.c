@@ -13,7 +13,7 @@
  *    connections even while an idle one could serve them at once;
  *  - a listener's queue dies with its worker: the connections the kernel
  *    had completed and queued on it, not yet accepted, are reset (unless
- *    net.ipv4.tcp_migrate_req is 1: then the kernel moves them to another
+ *    net.ipv4.tcp_migrate_req, Linux 5.14+, is 1: then the kernel moves them to another
  *    listener of the group).  New connections hash over the listeners that
  *    remain, and the supervisor's replacement worker opens a new listener;
  *  - start-up needs a handshake (below).

@@ -1,13 +1,12 @@
 /* select_fork.c -- seed 003's "select with fork": N forked processes, each
  * running the select event loop (loop.c + ev_select.c) on the SAME
  * listening socket, inherited across fork().  A new connection makes the
- * listener readable in every process, so all of them wake and race to
- * accept it; one wins, the others find nothing (EAGAIN) and go back to
- * waiting: the thundering herd.  Each worker's counters line (server_main.h)
- * shows it as futile_accepts -- fewer than the herd's size, because
- * select() re-checks the listener in the kernel before it returns, and a
- * loser that runs only after the winner emptied the queue goes back to
- * sleep unseen (its wakeup cost a context switch all the same).  Compare
+ * listener readable in every process, so all of them wake: the thundering
+ * herd.  The first to run accepts it; the others mostly re-check the
+ * listener inside select() and sleep again there, unseen (each wakeup cost
+ * a context switch all the same).  Only a worker that got past the re-check
+ * before the winner's accept() finds nothing (EAGAIN), which its counters
+ * line (server_main.h) shows as futile_accepts.  Compare
  * with epoll_workers.c and epoll_reuseport.c. */
 #include "common/server_main.h"
 #include "common/workers.h"

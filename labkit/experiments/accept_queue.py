@@ -5,8 +5,11 @@ and leaves, all at the same moment.  A connection whose handshake is done waits 
 listener's accept queue until the server calls accept(); the queue holds the listen()
 backlog, capped at net.core.somaxconn, plus one (sk_acceptq_is_full() is a '>').  When
 it is full, Linux drops the SYN (TcpExt ListenOverflows and ListenDrops count it) and
-the client sends it again after its initial retransmission timeout, 1 s, then 2 s
-later: connect times gather at 1 s and 3 s.  labkit.kernel_view samples the queue (ss
+the client sends it again when its retransmission timeout expires: 1 s after the first
+(TCP_TIMEOUT_INIT), then doubling (1, 3, 7 s), or, on kernels with
+net.ipv4.tcp_syn_linear_timeouts = n (default 4), every 1 s for the first n + 1 timeouts
+(1, 2, 3, 4, 5 s) before doubling: connect times gather at those times
+(labkit.queueing.syn_retry_times).  labkit.kernel_view samples the queue (ss
 -lnt's Recv-Q) while the clients connect."""
 
 from labkit.experiments import Experiment, Figure

@@ -4,8 +4,8 @@
 while they are held, labkit.kernel_view samples the server's resident memory (VmRSS
 summed over its processes) and the kernel's own (Slab, KernelStack, PageTables in
 /proc/meminfo); each grown amount over the connections held is a cost per connection.
-A thread per connection pays a kernel stack and the stack pages its thread touched; an
-event loop pays a session and an entry in its watch set.  Over loopback the kernel's
+A thread per connection pays a kernel stack, a task_struct (in the slab) and the stack
+pages its thread touched; an event loop pays a session and an entry in its watch set.  Over loopback the kernel's
 figure counts both ends of each connection, since the client's sockets live in the
 same kernel."""
 

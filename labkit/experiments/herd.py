@@ -9,8 +9,10 @@ show it:
     included, since select() and epoll_wait() re-check readiness inside the kernel after
     a wake-up and go back to sleep there when another worker took the connection;
   * the futile accepts the workers saw themselves (labkit.server_counters): told the
-    listener was ready, their accept() found nothing (EAGAIN), which needs another worker
-    running at the same moment on another CPU.
+    listener was ready, their first accept() found nothing (EAGAIN): another worker took
+    the connection between the re-check and the accept(), running on another CPU or, on
+    one CPU, preempting it in that gap (the loop serves its ready clients before it
+    accepts).
 select_fork: every process selects on the shared listener, so all are woken;
 epoll_workers: EPOLLEXCLUSIVE wakes one idle worker (or a few); epoll_reuseport: a
 listener per worker, the kernel hashing each connection to one; prefork: blocking

@@ -20,7 +20,7 @@ EXPERIMENT = Experiment(
         Param("models", Models(), ["threaded", "poll", "epoll", "epoll_workers"], "server models to compare",
               to=SERVER),
         Param("rate", IntList(least=1, noun="offered rate", unit="requests per second"),
-              [250, 500, 1000, 1500, 2000, 3000, 4000, 6000],
+              [250, 500, 1000, 2000, 3000, 4500, 6000, 9000],
               "requests per second offered (open loop), past the server's capacity",
               label="offered rate (requests/s)"),
         Param("clients", IntList(least=1, noun="client count", unit="clients"), [50],

@@ -93,7 +93,9 @@ def strip_solutions(source: str, where: str, exercise: str = "") -> tuple[str, l
         i += 1
         stub = None
         if i < len(lines) and _PY_STUB.match(lines[i]) and not is_c:
-            stub, i = [_PY_STUB.match(lines[i]).group(1)], i + 1
+            stub = []
+            while i < len(lines) and _PY_STUB.match(lines[i]):  # a stub of several lines: one STUB each
+                stub, i = [*stub, _PY_STUB.match(lines[i]).group(1)], i + 1
         elif i < len(lines) and _C_STUB.match(lines[i]) and is_c:
             stub, i = _c_stub(lines, i, where)
         body = []

@@ -316,12 +316,13 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
     return fig
 
 
-def reference_line(fig: go.Figure, y: float, text: str) -> go.Figure:
+def reference_line(fig: go.Figure, y: float, text: str, at: str = "left", dash: str = "dash") -> go.Figure:
     """A horizontal reference (iperf3's ceiling, say) across every subplot, labelled at its
     left end.  plotly places a shape in data units on every axis, but an annotation on a
     log axis in log units (plotly.js#6194, plotly.py#3493): fig.add_hline(y=12.6,
     annotation_text=...) put the label at 10^12.6 and stretched the axis to 1T.  So the
-    label alone is placed at log10(y) there."""
+    label alone is placed at log10(y) there.  `at`: the end the label sits at, above the
+    line at the left, under it at the right (two references close together stay apart)."""
     for axis in fig.select_yaxes():
         log = axis.type == "log"
         if log and y <= 0:
@@ -329,9 +330,11 @@ def reference_line(fig: go.Figure, y: float, text: str) -> go.Figure:
         yref = axis.plotly_name.replace("axis", "")
         xref = f"{axis.anchor or 'x'} domain"
         fig.add_shape(type="line", xref=xref, x0=0, x1=1, yref=yref, y0=y, y1=y,
-                      line=dict(dash="dash", color="#555", width=1.5))
-        fig.add_annotation(xref=xref, x=0.01, xanchor="left", yref=yref, y=math.log10(y) if log else y,
-                           yanchor="bottom", text=text, showarrow=False, font=dict(size=12, color="#333"))
+                      line=dict(dash=dash, color="#555", width=1.5))
+        left = at == "left"
+        fig.add_annotation(xref=xref, x=0.01 if left else 0.99, xanchor=at, yref=yref,
+                           y=math.log10(y) if log else y, yanchor="bottom" if left else "top", text=text,
+                           showarrow=False, font=dict(size=12, color="#333"))
     return fig
 
 
