@@ -26,6 +26,7 @@ import math
 import pandas as pd
 
 KNEE_SHORTFALL = 0.05  # completions more than 5% short of the offer: the server no longer keeps up
+BINS_PER_DECADE = 10   # connect times are drawn in bins a tenth of a decade wide (1.00 to 1.26 s, ...)
 
 
 def _medians(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -69,9 +70,10 @@ def latency_vs_offered(df: pd.DataFrame, percentiles=("p50", "p99", "p999")):
     from . import plots
 
     fig = plots.latency_vs(df, x="rate", percentiles=percentiles, x_title="offered rate (requests/s)")
-    for _, knee in knees(df).iterrows():
-        if not math.isnan(knee["knee_rps"]):
-            _mark_on_log_x(fig, knee["knee_rps"], f"{knee['model']} knee", plots.color(knee["model"]))
+    found = knees(df).dropna(subset=["knee_rps"])
+    for rate, same in found.groupby("knee_rps", sort=True):  # models with the same knee share one label
+        models = list(same["model"])
+        _mark_on_log_x(fig, rate, f"knee: {', '.join(models)}", plots.color(models[0]) if len(models) == 1 else "#555")
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     fig.update_layout(title="request latency vs offered rate (dotted: each model's knee)")
@@ -106,24 +108,26 @@ def connect_times(df: pd.DataFrame, by=("model", "backlog")):
     fig = go.Figure()
     for values, point in df.groupby(by, sort=True):
         values = values if isinstance(values, tuple) else (values,)
-        counts: dict[tuple, int] = {}
+        counts: dict[int, int] = {}  # connects per bin of 1/BINS_PER_DECADE decade, by the bin's number
         for buckets in point["connect_histogram"]:
             for lower, upper, count in buckets or []:
-                counts[(lower, upper)] = counts.get((lower, upper), 0) + count
+                at = math.floor(math.log10((lower * upper) ** 0.5 / 1e6) * BINS_PER_DECADE)
+                counts[at] = counts.get(at, 0) + count
         if not counts:
             continue
-        edges = sorted(counts)
+        bins = range(min(counts), max(counts) + 1)  # empty bins too: a gap reads as none, not as a slope
         model = values[by.index("model")] if "model" in by else None
         name = ", ".join(f"{column} {value}" if column != "model" else str(value) for column, value in zip(by, values))
         fig.add_trace(go.Scatter(
-            x=[(lower * upper) ** 0.5 / 1e6 for lower, upper in edges], y=[counts[edge] for edge in edges],
+            x=[10 ** ((b + 0.5) / BINS_PER_DECADE) for b in bins], y=[counts.get(b, 0) for b in bins],
             mode="lines+markers", name=name, line=dict(color=plots.color(model) if model else None,
                                                         dash="solid" if len(fig.data) % 2 == 0 else "dash"),
             hovertemplate=f"<b>{name}</b><br>%{{y}} connects took about %{{x:.3g}} s<extra></extra>"))
     linear = df["syn_linear_timeouts"].dropna() if "syn_linear_timeouts" in df else pd.Series(dtype=float)
     retries = syn_retry_times(linear.iloc[0] if len(linear) else None)
-    for number, seconds in enumerate(retries, start=1):
-        _mark_on_log_x(fig, seconds, f"SYN sent {number + 1} times" if number == 1 else f"{number + 1}", "#888")
+    for seconds in retries:
+        fig.add_shape(type="line", x0=seconds, x1=seconds, yref="paper", y0=0, y1=1,
+                      line=dict(color="#888", dash="dot", width=1.5))
     fig.update_xaxes(type="log", title="connect time (s), from connect() to established")
     fig.update_yaxes(title="connections")
     schedule = ", ".join(f"{t:g} s" for t in retries)

@@ -350,9 +350,10 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
         assert r["status"] == "ok", r["error"]
         if r["backlog"] == 4:
             # sampled every 20 ms: a queue that filled and emptied in between is missed, never overstated
-            assert r["accept_queue_max"] <= 5 and r["connects_over_1s"] > 0, r
+            assert r["accept_queue_max"] <= 5, r
             assert r["tcp_listenoverflows"] >= r["connects_over_1s"], r  # the namespace's counter: >=
-            assert r["connect_p99_us"] >= 900_000
+            if r["model"] == "threaded":  # a thread made per accept: the burst outruns it (epoll's may not)
+                assert r["connects_over_1s"] > 0 and r["connect_p99_us"] >= 900_000, r
         else:
             assert r["connects_over_1s"] == 0 and r["connect_p99_us"] < 500_000, r
 
