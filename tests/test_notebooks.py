@@ -347,14 +347,16 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
     # The accept queue: backlog 4 holds 5, SYNs are dropped (the kernel counts them) and the
     # connects that waited took a whole second or more; backlog 128 takes the burst.
     for r in by["accept_queue"]:
-        assert r["status"] == "ok", r["error"]
         if r["backlog"] == 4:
+            # a dropped last ACK: the client thinks it is connected; a few such requests can time out
+            assert r["status"] == "ok" or set(r["errors"]) == {"ETIMEDOUT"}, r["error"]
             # sampled every 20 ms: a queue that filled and emptied in between is missed, never overstated
             assert r["accept_queue_max"] <= 5, r
             assert r["tcp_listenoverflows"] >= r["connects_over_1s"], r  # the namespace's counter: >=
             if r["model"] == "threaded":  # a thread made per accept: the burst outruns it (epoll's may not)
                 assert r["connects_over_1s"] > 0 and r["connect_p99_us"] >= 900_000, r
         else:
+            assert r["status"] == "ok", r["error"]
             assert r["connects_over_1s"] == 0 and r["connect_p99_us"] < 500_000, r
 
     # The herd: select_fork wakes every worker for each connection (a context switch in and out

@@ -26,7 +26,6 @@ import pytest
 
 import serverproc
 
-pytestmark = pytest.mark.measuring  # timing-sensitive: make test runs it alone (tests/conftest.py)
 
 # Models that take --idle-timeout; the others must refuse it.
 IDLE_MODELS = ["iterative", "threaded", "pool", "fork", "prefork", "select", "poll", "epoll", "epoll_et",
@@ -255,6 +254,14 @@ def test_help_documents_backlog_and_somaxconn():
 # ---- 2. --idle-timeout ----
 
 IDLE = 0.5  # seconds
+# Room for a busy machine: these tests run beside others (make test's parallel phase), and
+# mostly wait, so a late wake-up must not fail them.
+SLACK = 1.0
+# Sanitizer builds of one model of each family: the blocking loop (blocking.c), the event loop
+# (loop.c) and a worker model (workers.c); the other models run the same code.
+SAN_IDLE_MODELS = ["threaded", "epoll", "epoll_reuseport"]
+# Without --idle-timeout nothing is shed: a model of each way of serving.
+NO_TIMEOUT_MODELS = ["iterative", "threaded", "fork", "select", "epoll_reuseport"]
 
 
 def echo_once(sock: socket.socket, byte: bytes = b"x") -> bool:
@@ -285,7 +292,7 @@ def silent_is_shed_while_talker_is_served(port: int, talker_first: bool) -> floa
     if talker_first:
         talker = socket.create_connection(("127.0.0.1", port), timeout=5)
     lived = None
-    deadline = opened + 3 * IDLE
+    deadline = opened + 3 * IDLE + SLACK
     while time.monotonic() < deadline:
         if lived is None and closed_by_server(silent, IDLE / 3):
             lived = time.monotonic() - opened
@@ -336,12 +343,13 @@ def silent_reader_is_shed(port: int) -> None:
     sock.close()
 
 
-@pytest.mark.parametrize("san", [False, True], ids=["normal", "san"])
-@pytest.mark.parametrize("model", IDLE_MODELS)
+@pytest.mark.parametrize("model, san", [(model, False) for model in IDLE_MODELS]
+                         + [(model, True) for model in SAN_IDLE_MODELS],
+                         ids=[f"{model}-normal" for model in IDLE_MODELS] + [f"{model}-san" for model in SAN_IDLE_MODELS])
 def test_idle_timeout_sheds_silent_clients_and_keeps_talkers(model, san, tmp_path):
     with launched(model, args=("--idle-timeout", str(IDLE)), san=san, tmp_path=tmp_path) as server:
         lived = silent_is_shed_while_talker_is_served(server.port, talker_first=model != "iterative")
-        assert 0.9 * IDLE <= lived <= 1.25 * IDLE + 0.5, f"the silent client lived {lived:.3f} s"
+        assert 0.9 * IDLE <= lived <= 1.25 * IDLE + SLACK, f"the silent client lived {lived:.3f} s"
         silent_reader_is_shed(server.port)
         # Still serving: a fresh client is answered.
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as fresh:
@@ -350,7 +358,7 @@ def test_idle_timeout_sheds_silent_clients_and_keeps_talkers(model, san, tmp_pat
         assert sum(c.shed_idle for c in server.counters) == 2, server.counters
 
 
-@pytest.mark.parametrize("model", IDLE_MODELS)
+@pytest.mark.parametrize("model", NO_TIMEOUT_MODELS)
 def test_without_idle_timeout_a_silent_client_stays(model, tmp_path):
     with launched(model, tmp_path=tmp_path) as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as silent:
