@@ -471,17 +471,22 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
             # chart is drawn again without it.
             boxes = _field(panel, "models").locator(".widget-checkbox")
             checked = [boxes.nth(i) for i in range(boxes.count()) if boxes.nth(i).locator("input").is_checked()]
-            left_out = None
+            left_out = kept = None
             if len(checked) > 1:
                 left_out = checked[0].inner_text().strip()
+                kept = [box.inner_text().strip() for box in checked[1:]]
                 checked[0].locator("input").uncheck()
             run_button.click()
             expect(panel.get_by_text(re.compile("^done: "))).to_be_visible(timeout=120_000)
             expect(panel.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
-            if left_out:
+            if left_out and len(kept) > 1:  # models told apart by the legend
                 legend = panel.locator(".js-plotly-plot .legendtext")
                 expect(legend.first).to_be_visible()
                 expect(legend.filter(has_text=re.compile(f"^{re.escape(left_out)}(,|$)"))).to_have_count(0)
+            elif left_out:  # one model left: the title names it, and no legend
+                title = panel.locator(".js-plotly-plot .gtitle").first
+                expect(title).to_contain_text(kept[0])
+                expect(title).not_to_contain_text(left_out)
             expect(panel.locator("table")).to_have_count(1)  # the counters table
             _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
             panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")

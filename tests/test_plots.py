@@ -300,6 +300,9 @@ def test_no_bar_stands_on_a_log_axis_each_model_gets_a_mark_of_its_own_and_one_m
     assert linear.layout.title.text == "latency p99 (µs) per model"
     one = plots.metric_by_point(wide[wide["model"] == "epoll"], "lat_p99_us")
     assert "per model" not in one.layout.title.text and "of epoll" in one.layout.title.text
+    # against an axis too: one line has no legend, so the title names its model
+    assert plots.metric_vs(wide[wide["model"] == "epoll"], "lat_p99_us").layout.title.text.endswith(" of epoll")
+    assert not plots.metric_vs(wide, "lat_p99_us").layout.title.text.endswith(" of epoll")
 
 
 @pytest.mark.parametrize("log_y", [False, True])

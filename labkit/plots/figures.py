@@ -56,6 +56,8 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     combos = sorted({tuple(v) for v in measured[series].itertuples(index=False)}) if series else []
     models = list(dict.fromkeys(measured["model"]))
     by_series = len(models) == 1 and len(combos) > 1  # one model: its lines differ by colour
+    if len(models) == 1 and not by_series and not title:  # no legend for one line: the title names it
+        fig.update_layout(title_text=f"{fig.layout.title.text} of {models[0]}")
     if by_series:
         fig.update_layout(legend_title_text=f"{models[0]}: " + ", ".join(
             axis_title(df, c) for c in series if c in varying))
