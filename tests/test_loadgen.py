@@ -17,7 +17,6 @@ import signal
 import socket
 import struct
 import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from labkit import paths
+from threaded_server import ThreadPerConnection
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -180,7 +180,7 @@ def serve_unsorted_top(conn):
     conn.sendall(b"7 1 1 low\n1 500 500 high\nEND\n")
 
 
-class ScriptedServer:
+class ScriptedServer(ThreadPerConnection):
     """A thread-per-connection server on 127.0.0.1 running `handler(conn)`.
 
     It also records how many connections it accepted, and how many client
@@ -189,64 +189,21 @@ class ScriptedServer:
 
     def __init__(self, handler, backlog=128, accept_after=0.0):
         self.handler = handler
-        self.accept_after = accept_after  # seconds before the first accept()
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
-        self.port = self.listener.getsockname()[1]
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
-        self.conns, self.threads = [], []
         self.accepted = 0
         self.connecting_at_first_request = None
-        self.acceptor = threading.Thread(target=self._accept_loop, daemon=True)
-        self.acceptor.start()
+        super().__init__(backlog=backlog, accept_after=accept_after)
 
-    def _accept_loop(self):
-        if self.stopping.wait(self.accept_after):
-            return
-        self.listener.settimeout(0.05)
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (TimeoutError, socket.timeout):
-                continue
-            except OSError:
-                return
+    def admit(self, conn):
+        self.accepted += 1
+        return self.accepted - 1
+
+    def serve(self, conn, index):
+        # At the first request (peeked, not consumed): how many clients were still connecting?
+        if conn.recv(1, socket.MSG_PEEK):
             with self.lock:
-                self.accepted += 1
-                self.conns.append(conn)
-                worker = threading.Thread(target=self._serve, args=(conn,), daemon=True)
-                self.threads.append(worker)
-            worker.start()
-
-    def _serve(self, conn):
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            # At the first request (peeked, not consumed): how many clients
-            # were still connecting?
-            if conn.recv(1, socket.MSG_PEEK):
-                with self.lock:
-                    if self.connecting_at_first_request is None:
-                        self.connecting_at_first_request = clients_connecting(self.port)
-            self.handler(conn)
-        except OSError:
-            pass  # the client went away or stop() closed the socket
-        finally:
-            conn.close()
-
-    def stop(self):
-        self.stopping.set()
-        self.acceptor.join(timeout=5)
-        self.listener.close()
-        with self.lock:
-            for conn in self.conns:
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)  # wakes a handler blocked in recv
-                except OSError:
-                    pass
-            threads = list(self.threads)
-        for worker in threads:
-            worker.join(timeout=5)
-        assert not any(t.is_alive() for t in threads), "a test server thread did not stop"
+                if self.connecting_at_first_request is None:
+                    self.connecting_at_first_request = clients_connecting(self.port)
+        self.handler(conn)
 
 
 @pytest.fixture

@@ -18,13 +18,13 @@ import shutil
 import socket
 import struct
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from labkit import paths
+from threaded_server import ThreadPerConnection
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -63,7 +63,7 @@ def run(*args, san=False, timeout=RUN_TIMEOUT):
 
 # ------------------------------------------------------- the test servers
 
-class Recorder:
+class Recorder(ThreadPerConnection):
     """A thread-per-connection server on 127.0.0.1 that records, for every
     connection in accept order, each chunk it received and when, and answers
     as `service` says: "echo", "top" (a fixed two-line reply per request line),
@@ -72,74 +72,32 @@ class Recorder:
     backlog of `backlog` (the accept queue case)."""
 
     def __init__(self, service="echo", backlog=128, accept_every=0.0, delay=0.0, accept_after=0.0):
-        self.service, self.accept_every, self.delay = service, accept_every, delay
-        self.accept_after = accept_after  # seconds before the first accept()
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=backlog)
-        self.port = self.listener.getsockname()[1]
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
+        self.service, self.delay = service, delay
         self.chunks = []   # per connection, in accept order: [(monotonic time, bytes), ...]
-        self.conns, self.threads = [], []
-        self.acceptor = threading.Thread(target=self._accept_loop, daemon=True)
-        self.acceptor.start()
+        super().__init__(backlog=backlog, accept_after=accept_after, accept_every=accept_every)
 
-    def _accept_loop(self):
-        if self.stopping.wait(self.accept_after):
-            return
-        self.listener.settimeout(0.05)
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (TimeoutError, socket.timeout):
-                continue
-            except OSError:
-                return
-            with self.lock:
-                index = len(self.chunks)
-                self.chunks.append([])
-                self.conns.append(conn)
-                worker = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
-                self.threads.append(worker)
-            worker.start()
-            if self.accept_every and self.stopping.wait(self.accept_every):
-                return
+    def admit(self, conn):
+        self.chunks.append([])
+        return len(self.chunks) - 1
 
-    def _serve(self, conn, index):
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def serve(self, conn, index):
         pending = b""
-        try:
-            while chunk := conn.recv(65536):
-                with self.lock:
-                    self.chunks[index].append((time.monotonic(), chunk))
-                if self.service == "echo":
-                    if self.delay:
-                        time.sleep(self.delay)
-                    conn.sendall(chunk)
-                elif self.service == "top":
-                    pending += chunk
-                    while b"\n" in pending:
-                        _, _, pending = pending.partition(b"\n")
-                        conn.sendall(b"1 20 10 init\n2 5 5 kthreadd\nEND\n")
-        except OSError:
-            pass  # the client went away, or stop() shut the socket
-        finally:
-            conn.close()
+        while chunk := conn.recv(65536):
+            with self.lock:
+                self.chunks[index].append((time.monotonic(), chunk))
+            if self.service == "echo":
+                if self.delay:
+                    time.sleep(self.delay)
+                conn.sendall(chunk)
+            elif self.service == "top":
+                pending += chunk
+                while b"\n" in pending:
+                    _, _, pending = pending.partition(b"\n")
+                    conn.sendall(b"1 20 10 init\n2 5 5 kthreadd\nEND\n")
 
     def received(self, index):
         with self.lock:
             return b"".join(data for _, data in self.chunks[index])
-
-    def stop(self):
-        self.stopping.set()
-        self.acceptor.join(timeout=5)
-        self.listener.close()
-        with self.lock:
-            for conn in self.conns:
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv or sendall
-            threads = list(self.threads)
-        for worker in threads:
-            worker.join(timeout=5)
 
 
 @pytest.fixture
@@ -265,9 +223,9 @@ def test_bad_connections_the_server_closes_are_counted_apart_not_as_failures():
     "bad", and the run, whose active connections were served, still succeeds."""
 
     class Closer(Recorder):
-        def _serve(self, conn, index):
+        def serve(self, conn, index):
             if index >= 2:
-                return super()._serve(conn, index)
+                return super().serve(conn, index)
             conn.recv(1)
             if index == 1:
                 conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
@@ -459,12 +417,12 @@ def test_inflight_is_sampled_not_derived_from_latencies(recorder):
     about that much; a mean computed from the latencies could not."""
 
     class Deaf(Recorder):
-        def _serve(self, conn, index):
+        def serve(self, conn, index):
             if index == 0:
                 self.stopping.wait(30)  # the first connection gets nothing back
                 conn.close()
                 return
-            super()._serve(conn, index)
+            super().serve(conn, index)
 
     srv = Deaf(service="echo")
     try:

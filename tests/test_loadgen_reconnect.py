@@ -9,23 +9,22 @@ missing one skips its case).  The rows with san=True run the ASan + UBSan
 build of loadgen.
 """
 
-import contextlib
 import socket
 import statistics
 import subprocess
-import threading
 import time
 
 import pytest
 
 from test_loadgen_breaking import SAN_MARKERS, lab_server, loadgen_binary, run
+from threaded_server import ThreadPerConnection
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
 TOP_REPLY = b"1 20 10 init\n2 5 5 kthreadd\nEND\n"  # a valid `top` reply for k = 2
 
 
-class Recorder:
+class Recorder(ThreadPerConnection):
     """A thread-per-connection server on 127.0.0.1 that records, for every
     connection in accept order, when it was accepted, the bytes it received
     and whether the client closed it (EOF).  `service`: "echo", "top" (a fixed
@@ -34,61 +33,29 @@ class Recorder:
 
     def __init__(self, service):
         self.service = service
-        self.listener = socket.create_server(("127.0.0.1", 0), backlog=128)
-        self.listener.settimeout(0.05)
-        self.port = self.listener.getsockname()[1]
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()
         self.accepted, self.received, self.client_closed = [], [], []
-        self.conns, self.threads = [], []
-        self.acceptor = threading.Thread(target=self._accept_loop, daemon=True)
-        self.acceptor.start()
+        super().__init__()
 
-    def _accept_loop(self):
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self.listener.accept()
-            except (TimeoutError, socket.timeout):
-                continue
-            except OSError:
-                return
-            if self.service == "close":
-                with self.lock:
-                    self.accepted.append(time.monotonic())
-                    self.received.append(b"")
-                    self.client_closed.append(False)
-                conn.close()
-                continue
-            with self.lock:
-                index = len(self.accepted)
-                self.accepted.append(time.monotonic())
-                self.received.append(b"")
-                self.client_closed.append(False)
-                self.conns.append(conn)
-                worker = threading.Thread(target=self._serve, args=(conn, index), daemon=True)
-                self.threads.append(worker)
-            worker.start()
+    def admit(self, conn):
+        self.accepted.append(time.monotonic())
+        self.received.append(b"")
+        self.client_closed.append(False)
+        return None if self.service == "close" else len(self.accepted) - 1
 
-    def _serve(self, conn, index):
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def serve(self, conn, index):
         pending = b""
-        try:
-            while chunk := conn.recv(65536):
-                with self.lock:
-                    self.received[index] += chunk
-                if self.service == "echo":
-                    conn.sendall(chunk)
-                else:
-                    pending += chunk
-                    while b"\n" in pending:
-                        _, _, pending = pending.partition(b"\n")
-                        conn.sendall(TOP_REPLY)
+        while chunk := conn.recv(65536):
             with self.lock:
-                self.client_closed[index] = True
-        except OSError:
-            pass  # the client went away, or stop() shut the socket
-        finally:
-            conn.close()
+                self.received[index] += chunk
+            if self.service == "echo":
+                conn.sendall(chunk)
+            else:
+                pending += chunk
+                while b"\n" in pending:
+                    _, _, pending = pending.partition(b"\n")
+                    conn.sendall(TOP_REPLY)
+        with self.lock:
+            self.client_closed[index] = True
 
     def snapshot(self):
         """(accept times, bytes received, closed by the client), per connection,
@@ -102,18 +69,6 @@ class Recorder:
             time.sleep(0.02)
         with self.lock:
             return list(self.accepted), list(self.received), list(self.client_closed)
-
-    def stop(self):
-        self.stopping.set()
-        self.acceptor.join(timeout=5)
-        self.listener.close()
-        with self.lock:
-            for conn in self.conns:
-                with contextlib.suppress(OSError):
-                    conn.shutdown(socket.SHUT_RDWR)
-            threads = list(self.threads)
-        for worker in threads:
-            worker.join(timeout=5)
 
 
 @pytest.fixture
