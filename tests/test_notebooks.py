@@ -354,7 +354,8 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
             assert r["accept_queue_max"] <= 5, r
             assert r["tcp_listenoverflows"] >= r["connects_over_1s"], r  # the namespace's counter: >=
             if r["model"] == "threaded":  # a thread made per accept: the burst outruns it (epoll's may not)
-                assert r["connects_over_1s"] > 0 and r["connect_p99_us"] >= 900_000, r
+                # 1 to 24 of the 100 connects, from run to run: the slowest took a whole second
+                assert r["connects_over_1s"] > 0 and r["connect_max_us"] >= 900_000, r
         else:
             assert r["status"] == "ok", r["error"]
             assert r["connects_over_1s"] == 0 and r["connect_p99_us"] < 500_000, r
