@@ -9,8 +9,6 @@ ASan + UBSan build of loadgen (the rows with san=True).
 """
 
 import contextlib
-import fcntl
-import functools
 import json
 import re
 import resource
@@ -23,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+import serverproc
 from labkit import paths
 from threaded_server import ThreadPerConnection
 
@@ -34,19 +33,10 @@ SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error
 
 # --------------------------------------------------------------- the binary
 
-@functools.cache
 def loadgen_binary(san: bool) -> Path:
-    """build/bin/loadgen, or build/san/bin/loadgen with san, rebuilt from the
-    current source with the lab's Makefile (only the loadgen target)."""
-    paths.BUILD.mkdir(exist_ok=True)
-    with open(paths.BUILD / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # other test files build too
-        result = subprocess.run(["make", "--no-print-directory", "-C", str(paths.CSRC),
-                                 f"SAN={int(san)}", "loadgen"],
-                                capture_output=True, text=True, timeout=300)
-    if result.returncode != 0:
-        pytest.fail(f"building loadgen failed:\n{result.stdout}{result.stderr}", pytrace=False)
-    return (paths.SAN_BIN if san else paths.BIN) / "loadgen"
+    """build/bin/loadgen, or build/san/bin/loadgen with san, made from the current source
+    (serverproc's one build per test run, the loadgen target)."""
+    return serverproc.bin_dir(san, "loadgen") / "loadgen"
 
 
 def run(*args, san=False, timeout=RUN_TIMEOUT):
