@@ -100,7 +100,10 @@ def build(sanitize: bool = False, csrc: Path | None = None, build_dir: Path | No
     if not force and _built.get(key) == before and bin_dir.is_dir():
         return bin_dir
     _built.pop(key, None)
-    result = make(["SAN=1"] if sanitize else [], csrc, build_dir)
+    flags = ["SAN=1"] if sanitize else []
+    result = make([*flags, "lab"], csrc, build_dir)
+    if result.returncode == 0:
+        _build_mine(flags, csrc, build_dir, bin_dir, key)
     if result.returncode != 0:
         fix = "read the first error above (file:line: error: ...), fix that line, and build again"
         if not os.access(build_dir if build_dir.exists() else build_dir.parent, os.W_OK):
@@ -112,6 +115,26 @@ def build(sanitize: bool = False, csrc: Path | None = None, build_dir: Path | No
     if _fingerprint(csrc) == before:  # nothing changed while make ran
         _built[key] = before
     return bin_dir
+
+
+# The student's own model (labkit.capstone) is built apart: a server still being written must
+# not stop the lab's programs from building.  Its last failure, by build key, is raised when
+# it is asked for (binary()); its stale program is removed, so nothing measures an old version.
+MINE = "mine"
+_mine_failed: dict[tuple, BuildError] = {}
+
+
+def _build_mine(flags: list[str], csrc: Path, build_dir: Path, bin_dir: Path, key: tuple) -> None:
+    _mine_failed.pop(key, None)
+    if not (csrc / "servers" / f"{MINE}.c").is_file():
+        return
+    result = make([*flags, MINE], csrc, build_dir)
+    if result.returncode != 0:
+        (bin_dir / MINE).unlink(missing_ok=True)
+        _mine_failed[key] = BuildError(
+            f"your server csrc/servers/{MINE}.c does not compile ({'sanitizer ' if flags else ''}make exited "
+            f"{result.returncode}); the lab's own programs are built", result.stdout,
+            f"read the first error ({MINE}.c:LINE: error: ...), fix that line, and build again")
 
 
 def models(csrc: Path | None = None) -> list[str]:
@@ -131,6 +154,10 @@ def binary(name: str, sanitize: bool = False) -> Path:
         )
     # A student who edited a server gets the edit compiled (build() sees the change).
     path = build(sanitize=sanitize) / name
+    if not path.is_file() and name == MINE:
+        failed = _mine_failed.get((sanitize, paths.CSRC.resolve(), paths.BUILD.resolve()))
+        if failed is not None:
+            raise failed
     if not path.is_file():  # removed since the last build: make it again
         path = build(sanitize=sanitize, force=True) / name
     if not path.is_file():

@@ -283,10 +283,12 @@ class ScratchServer:
     """A server built with a student's function, run the way procs runs the lab's
     servers (own process group, death signal, registered for clean-up)."""
 
-    def __init__(self, binary: Path, label: str, service: str, ready_timeout: float = 5.0, args=()):
+    def __init__(self, binary: Path, label: str, service: str, ready_timeout: float = 5.0, args=(),
+                 prefix=(), env: dict | None = None):
         argv = [str(binary), "--port", "0", "--service", service, *args]
         self._stderr = tempfile.TemporaryFile(prefix="labkit-ex-server-")
-        child = launcher.spawn(argv, "server", None, stdout=subprocess.PIPE, stderr=self._stderr)
+        child = launcher.spawn(argv, "server", None, prefix=list(prefix), stdout=subprocess.PIPE,
+                               stderr=self._stderr, env=env)
         self.server = procs.Server(child, procs.ServerSpec(label, service), 0, argv, self._stderr)
         line = procs.read_ready_line(child.popen, ready_timeout).decode("utf-8", "replace").split()
         if len(line) != 2 or line[0] != "listening" or not line[1].isdigit():

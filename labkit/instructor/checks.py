@@ -13,7 +13,8 @@ JSON line per check to it:
 
 A check never raises out of its cell: AssertionError -> "failed" (its text is
 the message), any other exception -> "error", so one broken exercise does not
-hide the others' results.
+hide the others' results.  A check that passes may return a string: its message
+(what it found, e.g. which battery cases passed; the feedback page shows it).
 
 The C exercises are in labkit.instructor.c_exercises.
 """
@@ -124,7 +125,7 @@ class Checker:
     def run(self, name: str, function, points: float = 1, hidden: bool = False, extra: dict | None = None):
         """Run `function` as the check `name`; show and record the result; never raise."""
         try:
-            function()
+            said = function()  # a check may say something when it passes: where the student stands
         except AssertionError as failure:
             status, message = FAILED, str(failure) or "the check's condition does not hold"
         except Exception as problem:  # noqa: BLE001 -- a check must never stop the notebook
@@ -132,7 +133,7 @@ class Checker:
             if not isinstance(problem, LabError):  # a LabError says all; others: where it happened
                 message += "\n" + "".join(traceback.format_exception(problem)[-3:-1])
         else:
-            status, message = PASSED, ""
+            status, message = PASSED, said if isinstance(said, str) else ""
         if status == PASSED and (extra or {}).get("by_hand"):
             status = RECORDED  # no points here: a person gives them
         result = CheckResult(self.notebook, name, points if status == PASSED else 0, points, status,

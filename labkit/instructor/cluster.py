@@ -65,7 +65,8 @@ def lab_identity() -> dict:
 class Payload:
     student: str
     notebook: str
-    files: dict[str, bytes]          # the submission: "<notebook>.ipynb" and csrc/exercises/..., or {} if none
+    files: dict[str, bytes]          # the submission: "<notebook>.ipynb", csrc/exercises/... (and the
+                                     # capstone's csrc/servers/mine.c), or {} if none
     handed_in: bool
     instructor: dict[str, bytes]     # every instructor notebook, by name: the checks and the hidden ones
     profile: str | None
@@ -152,7 +153,8 @@ def _log_start(payload: Payload, worker: str) -> None:
 def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, identity: dict) -> Payload:
     """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
     read as local grading reads them (no link followed, sizes bounded)."""
-    from .grader import EXERCISES_C
+    from .. import capstone
+    from .grader import CAPSTONE_NOTEBOOK, EXERCISES_C, MAX_SERVER_BYTES
     from .submissions import Refused, read_regular
 
     files: dict[str, bytes] = {}
@@ -169,6 +171,12 @@ def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, i
                     files[str(relative)] = read_regular(path, limit=1 << 20, what=str(relative))
                 except Refused:
                     pass
+        if task.notebook == CAPSTONE_NOTEBOOK:  # the capstone's submission carries the student's server
+            mine = f"csrc/{capstone.SOURCE}"
+            try:
+                files[mine] = read_regular(task.submitted.parent / mine, limit=MAX_SERVER_BYTES, what=mine)
+            except Refused:
+                pass  # the worker's grader puts the skeleton there, as local grading does
     return Payload(task.student, task.notebook, files, task.submitted is not None, instructor, profile, timeout_s,
                    identity)
 

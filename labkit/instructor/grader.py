@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
+from .. import capstone, paths
 from . import checks, hand, release, sandbox
 from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
 from .submissions import Refused, read_notebook, read_regular, safe_name
@@ -35,6 +35,8 @@ from .uids import UidLease
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
 BY_HAND = hand.BY_HAND   # a written answer waiting for the instructor's mark (answers.csv)
 EXERCISES_C = Path("csrc") / "exercises"
+CAPSTONE_NOTEBOOK = "07_your_server"  # its submission carries csrc/servers/mine.c
+MAX_SERVER_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 20_000       # one output of a kept executed notebook
 MAX_KEPT_NOTEBOOK = 5 * 1024 * 1024
 
@@ -63,15 +65,17 @@ class Recorded:
 
 
 def digest(task: Task, instructor_bytes: bytes) -> str:
-    """What a grade depends on: the submitted notebook, the student's C exercise files, and
-    the instructor's notebook (its checks)."""
+    """What a grade depends on: the submitted notebook, the student's C exercise files (and
+    for the capstone, their server), and the instructor's notebook (its checks)."""
     import hashlib
 
     hashed = hashlib.sha256(instructor_bytes)
     if task.submitted is None:
         hashed.update(b"not submitted")
         return hashed.hexdigest()
-    for path in [task.submitted, *sorted((task.submitted.parent / EXERCISES_C).rglob("*"))]:
+    mine = task.submitted.parent / "csrc" / capstone.SOURCE
+    for path in [task.submitted, *sorted((task.submitted.parent / EXERCISES_C).rglob("*")),
+                 *([mine] if task.notebook == CAPSTONE_NOTEBOOK and os.path.lexists(mine) else [])]:
         try:
             data = read_regular(path, limit=MAX_KEPT_NOTEBOOK * 4, what=path.name) \
                 if not os.path.isdir(path) else b""
@@ -117,10 +121,30 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
     return rows
 
 
-def _student_overlay(student_dir: Path) -> dict[str, bytes]:
-    """The C exercise files a run compiles: the released stubs, replaced by the student's
-    own (regular files only: a link is not followed)."""
-    overlay = {}
+def _capstone_overlay(student_dir: Path, notebook: str) -> dict[str, bytes]:
+    """The capstone's files in a run: the template as the students' edition has it (the
+    reference solution is the instructor's), and for the capstone's notebook the student's
+    csrc/servers/mine.c, or that template when none was handed in (a plain file, as for every
+    submitted file).  Only that notebook gets mine.c: a server that does not compile must
+    not cost the student the other notebooks' builds."""
+    template = paths.ROOT / "csrc" / capstone.TEMPLATE
+    if not template.is_file():
+        return {}
+    stub, _ = release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")
+    overlay = {f"csrc/{capstone.TEMPLATE}": stub.encode()}
+    if notebook == CAPSTONE_NOTEBOOK:
+        mine = f"csrc/{capstone.SOURCE}"
+        try:
+            overlay[mine] = read_regular(student_dir / mine, limit=MAX_SERVER_BYTES, what=mine)
+        except Refused:
+            overlay[mine] = stub.encode()  # not handed in (or not a plain file): the skeleton
+    return overlay
+
+
+def _student_overlay(student_dir: Path, notebook: str = "") -> dict[str, bytes]:
+    """The C files a run compiles: the released stubs, replaced by the student's own
+    (regular files only: a link is not followed), and the capstone's (_capstone_overlay)."""
+    overlay = _capstone_overlay(student_dir, notebook)
     instructor_dir = paths.ROOT / EXERCISES_C
     if instructor_dir.is_dir():
         for path in sorted(p for p in instructor_dir.rglob("*") if p.is_file()):
@@ -213,7 +237,7 @@ class Grader:
             reason = f"not graded: {refused}"
             return Outcome(task, rows_for(task, catalog, None, reason=reason), None, reason)
         prepared = graded_copy(submitted, self.instructor[task.notebook])
-        overlay = _student_overlay(task.submitted.parent)
+        overlay = _student_overlay(task.submitted.parent, task.notebook)
         slot, uid, checker_uid = self.slots.get()
         with self.counter_lock:
             self.counter += 1

@@ -164,6 +164,8 @@ INSTRUCTOR_ONLY = {
     "tests/test_cluster_security.py": "the grading cluster's security, with test_grade_dask's cluster",
     "tests/test_exercises.py": "checks the C exercises' checks with the lab's own answers and with variants of "
                                "them (the lingering close's among them)",
+    "tests/test_capstone.py": "checks the capstone's battery with the template's reference solution (the answer) "
+                              "and a variant of it with a classic bug",
 }
 
 
@@ -171,6 +173,8 @@ INSTRUCTOR_ONLY = {
 # (the instructor's notebooks pass every check), which only a student's own notebook holds.
 NEEDS_NOTEBOOK_ANSWERS = {
     "tests/test_notebooks.py::test_05_*": "needs notebook 05's answers: it asserts the notebook scores 12/12",
+    "tests/test_notebooks.py::test_07_*": "needs a server of the student's own in csrc/servers/mine.c: it asserts "
+                                          "that server passes the battery and is measured beside the lab's",
     "tests/test_browser.py::test_a_student_runs_the_notebook_in_a_browser[[]*":
         "needs the notebook's answers: an unsolved check prints a FAIL line too long for the page's checks",
 }

@@ -1,0 +1,195 @@
+"""The capstone: a server model of the student's own, `mine`.
+
+Its source is csrc/servers/mine.c in the student's own copy of csrc/ (paths.own_sources():
+their checkout, or HOME/csrc in a shared install), made once from the template
+csrc/capstone/mine.c, whose header is the contract.  From then on it is a model like the
+others: csrc/Makefile builds every servers/*.c, so build.models() lists it and every
+experiment takes it in `models`.  The battery (labkit.battery) builds the text of the file
+into a scratch tree, so a check judges exactly the text it was given (grading exports it).
+
+Invariants: the student's file is never overwritten; csrc/ of a shared install is never
+written (own_sources() makes the user's copy first).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import build, paths
+from .errors import BuildError, LabError
+
+MODEL = "mine"
+TEMPLATE = Path("capstone") / "mine.c"   # under csrc/
+SOURCE = Path("servers") / f"{MODEL}.c"  # under the user's csrc/
+
+
+@dataclass(frozen=True)
+class Design:
+    key: str
+    title: str
+    idea: str
+    closest: tuple[str, ...]  # the lab's models it is measured against
+    expect: str               # where it should land, for the prediction
+
+
+DESIGNS = {design.key: design for design in (
+    Design("threads_epoll", "threads plus epoll",
+           "one thread accepts and hands each connection to one of N threads, each running its own "
+           "epoll loop over its own connections",
+           ("epoll", "epoll_workers", "threaded"),
+           "like epoll on one CPU; on several CPUs it scales as epoll_workers does, without processes"),
+    Design("reuseport_workers", "SO_REUSEPORT epoll workers",
+           "N processes, each with its own listening socket on the same port (SO_REUSEPORT) and its own "
+           "epoll loop: the kernel spreads connections by a hash of their addresses",
+           ("epoll_reuseport", "epoll_workers", "epoll"),
+           "like epoll_reuseport: no shared accept queue, no herd; uneven when few connections hash unevenly"),
+    Design("uring_multishot", "io_uring, multishot accept, provided buffers",
+           "one ring: a multishot accept keeps producing connections, and a multishot recv per connection "
+           "takes buffers from a ring the server provides, so reads need no buffer per idle connection",
+           ("uring", "epoll"),
+           "fewer system calls per request than epoll; memory per idle connection near zero"),
+    Design("bounded_pool", "a thread pool with a bounded queue and back-pressure",
+           "N threads take connections from a queue of fixed size; when it is full the acceptor stops "
+           "accepting, so the kernel's accept queue (the backlog) holds the rest",
+           ("pool", "threaded", "prefork"),
+           "like pool: at most N clients served at once, the rest wait in two queues you can measure"),
+)}
+
+
+def path() -> Path:
+    """Where the student's server lives now (it may not exist yet: start() makes it)."""
+    return paths.CSRC / SOURCE
+
+
+def template() -> Path:
+    """The template: the lab's csrc/capstone/mine.c (in a students' edition, the skeleton)."""
+    found = paths.ROOT / "csrc" / TEMPLATE
+    if not found.is_file():
+        raise LabError(f"the capstone's template {found} is missing", "restore it: git checkout -- csrc/capstone/")
+    return found
+
+
+def start() -> Path:
+    """The student's server file, made from the template the first time (never overwritten).
+    Makes the user's own copy of csrc/ first in a shared install."""
+    own = paths.own_sources() / SOURCE
+    if not own.exists():
+        own.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(template(), own)
+        print(f"your server: {own} (made from the template {template()})")
+    else:
+        print(f"your server: {own}")
+    print("open it in JupyterLab's file browser (csrc/servers/mine.c), or in a terminal's editor; "
+          "run `my_server = capstone.source()` again after every edit")
+    return own
+
+
+def source() -> str:
+    """The text of the student's server as it is now."""
+    found = path()
+    if not found.is_file():
+        raise LabError(f"you have no server yet ({found} does not exist)",
+                       "run capstone.start() first: it makes the file from the template")
+    return found.read_text(errors="replace")
+
+
+def show_designs() -> None:
+    from IPython.display import Markdown, display
+
+    rows = ["| key | design | the idea | measured beside | where it should land |", "|---|---|---|---|---|"]
+    rows += [f"| `{d.key}` | {d.title} | {d.idea} | {', '.join(d.closest)} | {d.expect} |" for d in DESIGNS.values()]
+    display(Markdown("\n".join(rows)))
+
+
+def contract(text: str | None = None) -> str:
+    """The header comment of the template (or of `text`): the contract."""
+    text = template().read_text() if text is None else text
+    start, end = text.find("/*"), text.find("*/")
+    if start < 0 or end < start:
+        raise LabError("the template has no header comment", "restore it: git checkout -- csrc/capstone/")
+    return text[start:end + 2]
+
+
+def show_template_contract() -> None:
+    from IPython.display import Markdown, display
+
+    display(Markdown(f"`csrc/{TEMPLATE}`, its header:\n```c\n{contract()}\n```"))
+
+
+def check_design(design) -> None:
+    """The chosen design is one of DESIGNS' keys."""
+    assert design in DESIGNS, (f"my_design is {design!r}: choose one of {', '.join(map(repr, DESIGNS))} "
+                               "(the table above)")
+
+
+# ---------------------------------------------------------------------------
+# building a text of the student's server
+
+
+def build_text(text: str, sanitize: bool = False) -> Path:
+    """`text` built as the model `mine` in a scratch copy of the lab's csrc/ (ASan + UBSan with
+    `sanitize`); the binary's path.  The same text is built once (the copy is named after it,
+    and parallel graders share it under a lock).  A compile error raises BuildError with
+    gcc's own message."""
+    from .instructor.c_exercises import SCRATCH, _digest, _locked
+
+    sources = sorted(p for p in paths.CSRC.rglob("*.[ch]") if p.relative_to(paths.CSRC) != SOURCE)
+    key = _digest(text, *(p.read_text() for p in sources))
+    scratch = SCRATCH / f"{MODEL}-{key}"
+    binary = scratch / "build" / ("san/bin" if sanitize else "bin") / MODEL
+    with _locked(scratch):
+        if binary.is_file():
+            return binary
+        csrc = scratch / "csrc"
+        if not csrc.is_dir():
+            parts = ("obj", "san") if (paths.BUILD / "san").is_dir() else ("obj",)
+            paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build", parts=parts)
+            (csrc / SOURCE).write_text(text)
+        result = build.make(["-s", "--no-print-directory", *(["SAN=1"] if sanitize else []), str(binary)],
+                            csrc, scratch / "build")
+        if result.returncode != 0:
+            raise BuildError(f"your server does not compile{' with ASan and UBSan' if sanitize else ''} "
+                             "(gcc's message below)", result.stdout,
+                             "read the first error (mine.c:LINE: error: ...), fix that line in "
+                             "csrc/servers/mine.c, run `my_server = capstone.source()` and the battery again")
+    return binary
+
+
+# ---------------------------------------------------------------------------
+# where `mine` lands among the lab's models
+
+
+def standing(df, metric: str, higher_is_better: bool = True) -> str:
+    """One sentence placing `mine` among the models of `df` for `metric`: the medians at the
+    largest value of the sweep's first varying column (clients, rate, size ...) that mine was
+    measured at, the others at the same value."""
+    import pandas as pd
+
+    if df is None or len(df) == 0 or "model" not in df:
+        return "nothing was measured"
+    ok = df[df["status"] == "ok"] if "status" in df else df
+    if metric not in ok or not (ok["model"] == MODEL).any():
+        return f"mine has no successful measurement of {metric} here"
+    ours = ok[ok["model"] == MODEL]
+    axis = next((column for column in ("clients", "rate", "size", "body_bytes", "idle", "workers")
+                 if column in ok and ours[column].nunique() > 0 and ok[column].nunique() > 1), None)
+    where = ""
+    if axis is not None:
+        at = ours[axis].max()
+        ok = ok[ok[axis] == at]
+        where = f" at {axis} = {at:,}" if isinstance(at, (int, float)) else f" at {axis} = {at}"
+    medians = ok.groupby("model")[metric].median().dropna()
+    medians = medians.sort_values(ascending=not higher_is_better)
+    if MODEL not in medians:
+        return f"mine has no successful measurement of {metric}{where}"
+    rank = list(medians.index).index(MODEL) + 1
+    shown = "; ".join(f"{model} {value:,.4g}" for model, value in medians.items())
+    better = "higher" if higher_is_better else "lower"
+    return f"{metric}{where} ({better} is better): {shown}: mine is {_ordinal(rank)} of {len(medians)}" \
+        if pd.notna(medians[MODEL]) else f"mine has no value of {metric}{where}"
+
+
+def _ordinal(n: int) -> str:
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
