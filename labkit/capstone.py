@@ -95,6 +95,16 @@ def source() -> str:
     return found.read_text(errors="replace")
 
 
+def version(model: str | None) -> str | None:
+    """For the student's own model, a digest of its source as it is now (the sweep keys its
+    points with it: an edited server is measured again); None for the lab's models."""
+    if model != MODEL or not path().is_file():
+        return None
+    import hashlib
+
+    return hashlib.sha256(path().read_bytes()).hexdigest()[:16]
+
+
 def show_designs() -> None:
     from IPython.display import Markdown, display
 
@@ -161,12 +171,16 @@ def build_text(text: str, sanitize: bool = False) -> Path:
 # where `mine` lands among the lab's models
 
 
-def standing(df, metric: str, higher_is_better: bool = True) -> str:
+def standing(df, metric: str, higher_is_better: bool = True, **where) -> str:
     """One sentence placing `mine` among the models of `df` for `metric`: the medians at the
     largest value of the sweep's first varying column (clients, rate, size ...) that mine was
-    measured at, the others at the same value."""
+    measured at, the others at the same value; `where` (column=value) narrows the rows first."""
     import pandas as pd
 
+    from .plots import readable
+
+    for column, value in where.items():
+        df = df[df[column] == value] if df is not None and column in df else df
     if df is None or len(df) == 0 or "model" not in df:
         return "nothing was measured"
     ok = df[df["status"] == "ok"] if "status" in df else df
@@ -179,13 +193,13 @@ def standing(df, metric: str, higher_is_better: bool = True) -> str:
     if axis is not None:
         at = ours[axis].max()
         ok = ok[ok[axis] == at]
-        where = f" at {axis} = {at:,}" if isinstance(at, (int, float)) else f" at {axis} = {at}"
+        where = f" at {axis} = {readable(at)}" if isinstance(at, (int, float)) else f" at {axis} = {at}"
     medians = ok.groupby("model")[metric].median().dropna()
     medians = medians.sort_values(ascending=not higher_is_better)
     if MODEL not in medians:
         return f"mine has no successful measurement of {metric}{where}"
     rank = list(medians.index).index(MODEL) + 1
-    shown = "; ".join(f"{model} {value:,.4g}" for model, value in medians.items())
+    shown = "; ".join(f"{model} {readable(value)}" for model, value in medians.items())
     better = "higher" if higher_is_better else "lower"
     return f"{metric}{where} ({better} is better): {shown}: mine is {_ordinal(rank)} of {len(medians)}" \
         if pd.notna(medians[MODEL]) else f"mine has no value of {metric}{where}"

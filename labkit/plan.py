@@ -27,11 +27,15 @@ if TYPE_CHECKING:
     from labkit.procs import Pinning
 
 
-def point_key(experiment: str, point: dict, repeat: int) -> str:
+def point_key(experiment: str, point: dict, repeat: int, version: str | None = None) -> str:
     """A run's key in the results file, stable across runs and machines: the same point and
-    repeat of the same experiment give the same key (so an interrupted sweep resumes)."""
-    identity = json.dumps({"experiment": experiment, "point": point, "repeat": repeat},
-                          sort_keys=True, separators=(",", ":"))
+    repeat of the same experiment give the same key (so an interrupted sweep resumes).  A
+    server whose source is the student's own has its `version` (capstone.version()) in the
+    key: an edited server is measured again, never resumed from an older one's rows."""
+    identity = {"experiment": experiment, "point": point, "repeat": repeat}
+    if version is not None:
+        identity["version"] = version
+    identity = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
@@ -102,7 +106,7 @@ class Plan:
 
     def points(self) -> list[Run]:
         """What the sweep measures: each grid point's repeats, as measure.Runs."""
-        from labkit import perf
+        from labkit import capstone, perf
         from labkit.measure import Run
 
         experiment = self.experiment
@@ -110,7 +114,8 @@ class Plan:
         stacks = bool(self.values.get("profile_stacks"))
         return [Run(experiment.server_spec(point), experiment.load_spec(point), self.pinning,
                     link=experiment.link(point), events=events, stacks=stacks, watch=experiment.watch,
-                    point=point, repeat=repeat, key=point_key(experiment.name, point, repeat))
+                    point=point, repeat=repeat,
+                    key=point_key(experiment.name, point, repeat, capstone.version(point.get("model"))))
                 for point in self.grid() for repeat in range(self.values["repeats"])]
 
 

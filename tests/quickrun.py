@@ -39,6 +39,9 @@ PAPERMILL = Path(sys.executable).with_name("papermill")
 QUICK_RUN_LIMIT_S = 120  # "about a minute" on 2 cores, with room for a slow CI machine
 RUN_ENV = "LABKIT_TEST_RUN"  # names this test run's shared folder (conftest sets it)
 PLOTLY = "application/vnd.plotly.v1+json"
+# Notebooks that write C of the user's own (the capstone's csrc/servers/mine.c): run as a
+# user of a shared install, with LABKIT_HOME in the run's folder (own_sources() copies there).
+OWN_HOME = {"07_your_server.ipynb"}
 
 
 def shared_folder() -> Path:
@@ -148,6 +151,8 @@ def _run(name: str, source: Path, folder: Path) -> None:
     nbformat.write(graded_copy(teacher, teacher).notebook, workdir / name)
     env = dict(kernel_env(folder), LABKIT_CHECKS_FILE=str(folder / "checks.jsonl"),
                LABKIT_EXPORTS=str(folder / "exports.jsonl"))
+    if name in OWN_HOME:  # its C goes into a home of its own, never into the checkout's csrc/
+        env["LABKIT_HOME"] = str(folder / "home")
     started = time.monotonic()
     executed = papermill(workdir / name, workdir, env)
     elapsed = time.monotonic() - started

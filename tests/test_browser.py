@@ -36,7 +36,7 @@ import pytest
 
 from labkit import paths
 
-from quickrun import PLOTLY, run_quick
+from quickrun import OWN_HOME, PLOTLY, run_quick
 
 CHROMIUM = Path("/usr/bin/chromium")
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
@@ -74,6 +74,9 @@ def _up_to_the_first_panel(notebook, folder):
     where = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
     injected = f'profile = "quick"\nresults = {str(folder / "results.jsonl")!r}'
     nb.cells.insert(where + 1, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
+    if notebook.name in OWN_HOME:  # its C goes into a home of its own (as a shared install's user), set first
+        home = f'import os\nos.environ["LABKIT_HOME"] = {str(folder / (notebook.stem + "-home"))!r}'
+        nb.cells.insert(0, nbformat.v4.new_code_cell(home, metadata={"tags": ["injected-parameters"]}))
     copy = folder / f"{notebook.stem}-panel.ipynb"
     nbformat.write(nb, copy)
     return copy
@@ -378,6 +381,7 @@ _MAIN_TABLE = {
     "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
     "05_different_hosts": "for model in upload_params[\"models\"]:",
     "06_what_breaks_first": "knees = queueing.knees(load_df)",
+    "07_your_server": "report = battery.run(my_server)",
 }
 # Figures a student once saw wrong (issue "numbers and charts that tell the truth"), kept as
 # screenshots beside the tables: the cell's code, the file's name.

@@ -120,7 +120,7 @@ def test_a_compile_error_names_the_students_file_and_line():
 def test_a_server_that_does_not_compile_leaves_the_lab_built_and_is_refused_by_name(tmp_path):
     """In the student's own tree: the lab's programs build, mine's error is raised when mine is
     asked for, and no stale mine is left to be measured."""
-    script = f"""
+    script = """
 import sys
 from labkit import build, capstone, paths
 capstone.start()
@@ -163,7 +163,8 @@ STANDING = [
     # rows (model, clients, value), metric direction -> the sentence's end
     ([("mine", 10, 5.0), ("mine", 50, 9.0), ("epoll", 50, 10.0), ("threaded", 50, 7.0), ("epoll", 10, 1.0)], True,
      "at clients = 50 (higher is better): epoll 10; mine 9; threaded 7: mine is 2nd of 3"),
-    ([("mine", 50, 9.0), ("epoll", 50, 10.0)], False, "(lower is better): mine 9; epoll 10: mine is 1st of 2"),
+    ([("mine", 50, 9.5), ("epoll", 50, 10250.0)], False,
+     "(lower is better): mine 9.500; epoll 10,250: mine is 1st of 2"),
     ([("epoll", 50, 10.0)], True, "mine has no successful measurement"),
 ]
 
@@ -175,3 +176,87 @@ def test_standing_places_mine_among_the_models_at_the_largest_point(rows, higher
     df = pd.DataFrame([{"model": m, "clients": c, "rps": v, "status": "ok"} for m, c, v in rows])
     assert capstone.standing(df, "rps", higher).endswith(says) or says in capstone.standing(df, "rps", higher), \
         capstone.standing(df, "rps", higher)
+
+
+# ---------------------------------------------------------------------------
+# grading: the same notebook, two servers, different points
+
+
+CAPSTONE = "07_your_server"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
+@pytest.mark.timeout(900)
+def test_grading_gives_the_correct_server_every_battery_point_and_the_buggy_one_fewer(tmp_path):
+    """Two students hand in the solved notebook 07 with a server each: the reference and the
+    partial-write bug.  Both are built in the grading sandbox from what they handed in; the
+    buggy one loses exactly the slow reader's points, visible and hidden, with a message that
+    names the fix; the correct one's feedback lists each case and where mine stands."""
+    import copy
+
+    import nbformat
+    import pandas as pd
+
+    teacher = nbformat.read(paths.NOTEBOOKS / f"{CAPSTONE}.ipynb", as_version=4)
+    student, _ = release.release_notebook(copy.deepcopy(teacher), CAPSTONE)
+    solutions = {cell.id: cell.source for cell in teacher.cells if "BEGIN SOLUTION" in cell.source}
+    for cell in student.cells:
+        cell.source = solutions.get(cell.id, cell.source)
+    submissions = tmp_path / "class"
+    for name, server in (("correct", reference()), ("partial_write", with_bug())):
+        folder = submissions / name
+        (folder / "csrc" / "servers").mkdir(parents=True)
+        nbformat.write(student, folder / f"{CAPSTONE}.ipynb")
+        (folder / "csrc" / capstone.SOURCE).write_text(server)
+    done = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(tmp_path / "out"),
+                           "--jobs", "2", "--timeout", "400", "--notebooks", CAPSTONE],
+                          capture_output=True, text=True, timeout=840)
+    assert done.returncode == 0, done.stderr[-3000:]
+    book = pd.read_csv(tmp_path / "out" / "gradebook.csv", keep_default_na=False)
+    rows = {(r.student, r.check): r for r in book.itertuples()}
+    battery_checks = sorted({check for _, check in rows if check.startswith("battery_")})
+    assert battery_checks, sorted(rows)
+    slow = {"battery_slow_reader", "battery_slow_reader_more_bytes"}
+    for check in battery_checks:
+        good, bad = rows[("correct", check)], rows[("partial_write", check)]
+        assert good.status == "passed", (check, good.message)
+        assert (bad.status == "failed") == (check in slow), (check, bad.status, bad.message)
+    assert "session_did_write(n)" in rows[("partial_write", "battery_slow_reader")].message
+    assert "case(s) passed" in rows[("correct", "battery_protocol")].message
+    measured = [check for _, check in rows if check.startswith("mine_measured")]
+    assert measured and all(rows[("correct", c)].status == "passed" and "mine is" in rows[("correct", c)].message
+                            for c in measured), [(c, rows[("correct", c)].message) for c in measured]
+    points = book.groupby("student")["points"].sum()
+    lost = sum(rows[("correct", c)].max_points for c in slow)
+    assert points["correct"] - points["partial_write"] == lost, points
+    feedback = (tmp_path / "out" / "feedback" / "correct.html").read_text()
+    assert "echo: reads nothing until the output is full" in feedback
+
+
+def test_a_check_on_a_server_that_does_not_compile_fails_with_gccs_words():
+    broken = reference().replace("static const service_t *service;", "static const service_t *service", 1)
+    with pytest.raises(AssertionError, match=r"mine\.c:\d+"):
+        battery.check(broken, "protocol")
+
+
+def test_under_an_address_space_limit_the_sanitizer_cases_are_not_measurable_not_failed():
+    """An ASan build reserves terabytes of address space: under a hard RLIMIT_AS it cannot
+    start, which is the machine's limit, not the server's fault: the check errs, saying so."""
+    script = """
+import resource
+from labkit import battery
+from test_capstone import reference
+resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
+report = battery.run(reference(), "sanitizers")
+print([r.unmeasurable for r in report.results])
+try:
+    battery.check(reference(), "sanitizers")
+except AssertionError:
+    print("FAILED")
+except Exception as problem:
+    print("ERRED", type(problem).__name__, "RLIMIT_AS" in str(problem))
+"""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[True, True" in done.stdout and "ERRED LabError True" in done.stdout, done.stdout

@@ -409,7 +409,7 @@ def test_an_endless_loop_times_out_and_keeps_the_checks_before_it(tmp_path, rele
 
 
 @pytest.mark.parametrize("name", ["02_multiplexing", "03_uploads", "04_write_strategies", "05_different_hosts",
-                                  "06_what_breaks_first"])
+                                  "06_what_breaks_first", "07_your_server"])
 def test_every_notebooks_graded_copy_exports_the_values_of_each_of_its_checks(name, tmp_path):
     """Grading other notebooks than 01: each check's values are exported for the checks
     process, and no hidden check or solution is in the student's run."""

@@ -9,7 +9,7 @@ import pytest
 
 from labkit import paths
 
-from quickrun import QUICK_RUN_LIMIT_S, run_quick
+from quickrun import PLOTLY, QUICK_RUN_LIMIT_S, run_quick
 
 pytestmark = [pytest.mark.measuring, pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)]
 
@@ -385,3 +385,38 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
                   "queueing.connect_times(queue_df)", 'experiments.get("herd").plot(herd_df, "server_cs',
                   'experiments.get("conn_memory").plot(memory_df, "kernel_kib'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+
+
+def test_07_your_server_runs_quick_and_puts_mine_beside_the_labs_models():
+    """One quick run of notebook 07 with the template's reference server (threads plus
+    epoll): it passes every battery group, is measured in experiments 2, 3 and 6 beside the
+    lab's models, and its plots name it; its C went into the run's own home, never into the
+    checkout's csrc/."""
+    from labkit import battery, capstone
+
+    run = run_quick("07_your_server.ipynb")
+    nb, elapsed = run.nb, run.elapsed
+    print(f"07_your_server.ipynb, quick profile: {elapsed:.1f} s")
+    no_errors(nb)
+    assert elapsed < QUICK_RUN_LIMIT_S
+    assert not (paths.ROOT / "csrc" / capstone.SOURCE).exists(), "the notebook wrote into the checkout's csrc/"
+    assert (run.folder / "home" / "csrc" / capstone.SOURCE).is_file()
+
+    checks = {c["check"]: c for c in run.checks}
+    groups = [f"battery_{group}" for group in battery.GROUPS]
+    assert [checks[name]["status"] for name in groups] == ["passed"] * len(groups), \
+        {name: checks.get(name, {}).get("message") for name in groups}
+    assert "case(s) passed" in checks["battery_protocol"]["message"]
+
+    for experiment in ("echo_scale", "uploads", "offered_load"):
+        rows = [r for r in run.rows if r["experiment"] == experiment]
+        mine = [r for r in rows if r["model"] == "mine"]
+        others = {r["model"] for r in rows} - {"mine"}
+        assert mine and all(r["status"] == "ok" for r in mine), (experiment, [r["error"] for r in mine])
+        assert others, f"{experiment}: mine was measured alone"
+    measured = [c for name, c in checks.items() if name.startswith("mine_measured")]
+    assert len(measured) == 3 and all(c["status"] == "passed" and "mine is" in c["message"] for c in measured)
+
+    figures = [o["data"][PLOTLY] for c in nb.cells if c.cell_type == "code" for o in c.outputs
+               if PLOTLY in o.get("data", {})]
+    assert figures and sum(any(trace.get("name") == "mine" for trace in f["data"]) for f in figures) >= 3

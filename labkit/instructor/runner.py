@@ -26,7 +26,13 @@ RUNNER_MARK = "labkit-sandbox-result:"  # the runner's last stdout line starts w
 
 
 def lower_limits(spec: dict) -> None:
-    """In an isolated process: the limits its spec names, for it and all it starts."""
+    """In an isolated process: the limits its spec names, for it and all it starts.
+
+    The address space is the one exception, where the run has a cgroup: its memory.max
+    bounds what the whole run uses, so only the soft limit is set and a process may raise
+    it for a large reservation it does not use (an ASan build reserves terabytes of shadow
+    memory at start; the capstone's battery builds one).  Without a cgroup the hard limit
+    is the soft one, and such a build cannot start (labkit.battery says so)."""
     limits = spec["limits"]
     wanted = {
         resource.RLIMIT_CPU: spec["cpu_s"],
@@ -39,7 +45,8 @@ def lower_limits(spec: dict) -> None:
     for which, value in wanted.items():
         soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        resource.setrlimit(which, (value, value))
+        keep_hard = which == resource.RLIMIT_AS and spec.get("cgroup_holds_memory") and hard == resource.RLIM_INFINITY
+        resource.setrlimit(which, (value, hard if keep_hard else value))
 
 
 def _report(outcome: str, message: str, cell_errors: list[str] | None = None) -> None:

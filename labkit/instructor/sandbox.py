@@ -54,7 +54,8 @@ class Limits:
 
     timeout_s: float = 300.0          # wall clock for the whole notebook
     cpu_s: int | None = None          # CPU seconds per process (default: timeout + 30 s)
-    memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB)
+    memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB); where
+                                      # the run has a cgroup, the soft limit only (runner.lower_limits)
     run_memory_bytes: int = 3072 * MIB  # memory in use by the whole run (its cgroup), where one can be made
     processes: int = 512              # processes and threads (RLIMIT_NPROC counts threads)
     open_files: int = 4096
@@ -316,6 +317,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         walls.root = private / f"root-{module.rsplit('.', 1)[-1]}"
         walls.root.mkdir(mode=0o755)
     payload = {**payload, "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
+               "cgroup_holds_memory": walls.cgroup is not None,
                "extra_processes": 0 if uid is not None else len(processes_of(os.getuid(), "", None))}
     log_path = private / f"{module.rsplit('.', 1)[-1]}.log"
     pass_fds = ()

@@ -1,41 +1,23 @@
-"""The battery: what a server must survive before its numbers mean anything.
+"""The battery's cases: each a row of CASES, its group, the service it runs, what its
+client does to a fresh server (run(port, size)), and what to fix when it fails.
 
-A case is a row of CASES: its group, the service it runs, what an independent client
-(plain Python sockets, never the lab's load generator) does to a fresh server, and what
-to fix when it fails.  The lab's load sends one request and waits for its reply, so none
-of this happens in a measurement; a server that mishandles it is wrong in every
-measurement anyway.  Each case gets a server of its own, started from the binary
-capstone.build_text() made of the text under test, and after the case that server must
-still be alive: a crash fails the case whatever the client saw.
-
-Groups, in the order a server usually learns them (GROUPS): protocol, pipelining, split,
-slow_reader, resets, many_clients, out_of_descriptors, sigterm, sanitizers.  The hidden
-variant of a case (grading) is the same client with a harsher Size: more clients, more
-bytes, nastier timings.  tests/test_capstone.py runs the battery on every lab model (all
-pass), on the template's reference solution and on a classic bug.
-
-Invariants: every wait is bounded (Size.timeout); no server outlives its case; a
-failure names what the client saw and what to fix, never only "assert".
-"""
+Groups, in the order a server usually learns them (GROUPS).  The hidden variant of a case
+(grading) is the same client with a harsher Size: more clients, more bytes, nastier
+timings."""
 
 from __future__ import annotations
 
 import os
 import random
 import select
-import signal
 import socket
-import struct
 import threading
 import time
-import warnings
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable
 
-SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
-           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=67"}
-SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+from .client import (CaseFailed, Lines, connect, echo_difference, read_exactly, reset, said_by,
+                     send_while_reading)
 
 GROUPS = {
     "protocol": "each service's requests, answered as the wire protocol says; a bad request gets ERR",
@@ -81,194 +63,6 @@ class Case:
     server: str = "plain"  # plain | fd_limit (also handed the server) | sigterm
 
 
-class CaseFailed(AssertionError):
-    """A case's client saw something wrong; the message says what."""
-
-
-@dataclass
-class Result:
-    case: Case
-    passed: bool
-    seconds: float
-    message: str = ""
-    sanitized: bool = False
-
-    @property
-    def label(self) -> str:
-        return f"{self.case.name} (ASan+UBSan)" if self.sanitized else self.case.name
-
-
-@dataclass
-class Report:
-    results: list[Result] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return bool(self.results) and all(r.passed for r in self.results)
-
-    @property
-    def failed(self) -> list[str]:
-        return [r.label for r in self.results if not r.passed]
-
-    def group(self, name: str) -> list[Result]:
-        return [r for r in self.results if (r.case.group if not r.sanitized else "sanitizers") == name]
-
-    def _repr_html_(self) -> str:
-        import html
-
-        rows = []
-        for r in self.results:
-            group = "sanitizers" if r.sanitized else r.case.group
-            mark = "<b style='color:#1a7f37'>passed</b>" if r.passed else "<b style='color:#cf222e'>FAILED</b>"
-            said = "" if r.passed else (f"<pre style='white-space:pre-wrap;margin:0'>{html.escape(r.message)}</pre>"
-                                        f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>")
-            rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
-                        f"<td>{r.seconds:.2f} s</td><td>{said}</td></tr>")
-        passed = sum(r.passed for r in self.results)
-        return (f"<p><b>{passed} of {len(self.results)} cases passed</b></p><table><tr><th>group</th><th>case</th>"
-                f"<th>result</th><th>time</th><th>what happened</th></tr>{''.join(rows)}</table>")
-
-    def __str__(self) -> str:
-        lines = [f"{sum(r.passed for r in self.results)} of {len(self.results)} cases passed"]
-        for r in self.results:
-            lines.append(f"  {'ok  ' if r.passed else 'FAIL'} {r.label} ({r.seconds:.2f} s)")
-            if not r.passed:
-                lines += [f"       {line}" for line in r.message.splitlines()[:12]]
-                lines.append(f"       what to fix: {r.case.fix}")
-        return "\n".join(lines)
-
-
-# ---------------------------------------------------------------------------
-# the client side: plain sockets, every wait bounded
-
-
-def connect(port: int, size: Size, small_buffers: bool = False) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    if small_buffers:  # the server's buffers fill up first
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 65536)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.settimeout(size.timeout)
-    sock.connect(("127.0.0.1", port))
-    return sock
-
-
-def reset(sock: socket.socket) -> None:
-    """Close abruptly: SO_LINGER 0 makes close() send RST, not FIN."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
-
-
-class Lines:
-    """Lines read from one connection, each read bounded by the socket's timeout."""
-
-    def __init__(self, sock: socket.socket):
-        self.sock, self.buffer = sock, bytearray()
-
-    def line(self, what: str) -> bytes:
-        while b"\n" not in self.buffer:
-            try:
-                chunk = self.sock.recv(65536)
-            except (socket.timeout, TimeoutError):
-                raise CaseFailed(f"waiting for {what}: nothing more came within {self.sock.gettimeout():g} s "
-                                 f"(got {bytes(self.buffer[:80])!r} so far)") from None
-            except ConnectionResetError:
-                raise CaseFailed(f"waiting for {what}: the server reset the connection") from None
-            if not chunk:
-                raise CaseFailed(f"waiting for {what}: the server closed the connection"
-                                 + (f" after {bytes(self.buffer[:80])!r}" if self.buffer else ""))
-            self.buffer += chunk
-        line, _, rest = bytes(self.buffer).partition(b"\n")
-        self.buffer = bytearray(rest)
-        return line.rstrip(b"\r")
-
-    def top(self, k: int, what: str) -> int:
-        """Read one TOP reply of `k` rows: each `pid utime stime name`, then END."""
-        rows = 0
-        while (line := self.line(f"{what}: row {rows + 1} or END")) != b"END":
-            words = line.split(b" ", 3)
-            if len(words) != 4 or not all(w.isdigit() for w in words[:3]):
-                raise CaseFailed(f"{what}: {line[:80]!r} is not a TOP row (`pid utime stime name`)"
-                                 + (" -- is it part of another reply?" if line.startswith((b"OK", b"ERR")) else ""))
-            rows += 1
-        if rows != k:
-            raise CaseFailed(f"{what}: {rows} rows before END, expected {k}")
-        return rows
-
-
-def read_exactly(sock: socket.socket, n: int, what: str) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        try:
-            chunk = sock.recv(min(1 << 20, n - len(data)))
-        except (socket.timeout, TimeoutError):
-            raise CaseFailed(f"{what}: {len(data)} of {n} bytes came back, then nothing for "
-                             f"{sock.gettimeout():g} s") from None
-        if not chunk:
-            raise CaseFailed(f"{what}: the server closed the connection after {len(data)} of {n} bytes")
-        data += chunk
-    return bytes(data)
-
-
-def _echo_difference(sent: bytes, got: bytes) -> str:
-    """Where an echo differs from what was sent, and what that usually means."""
-    at = next((i for i, (a, b) in enumerate(zip(sent, got)) if a != b), min(len(sent), len(got)))
-    if at == len(got) < len(sent):
-        return (f"the first {len(got):,} of {len(sent):,} bytes came back, then nothing: the rest was either "
-                "dropped (a write() on a non-blocking socket may write fewer bytes than asked, or none with "
-                "EAGAIN; reported as written, the rest is gone: report only what it wrote, session_did_write(n)) "
-                "or is held unwritten (wait until the socket is writable again, then write the rest)")
-    lost = sent.find(got[at:at + 64], at) if at < len(got) else -1
-    if lost > at:
-        return (f"the echo matches the first {at:,} bytes, then skips {lost - at:,} bytes that were sent: "
-                "bytes were lost on the way out. A write() on a non-blocking socket may write fewer bytes "
-                "than asked, or none (EAGAIN), when the client is not reading: report only what it wrote "
-                "(session_did_write(n)) and write the rest when the socket is writable again")
-    return f"the echo differs from what was sent at byte {at:,} (of {len(sent):,})"
-
-
-def send_while_reading(sock: socket.socket, payload: bytes, timeout: float) -> tuple[int, bytes]:
-    """Send `payload` without reading until the server stops taking bytes (everything full),
-    then read while sending the rest: (bytes sent before the first read, what came back)."""
-    sock.setblocking(False)
-    sent, deadline = 0, time.monotonic() + timeout
-    while sent < len(payload) and time.monotonic() < deadline:
-        try:
-            sent += sock.send(payload[sent:sent + 65536])
-        except BlockingIOError:
-            if not select.select([], [sock], [], 0.3)[1]:
-                break  # the server took nothing for 0.3 s: its output is full and it stopped reading
-    before_reading = sent
-    received = bytearray()
-    deadline = time.monotonic() + 4 * timeout + len(payload) / (50 << 20)
-    quiet_until = time.monotonic() + timeout
-    while len(received) < len(payload):
-        now = time.monotonic()
-        if now > deadline or now > quiet_until:
-            break
-        readable, writable, _ = select.select([sock], [sock] if sent < len(payload) else [], [], 0.5)
-        if readable:
-            try:
-                chunk = sock.recv(1 << 20)
-            except ConnectionResetError:
-                break
-            if not chunk:
-                break
-            received += chunk
-            quiet_until = time.monotonic() + timeout
-        if writable:
-            try:
-                sent += sock.send(payload[sent:sent + 65536])
-            except BlockingIOError:
-                pass
-            except OSError:
-                break
-    sock.setblocking(True)
-    return before_reading, bytes(received)
-
-
-# ---------------------------------------------------------------------------
-# the cases: protocol
 
 
 def top_answers_k_rows(port, size):
@@ -292,7 +86,7 @@ def echo_returns_every_byte(port, size):
         sock.sendall(payload)
         got = read_exactly(sock, len(payload), f"the echo of {len(payload):,} bytes")
         if got != payload:
-            raise CaseFailed(_echo_difference(payload, got))
+            raise CaseFailed(echo_difference(payload, got))
 
 
 def sink_counts_bytes(port, size):
@@ -421,7 +215,7 @@ def echo_slow_reader(port, size):
     if got != payload:
         raise CaseFailed(f"sent {len(payload):,} bytes to echo, reading none until the server stopped taking "
                          f"them (after {before:,}), then read while sending the rest: "
-                         + _echo_difference(payload, got))
+                         + echo_difference(payload, got))
     if before >= len(payload):
         raise CaseFailed(f"the server took all {len(payload):,} bytes from a client that read none: its "
                          "output has no bound (session_read_buf offers 0 bytes when the output is full; "
@@ -508,7 +302,7 @@ def many_clients_behind_a_silent_one(port, size):
                     sock.sendall(f"TOP {k}\n".encode())
                     lines.top(k, f"client {number + 1}, request {exchange + 1}")
         except (OSError, CaseFailed) as failure:
-            problems.append(_said(failure))
+            problems.append(said_by(failure))
 
     with connect(port, size):  # the silent client, connected first and for the whole case
         threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(size.clients)]
@@ -540,9 +334,9 @@ def many_clients_echo_at_once(port, size):
                 sock.sendall(payload)
                 got = read_exactly(sock, len(payload), f"client {number}'s echo")
                 if got != payload:
-                    problems.append(f"client {number}: " + _echo_difference(payload, got))
+                    problems.append(f"client {number}: " + echo_difference(payload, got))
         except (OSError, CaseFailed) as failure:
-            problems.append(f"client {number}: {_said(failure)}")
+            problems.append(f"client {number}: {said_by(failure)}")
 
     threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(count)]
     for thread in threads:
@@ -673,148 +467,3 @@ CASES = [
 SANITIZED_GROUPS = ("protocol", "pipelining", "split", "resets")
 
 
-# ---------------------------------------------------------------------------
-# running cases
-
-
-def _env(sanitize: bool) -> dict | None:
-    return dict(os.environ, **SAN_ENV) if sanitize else None
-
-
-def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = False,
-             workers: int | None = 2) -> Result:
-    """`case` against a fresh server started from `binary`; the server must outlive the case
-    (and, built with sanitizers, report nothing)."""
-    from .instructor.c_exercises import ScratchServer
-
-    started = time.monotonic()
-    args = ["--workers", str(workers)] if workers and _takes_workers(binary) else []
-    prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
-    label = "your (ASan+UBSan)" if sanitize else "your"
-    try:
-        server = ScratchServer(binary, label, case.service, ready_timeout=10.0 if sanitize else 5.0, args=args,
-                               prefix=prefix, env=_env(sanitize))
-    except AssertionError as failure:
-        return Result(case, False, time.monotonic() - started, str(failure), sanitize)
-    message = ""
-    try:
-        if case.server == "sigterm":
-            message = _sigterm(server, case, size)
-        else:
-            try:
-                case.run(server.port, size, *([server] if case.server == "fd_limit" else []))
-            except (AssertionError, OSError) as failure:
-                message = _said(failure)
-            died = server._died()
-            if died:
-                message = (message + "\n" if message else "") + f"the server is gone{died}"
-    finally:
-        if server.server.returncode is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", RuntimeWarning)
-                server.server.stop(timeout=1.0)
-        if sanitize and not message:
-            report = server.server.stderr_text()
-            if any(marker in report for marker in SAN_MARKERS):
-                message = "the sanitizers reported (the first lines):\n" + _first_report(report)
-    return Result(case, not message, time.monotonic() - started, message, sanitize)
-
-
-def _sigterm(server, case: Case, size: Size) -> str:
-    try:
-        socks = case.run(server.port, size)
-    except (AssertionError, OSError) as failure:
-        return _said(failure)
-    try:
-        started = time.monotonic()
-        os.kill(server.server.pid, signal.SIGTERM)
-        deadline = started + 1.0
-        popen = server.server._child.popen
-        while popen.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if popen.poll() is None:
-            return "the server was still running 1 s after SIGTERM, with 5 clients connected"
-        if popen.returncode != 0:
-            how = f"was killed by signal {-popen.returncode}" if popen.returncode < 0 \
-                else f"exited with status {popen.returncode}"
-            stderr = server.server.stderr_text().strip()
-            return f"after SIGTERM the server {how}, not 0" + (f":\n{stderr[-800:]}" if stderr else "")
-        server.server.returncode = 0
-        return ""
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-def _said(failure: BaseException) -> str:
-    if isinstance(failure, OSError) and not isinstance(failure, CaseFailed):
-        return f"the client's socket failed: {failure}"
-    return str(failure) or type(failure).__name__
-
-
-def _first_report(stderr: str, lines: int = 12) -> str:
-    kept = stderr.splitlines()
-    start = next((i for i, line in enumerate(kept) if any(m in line for m in SAN_MARKERS)), 0)
-    return "\n".join(kept[start:start + lines])
-
-
-def _takes_workers(binary: Path) -> bool:
-    import subprocess
-
-    try:
-        usage = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--workers" in usage.stdout + usage.stderr
-
-
-def cases(groups=None) -> list[tuple[Case, bool]]:
-    """(case, sanitized) for `groups` (default: all), in GROUPS' order."""
-    wanted = list(GROUPS) if groups is None else [groups] if isinstance(groups, str) else list(groups)
-    unknown = [g for g in wanted if g not in GROUPS]
-    if unknown:
-        from .errors import LabError
-
-        raise LabError(f"no battery group {', '.join(map(repr, unknown))}", f"use one of {', '.join(GROUPS)}")
-    chosen = []
-    for group in GROUPS:
-        if group not in wanted:
-            continue
-        if group == "sanitizers":
-            chosen += [(case, True) for case in CASES if case.group in SANITIZED_GROUPS]
-        else:
-            chosen += [(case, False) for case in CASES if case.group == group]
-    return chosen
-
-
-def run_binaries(plain: Path, sanitized: Path | None, groups=None, size: Size = VISIBLE,
-                 workers: int | None = 2) -> Report:
-    """The battery on built binaries (`sanitized` may be None when no sanitizer case is chosen)."""
-    report = Report()
-    for case, sanitize in cases(groups):
-        report.results.append(run_case(sanitized if sanitize else plain, case, size, sanitize, workers))
-    return report
-
-
-def run(source_text: str, groups=None, hidden: bool = False) -> Report:
-    """Build `source_text` as the model `mine` (plain, and with ASan + UBSan when the
-    sanitizers group is chosen) and run the battery's `groups` (default: all) on it."""
-    from . import capstone
-
-    chosen = cases(groups)
-    plain = capstone.build_text(source_text)
-    sanitized = capstone.build_text(source_text, sanitize=True) if any(s for _, s in chosen) else None
-    return run_binaries(plain, sanitized, groups, HIDDEN if hidden else VISIBLE)
-
-
-def check(source_text: str, group: str, hidden: bool = False) -> str:
-    """Assert that every case of `group` passes; the failure names each failed case, what
-    its client saw and what to fix (for a notebook's check).  Returns the cases passed,
-    for the check's message (the feedback page lists them)."""
-    report = run(source_text, group, hidden)
-    failed = [r for r in report.results if not r.passed]
-    if failed:
-        passed = [r.label for r in report.results if r.passed]
-        raise AssertionError("\n".join(f"{r.label}: {r.message}\n  what to fix: {r.case.fix}" for r in failed)
-                             + (f"\npassed: {'; '.join(passed)}" if passed else ""))
-    return f"{len(report.results)} case(s) passed: " + "; ".join(r.label for r in report.results)

@@ -1,0 +1,269 @@
+"""The battery: what a server must survive before its numbers mean anything.
+
+A case is a row of cases.CASES: its group, the service it runs, what an independent client
+(plain Python sockets, never the lab's load generator) does to a fresh server, and what
+to fix when it fails.  The lab's load sends one request and waits for its reply, so none
+of this happens in a measurement; a server that mishandles it is wrong in every
+measurement anyway.  Each case gets a server of its own, started from the binary
+capstone.build_text() made of the text under test, and after the case that server must
+still be alive: a crash fails the case whatever the client saw.
+
+Three files: cases.py (the cases, their groups and sizes: what the battery does),
+client.py (plain sockets, every wait bounded), and this one (a fresh server per case,
+the report, the checks).  tests/test_capstone.py runs the battery on lab models whose
+behaviour the rest of the suite asserts (threaded, epoll, pool and uring pass every case;
+iterative fails only the clients behind a silent one), on the template's reference
+solution, and on classic bugs.
+
+Invariants: every wait is bounded (Size.timeout); no server outlives its case; a
+failure names what the client saw and what to fix, never only "assert".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cases import CASES, FD_LIMIT, GROUPS, HIDDEN, SANITIZED_GROUPS, VISIBLE, Case, Size
+from .client import CaseFailed, said_by
+
+__all__ = ["CASES", "GROUPS", "HIDDEN", "VISIBLE", "Case", "CaseFailed", "Report", "Result", "Size", "cases",
+           "check", "run", "run_binaries", "run_case"]
+
+SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
+           "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=67"}
+SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+@dataclass
+class Result:
+    case: Case
+    passed: bool
+    seconds: float
+    message: str = ""
+    sanitized: bool = False
+    unmeasurable: bool = False  # the machine cannot run it (the message says why): no verdict
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.name} (ASan+UBSan)" if self.sanitized else self.case.name
+
+
+@dataclass
+class Report:
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.results) and all(r.passed for r in self.results)
+
+    @property
+    def failed(self) -> list[str]:
+        return [r.label for r in self.results if not r.passed]
+
+    def group(self, name: str) -> list[Result]:
+        return [r for r in self.results if (r.case.group if not r.sanitized else "sanitizers") == name]
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = []
+        for r in self.results:
+            group = "sanitizers" if r.sanitized else r.case.group
+            mark = "<b style='color:#1a7f37'>passed</b>" if r.passed else \
+                "<b style='color:#6e7781'>not measurable here</b>" if r.unmeasurable else \
+                "<b style='color:#cf222e'>FAILED</b>"
+            fix = "" if r.unmeasurable else \
+                f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>"
+            said = "" if r.passed else \
+                f"<pre style='white-space:pre-wrap;margin:0'>{html.escape(r.message)}</pre>{fix}"
+            rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
+                        f"<td>{r.seconds:.2f} s</td><td>{said}</td></tr>")
+        passed = sum(r.passed for r in self.results)
+        return (f"<p><b>{passed} of {len(self.results)} cases passed</b></p><table><tr><th>group</th><th>case</th>"
+                f"<th>result</th><th>time</th><th>what happened</th></tr>{''.join(rows)}</table>")
+
+    def __str__(self) -> str:
+        lines = [f"{sum(r.passed for r in self.results)} of {len(self.results)} cases passed"]
+        for r in self.results:
+            mark = "ok  " if r.passed else "n/a " if r.unmeasurable else "FAIL"
+            lines.append(f"  {mark} {r.label} ({r.seconds:.2f} s)")
+            if not r.passed:
+                lines += [f"       {line}" for line in r.message.splitlines()[:12]]
+                lines += [] if r.unmeasurable else [f"       what to fix: {r.case.fix}"]
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------
+# running cases
+
+
+def _env(sanitize: bool) -> dict | None:
+    return dict(os.environ, **SAN_ENV) if sanitize else None
+
+
+def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = False,
+             workers: int | None = 2) -> Result:
+    """`case` against a fresh server started from `binary`; the server must outlive the case
+    (and, built with sanitizers, report nothing)."""
+    from ..instructor.c_exercises import ScratchServer
+
+    started = time.monotonic()
+    args = ["--workers", str(workers)] if workers and _takes_workers(binary) else []
+    prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
+    if sanitize:
+        room = _address_space_for_asan()
+        if isinstance(room, str):
+            return Result(case, False, 0.0, room, sanitize, unmeasurable=True)
+        prefix = room + prefix
+    label = "your (ASan+UBSan)" if sanitize else "your"
+    try:
+        server = ScratchServer(binary, label, case.service, ready_timeout=10.0 if sanitize else 5.0, args=args,
+                               prefix=prefix, env=_env(sanitize))
+    except AssertionError as failure:
+        return Result(case, False, time.monotonic() - started, str(failure), sanitize)
+    message = ""
+    try:
+        if case.server == "sigterm":
+            message = _sigterm(server, case, size)
+        else:
+            try:
+                case.run(server.port, size, *([server] if case.server == "fd_limit" else []))
+            except (AssertionError, OSError) as failure:
+                message = said_by(failure)
+            died = server._died()
+            if died:
+                message = (message + "\n" if message else "") + f"the server is gone{died}"
+    finally:
+        if server.server.returncode is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                server.server.stop(timeout=1.0)
+        if sanitize and not message:
+            report = server.server.stderr_text()
+            if any(marker in report for marker in SAN_MARKERS):
+                message = "the sanitizers reported (the first lines):\n" + _first_report(report)
+    return Result(case, not message, time.monotonic() - started, message, sanitize)
+
+
+def _address_space_for_asan() -> list[str] | str:
+    """The launch prefix that gives an ASan build room for its shadow memory (terabytes,
+    reserved at start, not used), or why there is none: an address-space limit whose hard
+    value this process cannot raise (grading without a cgroup; `ulimit -v`)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return []
+    if hard == resource.RLIM_INFINITY:
+        return ["prlimit", "--as=unlimited:", "--"]
+    return (f"not measurable here: an ASan build reserves terabytes of address space at start, and this "
+            f"process may use at most {hard >> 20:,} MiB (RLIMIT_AS, `ulimit -v`). Run it where the limit is "
+            "unlimited; a grader gives it room where the run's cgroup bounds its memory (grade as root)")
+
+
+def _sigterm(server, case: Case, size: Size) -> str:
+    try:
+        socks = case.run(server.port, size)
+    except (AssertionError, OSError) as failure:
+        return said_by(failure)
+    try:
+        started = time.monotonic()
+        os.kill(server.server.pid, signal.SIGTERM)
+        deadline = started + 1.0
+        popen = server.server._child.popen
+        while popen.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if popen.poll() is None:
+            return "the server was still running 1 s after SIGTERM, with 5 clients connected"
+        if popen.returncode != 0:
+            how = f"was killed by signal {-popen.returncode}" if popen.returncode < 0 \
+                else f"exited with status {popen.returncode}"
+            stderr = server.server.stderr_text().strip()
+            return f"after SIGTERM the server {how}, not 0" + (f":\n{stderr[-800:]}" if stderr else "")
+        server.server.returncode = 0
+        return ""
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _first_report(stderr: str, lines: int = 12) -> str:
+    kept = stderr.splitlines()
+    start = next((i for i, line in enumerate(kept) if any(m in line for m in SAN_MARKERS)), 0)
+    return "\n".join(kept[start:start + lines])
+
+
+def _takes_workers(binary: Path) -> bool:
+    import subprocess
+
+    try:
+        usage = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--workers" in usage.stdout + usage.stderr
+
+
+def cases(groups=None) -> list[tuple[Case, bool]]:
+    """(case, sanitized) for `groups` (default: all), in GROUPS' order."""
+    wanted = list(GROUPS) if groups is None else [groups] if isinstance(groups, str) else list(groups)
+    unknown = [g for g in wanted if g not in GROUPS]
+    if unknown:
+        from ..errors import LabError
+
+        raise LabError(f"no battery group {', '.join(map(repr, unknown))}", f"use one of {', '.join(GROUPS)}")
+    chosen = []
+    for group in GROUPS:
+        if group not in wanted:
+            continue
+        if group == "sanitizers":
+            chosen += [(case, True) for case in CASES if case.group in SANITIZED_GROUPS]
+        else:
+            chosen += [(case, False) for case in CASES if case.group == group]
+    return chosen
+
+
+def run_binaries(plain: Path, sanitized: Path | None, groups=None, size: Size = VISIBLE,
+                 workers: int | None = 2) -> Report:
+    """The battery on built binaries (`sanitized` may be None when no sanitizer case is chosen)."""
+    report = Report()
+    for case, sanitize in cases(groups):
+        report.results.append(run_case(sanitized if sanitize else plain, case, size, sanitize, workers))
+    return report
+
+
+def run(source_text: str, groups=None, hidden: bool = False) -> Report:
+    """Build `source_text` as the model `mine` (plain, and with ASan + UBSan when the
+    sanitizers group is chosen) and run the battery's `groups` (default: all) on it."""
+    from .. import capstone
+
+    chosen = cases(groups)
+    plain = capstone.build_text(source_text)
+    sanitized = capstone.build_text(source_text, sanitize=True) if any(s for _, s in chosen) else None
+    return run_binaries(plain, sanitized, groups, HIDDEN if hidden else VISIBLE)
+
+
+def check(source_text: str, group: str, hidden: bool = False) -> str:
+    """Assert that every case of `group` passes; the failure names each failed case, what
+    its client saw and what to fix (for a notebook's check).  Returns the cases passed,
+    for the check's message (the feedback page lists them)."""
+    from ..errors import BuildError, LabError
+
+    try:
+        report = run(source_text, group, hidden)
+    except BuildError as failed_build:  # the server's fault, not the check's: a failure, with gcc's words
+        raise AssertionError(str(failed_build)[-4000:]) from None
+    unmeasurable = [r for r in report.results if r.unmeasurable]
+    if unmeasurable:  # the machine's limit, not the student's server: an error, never a failure
+        raise LabError(f"{unmeasurable[0].label}: {unmeasurable[0].message}",
+                       "grade the sanitizers where an ASan build can start (see the message)")
+    failed = [r for r in report.results if not r.passed]
+    if failed:
+        passed = [r.label for r in report.results if r.passed]
+        raise AssertionError("\n".join(f"{r.label}: {r.message}\n  what to fix: {r.case.fix}" for r in failed)
+                             + (f"\npassed: {'; '.join(passed)}" if passed else ""))
+    return f"{len(report.results)} case(s) passed: " + "; ".join(r.label for r in report.results)
