@@ -78,11 +78,12 @@ def start() -> Path:
     if not own.exists():
         own.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(template(), own)
-        print(f"your server: {own} (made from the template {template()})")
+        print(f"your server: {own}")
+        print(f"  made from the template {template()}")
     else:
         print(f"your server: {own}")
-    print("open it in JupyterLab's file browser (csrc/servers/mine.c), or in a terminal's editor; "
-          "run `my_server = capstone.source()` again after every edit")
+    print("open it in JupyterLab's file browser (csrc/servers/mine.c) or a terminal's editor;")
+    print("after every edit, run my_server = capstone.source() again")
     return own
 
 

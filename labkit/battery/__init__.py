@@ -80,7 +80,7 @@ class Report:
             fix = "" if r.unmeasurable else \
                 f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>"
             said = "" if r.passed else \
-                f"<pre style='white-space:pre-wrap;margin:0'>{html.escape(r.message)}</pre>{fix}"
+                f"<pre style='white-space:pre-wrap;word-break:normal;margin:0'>{html.escape(r.message)}</pre>{fix}"
             rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
                         f"<td>{r.seconds:.2f} s</td><td>{said}</td></tr>")
         passed = sum(r.passed for r in self.results)

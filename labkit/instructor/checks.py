@@ -73,7 +73,8 @@ class CheckResult:
                     f"up to {self.max_points:g} point(s)</div>")
         colour = {PASSED: "#1a7f37", FAILED: "#b35900"}.get(self.status, "#cf222e")
         mark = {PASSED: "✔ PASS", FAILED: "✘ FAIL"}.get(self.status, "⚠ ERROR")
-        message = f"<pre style='margin:0.3em 0 0 1.5em;white-space:pre-wrap'>{html.escape(self.message)}</pre>" \
+        wrapped = "margin:0.3em 0 0 1.5em;white-space:pre-wrap;word-break:normal"  # prose: wrap at words
+        message = f"<pre style='{wrapped}'>{html.escape(self.message)}</pre>" \
             if self.message else ""
         return (f"<div style='border-left:4px solid {colour};padding:0.2em 0.6em'>"
                 f"<b style='color:{colour}'>{mark}</b> <code>{html.escape(self.check)}</code>"
