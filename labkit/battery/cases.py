@@ -350,7 +350,8 @@ def many_clients_echo_at_once(port, size):
 # ---- out of descriptors
 
 
-SPIN_SHARE = 0.5  # a server using half a CPU or more while it answers nothing spins
+SPIN_SHARE = 0.25  # a server using a quarter of a CPU or more while clients wait in its queue spins (a busy machine
+                  # gives a spinning loop less than a whole CPU; one that waits uses next to none)
 
 
 def sheds_when_out_of_descriptors(port, size, server):
@@ -385,7 +386,10 @@ def sheds_when_out_of_descriptors(port, size, server):
     finally:
         for sock in idle:
             sock.close()
-    if None not in (cpu_before, cpu_after) and cpu_after - cpu_before >= SPIN_SHARE * elapsed:
+    # Only a server that leaves clients queued can spin on them (one that shed or answered them
+    # in no time used no CPU in no time, which is no verdict).
+    spun = None not in (cpu_before, cpu_after) and cpu_after - cpu_before >= SPIN_SHARE * elapsed
+    if "left waiting" in outcomes and spun:
         raise CaseFailed(f"with every descriptor in use, the server used {cpu_after - cpu_before:.1f} s of CPU in "
                          f"{elapsed:.1f} s while 5 new clients waited (outcomes: {outcomes}): it spins. accept() "
                          "fails with EMFILE and leaves the connection queued, so the listener stays ready and the "

@@ -105,7 +105,7 @@ def echo_difference(sent: bytes, got: bytes) -> str:
     lost = sent.find(got[at:at + 64], at) if at < len(got) else -1
     if lost > at:
         return (f"the echo matches the first {at:,} bytes, then skips {lost - at:,} bytes that were sent: "
-                "bytes were lost on the way out. A write() on a non-blocking socket may write fewer bytes "
+                "they were dropped on the way out. A write() on a non-blocking socket may write fewer bytes "
                 "than asked, or none (EAGAIN), when the client is not reading: report only what it wrote "
                 "(session_did_write(n)) and write the rest when the socket is writable again")
     return f"the echo differs from what was sent at byte {at:,} (of {len(sent):,})"
