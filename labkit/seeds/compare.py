@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from labkit.errors import LabError
 from labkit.plots.figures import add_failures
 from labkit.plots.grid import kind_of, summarize, value_text, why_missing
-from labkit.plots.style import TEMPLATE, color, label, not_measurable, wrap
+from labkit.plots.style import SYMBOLS, TEMPLATE, color, label, not_measurable, wrap
 
 
 def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clients",),
@@ -144,10 +144,12 @@ def comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> go.Fi
     fig.update_layout(template=TEMPLATE, title=f"{label(column)}: your machine vs seed {seed_name}")
     summary = summarize(df, column) if column in df.columns else pd.DataFrame(columns=["model", "clients", "median"])
     measured = summary.dropna(subset=["median"])
-    for model, line in measured.groupby("model", sort=False):
+    # a shape per model: your lines may coincide (client-side work is alike for every model)
+    for number, (model, line) in enumerate(measured.groupby("model", sort=False)):
         fig.add_trace(go.Scatter(
             x=line["clients"], y=line["median"], name=model, legendgroup=model,
             mode="lines+markers", line=dict(color=color(model), width=2),
+            marker=dict(symbol=SYMBOLS[number % len(SYMBOLS)]),
             error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
                          arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
             hovertemplate=f"<b>{model}</b> (you)<br>%{{x}} clients<br>%{{y:,.4g}}<extra></extra>",
