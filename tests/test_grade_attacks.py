@@ -7,6 +7,7 @@ The class is built at test time from `labkit release` output, like
 test_grade.py's: each attacker is the untouched release plus one cell."""
 
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -159,9 +160,15 @@ def files_of_grading_uids() -> list[str]:
                           capture_output=True, text=True, timeout=300)
     leased = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info["uids"]}
 
+    def grading_now(path: str) -> bool:
+        """Under the folder of a grader that still runs (labkit-grade-<its pid>-...): another
+        test's grading, between two of its runs, not something this one left."""
+        found = re.search(r"/labkit-(?:grade|task)-(\d+)-", path)
+        return bool(found) and psutil.pid_exists(int(found.group(1))) and int(found.group(1)) != os.getpid()
+
     def left(path: str) -> bool:
         try:
-            return os.lstat(path).st_uid not in leased
+            return os.lstat(path).st_uid not in leased and not grading_now(path)
         except FileNotFoundError:  # removed since find saw it: a grading beside this one cleaning up
             return False
 
