@@ -20,7 +20,7 @@ from pathlib import Path
 from . import build, paths
 from .errors import BuildError, LabError
 
-MODEL = "mine"
+MODEL = build.MINE  # the one model the Makefile builds apart
 TEMPLATE = Path("capstone") / "mine.c"   # under csrc/
 SOURCE = Path("servers") / f"{MODEL}.c"  # under the user's csrc/
 
@@ -144,27 +144,14 @@ def build_text(text: str, sanitize: bool = False) -> Path:
     `sanitize`); the binary's path.  The same text is built once (the copy is named after it,
     and parallel graders share it under a lock).  A compile error raises BuildError with
     gcc's own message."""
-    from .instructor.c_exercises import SCRATCH, _digest, _locked
+    from .instructor.c_exercises import scratch_build
 
-    sources = sorted(p for p in paths.CSRC.rglob("*.[ch]") if p.relative_to(paths.CSRC) != SOURCE)
-    key = _digest(text, *(p.read_text() for p in sources))
-    scratch = SCRATCH / f"{MODEL}-{key}"
-    binary = scratch / "build" / ("san/bin" if sanitize else "bin") / MODEL
-    with _locked(scratch):
-        if binary.is_file():
-            return binary
-        csrc = scratch / "csrc"
-        if not csrc.is_dir():
-            parts = ("obj", "san") if (paths.BUILD / "san").is_dir() else ("obj",)
-            paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build", parts=parts)
-            (csrc / SOURCE).write_text(text)
-        result = build.make(["-s", "--no-print-directory", *(["SAN=1"] if sanitize else []), str(binary)],
-                            csrc, scratch / "build")
-        if result.returncode != 0:
-            raise BuildError(f"your server does not compile{' with ASan and UBSan' if sanitize else ''} "
-                             "(gcc's message below)", result.stdout,
-                             "read the first error (mine.c:LINE: error: ...), fix that line in "
-                             "csrc/servers/mine.c, run `my_server = capstone.source()` and the battery again")
+    binary, failed = scratch_build(MODEL, MODEL, {SOURCE: text}, sanitize, parts=("obj", "san"))
+    if failed is not None:
+        raise BuildError(f"your server does not compile{' with ASan and UBSan' if sanitize else ''} "
+                         "(gcc's message below)", failed,
+                         "read the first error (mine.c:LINE: error: ...), fix that line in "
+                         "csrc/servers/mine.c, run `my_server = capstone.source()` and the battery again")
     return binary
 
 

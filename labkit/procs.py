@@ -171,7 +171,11 @@ _takes_workers: dict[Path, bool] = {}
 
 def has_workers(model: str, sanitize: bool = False) -> bool:
     """Whether `model` takes --workers (its --help says so)."""
-    executable = build.binary(model, sanitize=sanitize)
+    return takes_workers(build.binary(model, sanitize=sanitize))
+
+
+def takes_workers(executable: Path) -> bool:
+    """Whether the server program `executable` takes --workers (its --help says so)."""
     if executable not in _takes_workers:
         usage = subprocess.run([str(executable), "--help"], capture_output=True, text=True, timeout=5)
         _takes_workers[executable] = "--workers" in usage.stdout + usage.stderr

@@ -111,9 +111,10 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
     """`case` against a fresh server started from `binary`; the server must outlive the case
     (and, built with sanitizers, report nothing)."""
     from ..instructor.c_exercises import ScratchServer
+    from ..procs import takes_workers
 
     started = time.monotonic()
-    args = ["--workers", str(workers)] if workers and _takes_workers(binary) else []
+    args = ["--workers", str(workers)] if workers and takes_workers(binary) else []
     prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
     if sanitize:
         room = _address_space_for_asan()
@@ -198,16 +199,6 @@ def _first_report(stderr: str, lines: int = 12) -> str:
     return "\n".join(kept[start:start + lines])
 
 
-def _takes_workers(binary: Path) -> bool:
-    import subprocess
-
-    try:
-        usage = subprocess.run([str(binary), "--help"], capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return "--workers" in usage.stdout + usage.stderr
-
-
 def cases(groups=None) -> list[tuple[Case, bool]]:
     """(case, sanitized) for `groups` (default: all), in GROUPS' order."""
     wanted = list(GROUPS) if groups is None else [groups] if isinstance(groups, str) else list(groups)
@@ -227,9 +218,9 @@ def cases(groups=None) -> list[tuple[Case, bool]]:
     return chosen
 
 
-def run_binaries(plain: Path, sanitized: Path | None, groups=None, size: Size = VISIBLE,
+def run_binaries(plain: Path | None, sanitized: Path | None, groups=None, size: Size = VISIBLE,
                  workers: int | None = 2) -> Report:
-    """The battery on built binaries (`sanitized` may be None when no sanitizer case is chosen)."""
+    """The battery on built binaries (either may be None when no case of its kind is chosen)."""
     report = Report()
     for case, sanitize in cases(groups):
         report.results.append(run_case(sanitized if sanitize else plain, case, size, sanitize, workers))
@@ -242,7 +233,7 @@ def run(source_text: str, groups=None, hidden: bool = False) -> Report:
     from .. import capstone
 
     chosen = cases(groups)
-    plain = capstone.build_text(source_text)
+    plain = capstone.build_text(source_text) if not all(s for _, s in chosen) else None
     sanitized = capstone.build_text(source_text, sanitize=True) if any(s for _, s in chosen) else None
     return run_binaries(plain, sanitized, groups, HIDDEN if hidden else VISIBLE)
 

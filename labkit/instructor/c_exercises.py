@@ -244,33 +244,44 @@ POLL_MODEL = "poll"
 POLL_BACKEND = Path("loop") / "ev_poll.c"
 
 
-def build_with(model: str, source: Path, function: str, code: str) -> Path:
-    """Server `model` built with the student's `function` in place of the one in
-    csrc/`source`; the binary's path.
+def scratch_build(name: str, model: str, files: dict[Path, str], sanitize: bool = False,
+                  parts=("obj",)) -> tuple[Path, str | None]:
+    """Program `model` built in a scratch copy of csrc/ whose `files` (paths under csrc/ ->
+    text) replace the lab's: (its path, None), or (its path, make's output) when it failed.
 
-    csrc/ is copied to a scratch directory named after the code (so the same
-    code is built once, and parallel graders share it under a lock) and only
-    the copy's `source` is changed.  The lab's objects come along, their times
-    kept, so make compiles only that file (it is newer than its object) and
-    anything whose source is newer than the lab's build.  A compile error
-    raises BuildError carrying gcc's own message, naming the student's cell."""
-    key = _digest(model, function, code, *(p.read_text() for p in sorted(paths.CSRC.rglob("*.[ch]"))))
-    scratch = SCRATCH / f"{function}-{key}"
-    binary = scratch / "build" / "bin" / model
-    cell = f"your {function} cell"
+    The copy is named after what it is built from (so the same text is built once, and
+    parallel graders share it under a lock) and only `files` differ in it.  The lab's built
+    `parts` come along, their times kept, so make compiles only what the files change
+    ("san" too for an ASan build; csrc/ is never touched)."""
+    key = _digest(model, *(f"{path}\0{text}" for path, text in sorted(files.items())),
+                  *(p.read_text() for p in sorted(paths.CSRC.rglob("*.[ch]")) if p.relative_to(paths.CSRC) not in files))
+    scratch = SCRATCH / f"{name}-{key}"
+    binary = scratch / "build" / ("san/bin" if sanitize else "bin") / model
     with _locked(scratch):
         if binary.is_file():
-            return binary
+            return binary, None
         csrc = scratch / "csrc"
-        shutil.rmtree(csrc, ignore_errors=True)
-        paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build", parts=("obj",))
-        (csrc / source).write_text(replace_function((paths.CSRC / source).read_text(), function, code, cell,
-                                                    paths.CSRC / source))
-        result = build.make(["-s", "--no-print-directory", str(binary)], csrc, scratch / "build")
-        if result.returncode != 0:
-            raise BuildError(f"your {function}() does not compile (gcc's message below)", result.stdout,
-                             f"read the first error ({cell}:LINE: error: ...), fix that "
-                             "line in the cell, and run the cell and its checks again")
+        shutil.rmtree(csrc, ignore_errors=True)  # a copy cut short by a kill is never built from
+        paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build",
+                              parts=tuple(part for part in parts if (paths.BUILD / part).is_dir()))
+        for path, text in files.items():
+            (csrc / path).write_text(text)
+        result = build.make(["-s", "--no-print-directory", *(["SAN=1"] if sanitize else []), str(binary)],
+                            csrc, scratch / "build")
+    return binary, (result.stdout if result.returncode != 0 else None)
+
+
+def build_with(model: str, source: Path, function: str, code: str) -> Path:
+    """Server `model` built with the student's `function` in place of the one in
+    csrc/`source` (scratch_build); the binary's path.  A compile error raises BuildError
+    carrying gcc's own message, naming the student's cell."""
+    cell = f"your {function} cell"
+    text = replace_function((paths.CSRC / source).read_text(), function, code, cell, paths.CSRC / source)
+    binary, failed = scratch_build(function, model, {Path(source): text})
+    if failed is not None:
+        raise BuildError(f"your {function}() does not compile (gcc's message below)", failed,
+                         f"read the first error ({cell}:LINE: error: ...), fix that "
+                         "line in the cell, and run the cell and its checks again")
     return binary
 
 

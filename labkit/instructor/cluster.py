@@ -153,8 +153,7 @@ def _log_start(payload: Payload, worker: str) -> None:
 def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, identity: dict) -> Payload:
     """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
     read as local grading reads them (no link followed, sizes bounded)."""
-    from .. import capstone
-    from .grader import CAPSTONE_NOTEBOOK, EXERCISES_C, MAX_SERVER_BYTES
+    from .grader import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, submitted_server
     from .submissions import Refused, read_regular
 
     files: dict[str, bytes] = {}
@@ -171,12 +170,9 @@ def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, i
                     files[str(relative)] = read_regular(path, limit=1 << 20, what=str(relative))
                 except Refused:
                     pass
-        if task.notebook == CAPSTONE_NOTEBOOK:  # the capstone's submission carries the student's server
-            mine = f"csrc/{capstone.SOURCE}"
-            try:
-                files[mine] = read_regular(task.submitted.parent / mine, limit=MAX_SERVER_BYTES, what=mine)
-            except Refused:
-                pass  # the worker's grader puts the skeleton there, as local grading does
+        server = submitted_server(task.submitted.parent) if task.notebook == CAPSTONE_NOTEBOOK else None
+        if server is not None:  # none: the worker's grader puts the skeleton there, as local grading does
+            files[str(CAPSTONE_SERVER)] = server
     return Payload(task.student, task.notebook, files, task.submitted is not None, instructor, profile, timeout_s,
                    identity)
 

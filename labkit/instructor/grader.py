@@ -35,7 +35,8 @@ from .uids import UidLease
 PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
 BY_HAND = hand.BY_HAND   # a written answer waiting for the instructor's mark (answers.csv)
 EXERCISES_C = Path("csrc") / "exercises"
-CAPSTONE_NOTEBOOK = "07_your_server"  # its submission carries csrc/servers/mine.c
+CAPSTONE_NOTEBOOK = "07_your_server"  # its submission carries the student's server:
+CAPSTONE_SERVER = Path("csrc") / capstone.SOURCE  # beside the notebook, as in their own csrc/
 MAX_SERVER_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 20_000       # one output of a kept executed notebook
 MAX_KEPT_NOTEBOOK = 5 * 1024 * 1024
@@ -73,7 +74,7 @@ def digest(task: Task, instructor_bytes: bytes) -> str:
     if task.submitted is None:
         hashed.update(b"not submitted")
         return hashed.hexdigest()
-    mine = task.submitted.parent / "csrc" / capstone.SOURCE
+    mine = task.submitted.parent / CAPSTONE_SERVER
     for path in [task.submitted, *sorted((task.submitted.parent / EXERCISES_C).rglob("*")),
                  *([mine] if task.notebook == CAPSTONE_NOTEBOOK and os.path.lexists(mine) else [])]:
         try:
@@ -121,6 +122,15 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
     return rows
 
 
+def submitted_server(student_dir: Path) -> bytes | None:
+    """The capstone's server as the student handed it in (a plain file of bounded size, as
+    every submitted file), or None."""
+    try:
+        return read_regular(student_dir / CAPSTONE_SERVER, limit=MAX_SERVER_BYTES, what=str(CAPSTONE_SERVER))
+    except Refused:
+        return None
+
+
 def _capstone_overlay(student_dir: Path, notebook: str) -> dict[str, bytes]:
     """The capstone's files in a run: the template as the students' edition has it (the
     reference solution is the instructor's), and for the capstone's notebook the student's
@@ -132,12 +142,8 @@ def _capstone_overlay(student_dir: Path, notebook: str) -> dict[str, bytes]:
         return {}
     stub, _ = release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")
     overlay = {f"csrc/{capstone.TEMPLATE}": stub.encode()}
-    if notebook == CAPSTONE_NOTEBOOK:
-        mine = f"csrc/{capstone.SOURCE}"
-        try:
-            overlay[mine] = read_regular(student_dir / mine, limit=MAX_SERVER_BYTES, what=mine)
-        except Refused:
-            overlay[mine] = stub.encode()  # not handed in (or not a plain file): the skeleton
+    if notebook == CAPSTONE_NOTEBOOK:  # not handed in (or not a plain file): the skeleton
+        overlay[str(CAPSTONE_SERVER)] = submitted_server(student_dir) or stub.encode()
     return overlay
 
 
