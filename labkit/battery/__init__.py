@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -136,6 +137,7 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
                 case.run(server.port, size, *([server] if case.server == "fd_limit" else []))
             except (AssertionError, OSError) as failure:
                 message = said_by(failure)
+                _wait_a_moment_for_exit(server)
             died = server._died()
             if died:
                 message = (message + "\n" if message else "") + f"the server is gone{died}"
@@ -149,6 +151,15 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
             if any(marker in report for marker in SAN_MARKERS):
                 message = "the sanitizers reported (the first lines):\n" + _first_report(report)
     return Result(case, not message, time.monotonic() - started, message, sanitize)
+
+
+def _wait_a_moment_for_exit(server, seconds: float = 0.5) -> None:
+    """A server that exits closes its sockets before its parent can reap it, so a client can
+    see the reset first: give it a moment, so that its exit and last words are the message."""
+    try:
+        server.server._child.popen.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def _address_space_for_asan() -> list[str] | str:
