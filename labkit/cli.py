@@ -368,6 +368,10 @@ def parser() -> argparse.ArgumentParser:
                                                   "instructor's tests removed, RELEASE.json, a git repository")
     release.add_argument("--out", type=Path, help="folder to write (default build/release; an earlier release there is replaced; any other non-empty folder is refused)")
     release.set_defaults(run=_release)
+
+    from .instructor.lms import commands as lms_commands
+
+    lms_commands.add(commands)
     return top
 
 

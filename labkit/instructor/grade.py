@@ -184,15 +184,84 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
             _grade_here(todo, grader, jobs, finished, progress)
     finally:
         grader.close()
+    frame, answers = _finish(out_dir, tasks, outcomes, marks)
+    _write_submitted(out_dir, submissions, tasks)
+    text = summary(frame, time.monotonic() - started, jobs, scheduler) + "\n" + answers
+    (out_dir / "summary.txt").write_text(text + "\n")
+    return frame, text
+
+
+def _finish(out_dir: Path, tasks: list[Task], outcomes: list[Outcome], marks) -> tuple:
+    """The marks into the rows; gradebook.csv, answers.csv and a feedback page per student."""
     answers = hand.settle(out_dir, [row for o in outcomes for row in o.rows], marks)
     frame = _write_gradebook(out_dir, tasks, outcomes)
     order = {(t.student, t.notebook): i for i, t in enumerate(tasks)}
     outcomes.sort(key=lambda o: order[(o.task.student, o.task.notebook)])
     for student in dict.fromkeys(o.task.student for o in outcomes):
         write_feedback(out_dir, student, [o for o in outcomes if o.task.student == student])
-    text = summary(frame, time.monotonic() - started, jobs, scheduler) + "\n" + answers
-    (out_dir / "summary.txt").write_text(text + "\n")
-    return frame, text
+    return frame, answers
+
+
+def read_gradebook(out_dir: Path | str):
+    """OUT_DIR/gradebook.csv as `labkit grade` wrote it."""
+    import pandas as pd
+
+    path = Path(out_dir) / "gradebook.csv"
+    if not path.is_file():
+        raise LabError(f"{path} is not there", "grade the class first: labkit grade SUBMISSIONS --out "
+                                               f"{Path(out_dir)}")
+    frame = pd.read_csv(path, keep_default_na=False)
+    if list(frame.columns) != COLUMNS or frame.empty:
+        raise LabError(f"{path} is not a gradebook labkit grade wrote (columns {', '.join(frame.columns)})",
+                       "give the --out folder of labkit grade")
+    return frame
+
+
+def remark(out_dir: Path | str, manual: Path | str):
+    """The marks of a filled-in answers.csv into OUT_DIR's gradebook, answers.csv and feedback
+    pages, from the ledger: nothing is run again, and no submissions folder is needed."""
+    out_dir = Path(out_dir)
+    book = read_gradebook(out_dir)
+    marks = {**hand.kept(out_dir), **hand.read(manual)}
+    ledger = Ledger(out_dir)
+    tasks, outcomes = [], []
+    for student, notebook in dict.fromkeys(zip(book["student"], book["notebook"])):
+        entry = ledger.done.get((student, notebook))
+        if entry is None:
+            raise LabError(f"{out_dir / 'graded.jsonl'} has no {student}/{notebook}, which gradebook.csv has",
+                           "grade again: labkit grade SUBMISSIONS --out OUT --manual ANSWERS")
+        task = Task(student, notebook, None)
+        tasks.append(task)
+        outcomes.append(Outcome(task, entry["rows"], Recorded(entry.get("cell_errors", [])), entry.get("note", "")))
+    frame, answers = _finish(out_dir, tasks, outcomes, marks)
+    print(answers, file=sys.stderr)
+    return frame
+
+
+def _write_submitted(out_dir: Path, submissions: Path, tasks: list[Task]) -> None:
+    """OUT_DIR/submitted.csv: when each graded notebook was handed in, from what labkit collect
+    recorded in the student's folder (labkit.instructor.lms.collect), for late penalties."""
+    import csv
+
+    from .lms import books, collect
+
+    rows = []
+    for student in dict.fromkeys(t.student for t in tasks):
+        folder = submissions / student
+        if not is_folder(folder):
+            continue
+        record = collect.read_record(folder)
+        times = collect.submission_times(folder)
+        for task in (t for t in tasks if t.student == student and t.submitted is not None):
+            kept = record.get(f"{task.notebook}.ipynb", {})
+            when = times.get(task.notebook)
+            rows.append({"student": student, "notebook": task.notebook,
+                         "submitted_at": when.isoformat() if when else "", "lms": kept.get("lms", ""),
+                         "handed_in_as": kept.get("handed_in_as", ""), "late_by_lms": kept.get("late_by_lms", "")})
+    with open(out_dir / books.SUBMITTED, "w", newline="", encoding="utf-8") as out:
+        writer = csv.DictWriter(out, fieldnames=books.SUBMITTED_COLUMNS)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _grade_here(tasks: list[Task], grader: Grader, jobs: int, finished, progress: bool) -> None:

@@ -166,6 +166,8 @@ INSTRUCTOR_ONLY = {
                                "them (the lingering close's among them)",
     "tests/test_capstone.py": "checks the capstone's battery with the template's reference solution (the answer) "
                               "and a variant of it with a classic bug",
+    "tests/test_lms.py": "grades a class collected from LMS downloads: students made of the instructor's "
+                         "notebook with its solutions",
 }
 
 

@@ -1,0 +1,10 @@
+"""The course's round trip with its LMS: collect, grade, hand back.
+
+    labkit collect --from canvas DOWNLOAD.zip --roster roster.csv --out submissions/   (lms.collect)
+    labkit grade submissions/ --out grades/                                          (instructor.grade)
+    labkit gradebook grades/ --format canvas --roster roster.csv --due ... --late-penalty ...  (lms.books)
+    labkit feedback grades/ --zip --lms canvas                                       (lms.returns)
+
+archive.py reads a download without trusting it, roster.py the class list, sources.py how
+each LMS names a student's file, late.py due dates and penalties.
+"""
