@@ -8,8 +8,9 @@
 A date without a zone (+01:00, Z) is in this machine's time zone, and the gradebook's
 summary says which.  Lateness is the time handed in minus the due date; each started day
 or hour late costs N points, or N% of the notebook's points, never more than the points the
-notebook earned (`zero`: all of them).  This is nbgrader's rule (score = max(0, raw - penalty))
-with its `none` and `zero`, and the per-unit rates its documentation shows as plug-ins.
+notebook earned (`zero`: all of them): nbgrader's score = max(0, raw - penalty), with its
+`none` and `zero`.  The rates are the lab's (nbgrader's documentation shows one point per
+hour as a plug-in example, rounding the hours where this counts started ones).
 
 Where the download gave no time (Canvas and Moodle put the time the zip was made in it,
 not the time of the work) a notebook is late only by the LMS's own verdict (Canvas's LATE

@@ -12,7 +12,7 @@ canvas      Assignments > Download Submissions (instructure/canvas-lms, lib/cont
             made, not when the work was handed in: Canvas gives no submission time here.
 moodle      Assignment > Download all submissions (moodle/moodle, mod/assign/classes/downloader.php):
             `<Full name>_<participant id>_assignsubmission_file/<file>` (as folders, the
-            default; before Moodle 4.1 `..._file_/<file>`) or `..._assignsubmission_file_<file>`;
+            default; older versions `..._file_/<file>`) or `..._assignsubmission_file_<file>`;
             the participant id is the assignment's own, so students are matched by their name;
             only the latest attempt.  The zip's times are when it was made.
 gradescope  Assignment > Review Grades > Export Submissions: `assignment_<id>_export/` with a folder
