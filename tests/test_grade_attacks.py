@@ -6,6 +6,7 @@ process or file of a grading uid is left afterwards.
 The class is built at test time from `labkit release` output, like
 test_grade.py's: each attacker is the untouched release plus one cell."""
 
+import json
 import os
 import re
 import secrets
@@ -21,8 +22,8 @@ import pandas as pd
 import psutil
 import pytest
 
-from labkit import paths
-from labkit.instructor import exports, isolation, sandbox
+from labkit import build, paths
+from labkit.instructor import exports, isolation, release, run_lab, sandbox
 from labkit.instructor.check_cells import check_catalog
 from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
 from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released  # noqa: F401
@@ -85,6 +86,16 @@ for top in tops:
                     print("its solution did not run here:", type(error).__name__)
             print(source)
 print("found", found)
+"""
+
+SOURCES = """# print every C source this run can read, each piece in an output of its own (long ones are cut)
+from pathlib import Path
+from IPython.display import display
+for source in sorted(Path("..", "csrc").rglob("*.[ch]")):
+    text = source.read_text()
+    for at in range(0, len(text), 15000):
+        display({"text/plain": f"{source}\\n{text[at:at + 15000]}"}, raw=True)
+print("printed", source)
 """
 
 SNOOP = """# look for the other students' runs through /proc and read their notebooks
@@ -194,7 +205,7 @@ def hostile_class(tmp_path_factory, released, instructor):
         # swap is alone: it replaces its own run's outputs, which the snoop's findings are in.
         write(submissions, "forged_and_patched", attacked(released, forged(s.name for s in check_catalog(instructor)),
                                                           PATCHED))
-        write(submissions, "copied_and_snooped", attacked(released, COPIED, SNOOP))
+        write(submissions, "copied_and_snooped", attacked(released, COPIED, SNOOP, SOURCES))
         write(submissions, "link_swap", attacked(released, SWAP))
         (submissions / "link_to_instructor").mkdir()
         (submissions / "link_to_instructor" / f"{NOTEBOOK}.ipynb").symlink_to(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb")
@@ -234,7 +245,8 @@ def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instr
         assert points(book, attacker) == untouched, (attacker, mine[["check", "status", "message"]])
     # each attack ran, to its end, where two share a notebook (an error would have stopped the rest)
     for attacker, firsts in (("forged_and_patched", ("# forge:", "# patch the checker")),
-                             ("copied_and_snooped", ("# copy the instructor", "# look for the other"))):
+                             ("copied_and_snooped", ("# copy the instructor", "# look for the other",
+                                                     "# print every C source"))):
         ran = nbformat.read(hostile_class["out"] / "executed" / attacker / f"{NOTEBOOK}.ipynb", as_version=4)
         for first in firsts:
             cell = next(c for c in ran.cells if c.source.startswith(first))
@@ -280,6 +292,57 @@ def test_the_attackers_saw_nothing_of_the_instructor_or_the_other_runs(hostile_c
     assert "found []" in both  # no instructor notebook could be read
     assert "seen " in both  # the snoop ran to its end
     assert MARKER not in both and SECRET not in both
+
+
+def solution_lines() -> dict[str, list[str]]:
+    """For each C file of the lab with a solution: its solutions' lines found nowhere in the
+    edition's csrc/ (the capstone's reference shares lines with the lab's own servers)."""
+    edition, solved = [], {}
+    for path in sorted(paths.CSRC.rglob("*.[ch]")):
+        stub, solutions = release.strip_solutions(path.read_text(), path.name)
+        edition.append(stub)
+        solved[str(path.relative_to(paths.CSRC))] = {line.strip() for s in solutions for line in s.text.splitlines()}
+    everywhere = "\n".join(edition)
+    found = {name: sorted(line for line in lines if len(line) > 20 and line not in everywhere
+                          and not line.startswith(("/*", "*", "//")))
+             for name, lines in solved.items()}
+    return {name: lines for name, lines in found.items() if lines}
+
+
+def outputs_of(path: Path) -> str:
+    return "\n".join(str(value) for cell in nbformat.read(path, as_version=4).cells
+                     for output in cell.get("outputs", [])
+                     for value in [output.get("text", ""), *output.get("data", {}).values()])
+
+
+def test_no_solution_of_the_c_exercises_or_the_capstone_is_readable_in_a_run(hostile_class):
+    printed = outputs_of(hostile_class["out"] / "executed" / "copied_and_snooped" / f"{NOTEBOOK}.ipynb")
+    solutions = solution_lines()
+    assert {"services/procstat.c", "loop/loop.c", "loop/ev_poll.c", "loadgen/strategies.c",
+            "capstone/mine.c"} <= set(solutions)
+    for name, lines in solutions.items():
+        assert f"../csrc/{name}" in printed, name  # the attack read the file...
+        assert [line for line in lines if line in printed] == [], name  # ...and found only its stubs
+
+
+def test_a_runs_lab_has_the_editions_sources_and_the_instructors_programs(tmp_path):
+    run_lab.copy(tmp_path / "stubbed")
+    run_lab.copy(tmp_path / "whole", stubbed=False)
+    for name, lines in solution_lines().items():
+        assert lines[0] in (tmp_path / "whole" / "csrc" / name).read_text()  # the check above can fail
+        stubbed = tmp_path / "stubbed" / "csrc" / name
+        assert not [line for line in lines if line in stubbed.read_text()], name
+        assert stubbed.stat().st_mtime_ns == (paths.CSRC / name).stat().st_mtime_ns  # make: up to date
+    probe = ("from labkit import build; import json; build.build(); "
+             "print(json.dumps([build.procstat().__name__, build.parse_stat_line('7 (a) b) S ' + '1 ' * 20)]))")
+    ran = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path / "stubbed", capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "HOME": str(tmp_path / "home")})
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    module, parsed = json.loads(ran.stdout.splitlines()[-1])
+    assert module == build.procstat().__name__  # the instructor's parser, not one compiled from the stub
+    assert parsed == {"pid": 7, "name": "a) b", "utime": 1, "stime": 1}
+    made = build.make(["-q", "lab"], tmp_path / "stubbed" / "csrc", tmp_path / "stubbed" / "build")
+    assert made.returncode == 0, made.stdout  # nothing to rebuild: the programs are the instructor's
 
 
 def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):

@@ -132,35 +132,33 @@ def submitted_server(student_dir: Path) -> bytes | None:
 
 
 def _capstone_overlay(student_dir: Path, notebook: str) -> dict[str, bytes]:
-    """The capstone's files in a run: the template as the students' edition has it (the
-    reference solution is the instructor's), and for the capstone's notebook the student's
-    csrc/servers/mine.c, or that template when none was handed in (a plain file, as for every
-    submitted file).  Only that notebook gets mine.c: a server that does not compile must
-    not cost the student the other notebooks' builds."""
+    """For the capstone's notebook, the student's csrc/servers/mine.c, or the template's
+    skeleton when none was handed in (or not a plain file).  Only that notebook gets
+    mine.c: a server that does not compile must not cost the student the other notebooks'
+    builds.  (Every run's csrc/capstone/ holds the skeleton, never the reference: run_lab.)"""
     template = paths.ROOT / "csrc" / capstone.TEMPLATE
-    if not template.is_file():
+    if notebook != CAPSTONE_NOTEBOOK or not template.is_file():
         return {}
-    stub, _ = release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")
-    overlay = {f"csrc/{capstone.TEMPLATE}": stub.encode()}
-    if notebook == CAPSTONE_NOTEBOOK:  # not handed in (or not a plain file): the skeleton
-        overlay[str(CAPSTONE_SERVER)] = submitted_server(student_dir) or stub.encode()
-    return overlay
+    server = submitted_server(student_dir)
+    if server is None:
+        server = release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")[0].encode()
+    return {str(CAPSTONE_SERVER): server}
 
 
 def _student_overlay(student_dir: Path, notebook: str = "") -> dict[str, bytes]:
-    """The C files a run compiles: the released stubs, replaced by the student's own
-    (regular files only: a link is not followed), and the capstone's (_capstone_overlay)."""
+    """The C files a run compiles in place of the lab's: for each file of csrc/exercises/,
+    the student's own (a regular file: a link is not followed), else its released stub,
+    written anew so make builds it (run_lab keeps the lab's other programs as built); and
+    the capstone's (_capstone_overlay)."""
     overlay = _capstone_overlay(student_dir, notebook)
     instructor_dir = paths.ROOT / EXERCISES_C
     if instructor_dir.is_dir():
         for path in sorted(p for p in instructor_dir.rglob("*") if p.is_file()):
             relative = path.relative_to(paths.ROOT)
-            stubbed, _ = release.strip_solutions(path.read_text(), str(relative))
-            overlay[str(relative)] = stubbed.encode()
             try:
                 overlay[str(relative)] = read_regular(student_dir / relative, limit=1 << 20, what=str(relative))
-            except Refused:
-                pass  # not handed in (or not a plain file): the stub stays
+            except Refused:  # not handed in (or not a plain file): the stub
+                overlay[str(relative)] = release.strip_solutions(path.read_text(), str(relative))[0].encode()
     return overlay
 
 

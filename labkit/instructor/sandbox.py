@@ -37,13 +37,10 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import LabError
+from . import run_lab
 from .runner import RUNNER_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
-# What a run's working directory needs of the lab: the package, the C sources
-# and a copy of the build (mtimes kept, so make only recompiles what changed).
-LAB_PARTS = ("labkit", "csrc", "Makefile", "data/seeds")
-BUILD_PARTS = ("bin", "obj", "cffi")
 MIB = 1024 * 1024
 
 
@@ -144,11 +141,11 @@ def private_folder(base: Path, name: str) -> Path:
 
 
 def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes] | None = None,
-                    uid: int | None = None) -> Path:
-    """Make `workdir` a private copy of the lab with `notebook` (an nbformat
-    node) as lab/notebooks/<name>.ipynb; `overlay` maps lab-relative paths (e.g.
-    csrc/exercises/parse.c) to the contents that replace the lab's.
-    Returns the notebook's path.  With `uid`, the tree is given to that uid."""
+                    uid: int | None = None, stubbed: bool = True) -> Path:
+    """Make `workdir` a private copy of the lab (run_lab.copy: with `stubbed`, no solution's
+    source in it) with `notebook` (an nbformat node) as lab/notebooks/<name>.ipynb;
+    `overlay` maps lab-relative paths (e.g. csrc/servers/mine.c) to the contents that
+    replace the lab's.  Returns the notebook's path.  With `uid`, the tree is given to that uid."""
     import nbformat
 
     if uid is not None:
@@ -157,17 +154,7 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes
             raise LabError(f"the grading uid {uid} cannot reach {workdir}: {', '.join(blocked)} "
                            "is closed to other users", "put working directories under sandbox.make_base()")
     lab = workdir / "lab"
-    for part in LAB_PARTS:
-        source = paths.ROOT / part
-        target = lab / part
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
-    for part in BUILD_PARTS:
-        if (paths.BUILD / part).is_dir():
-            shutil.copytree(paths.BUILD / part, lab / "build" / part, symlinks=True)
+    run_lab.copy(lab, stubbed)
     for relative, content in (overlay or {}).items():
         target = lab / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -188,7 +175,7 @@ def prepare_checkdir(checkdir: Path, uid: int | None) -> None:
     """A working directory for the checks process: a copy of the lab it can read and
     not change (root's, for the reference parser and the C sources), and the
     folders it writes (scratch builds of the student's C, home, tmp) as its own."""
-    prepare_workdir(checkdir, None, "checks")
+    prepare_workdir(checkdir, None, "checks", stubbed=False)
     writable = [checkdir / "lab" / "build" / "exercises", checkdir / "lab" / "build" / "run",
                 *(checkdir / p for p in ("home", "tmp", "runtime", "out"))]
     for folder in writable:
