@@ -186,11 +186,29 @@ def standing(df, metric: str, higher_is_better: bool = True, **where) -> str:
     medians = medians.sort_values(ascending=not higher_is_better)
     if MODEL not in medians:
         return f"mine has no successful measurement of {metric}{where}"
-    rank = list(medians.index).index(MODEL) + 1
+    if pd.isna(medians[MODEL]):
+        return f"mine has no value of {metric}{where}"
     shown = "; ".join(f"{model} {readable(value)}" for model, value in medians.items())
     better = "higher" if higher_is_better else "lower"
-    return f"{metric}{where} ({better} is better): {shown}: mine is {_ordinal(rank)} of {len(medians)}" \
-        if pd.notna(medians[MODEL]) else f"mine has no value of {metric}{where}"
+    return f"{metric}{where} ({better} is better): {shown}: {_place(medians, higher_is_better)}"
+
+
+TIE = 0.01  # medians this close (relative) are a tie: a rank between them would be noise
+
+
+def _place(medians, higher_is_better: bool) -> str:
+    """'mine is 2nd of 3', or 'mine ties for 1st of 3 (with epoll, within 1%)'."""
+    mine = medians[MODEL]
+
+    def tied(value) -> bool:
+        return abs(value - mine) <= TIE * max(abs(value), abs(mine))
+
+    ahead = sum(1 for model, value in medians.items()
+                if model != MODEL and not tied(value) and (value > mine) == higher_is_better)
+    ties = [model for model, value in medians.items() if model != MODEL and tied(value)]
+    if not ties:
+        return f"mine is {_ordinal(ahead + 1)} of {len(medians)}"
+    return f"mine ties for {_ordinal(ahead + 1)} of {len(medians)} (with {', '.join(ties)}, within {TIE:.0%})"
 
 
 def _ordinal(n: int) -> str:
