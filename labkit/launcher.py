@@ -72,6 +72,13 @@ class Child:
     def alive(self) -> bool:
         return self.popen.poll() is None
 
+    def exit_status(self, within: float = 0.0) -> int | None:
+        """Its exit status once it has ended (waiting up to `within` s for that), else None."""
+        try:
+            return self.popen.wait(timeout=within) if within > 0 else self.popen.poll()
+        except subprocess.TimeoutExpired:
+            return None
+
     def kill_group(self) -> None:
         try:
             os.killpg(self.pid, signal.SIGKILL)  # pgid == pid: each child leads its own session
@@ -82,6 +89,11 @@ class Child:
         with _registry_lock:
             _registry.pop(self.pid, None)
         self.pid_file.unlink(missing_ok=True)
+
+
+def how_it_ended(status: int) -> str:
+    """'exited with status N' or 'was killed by signal N', for a Popen's returncode."""
+    return f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
 
 
 def death_signal_prefix() -> list[str]:

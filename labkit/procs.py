@@ -224,6 +224,10 @@ class Server:
     def alive(self) -> bool:
         return self._child.alive()
 
+    def exit_status(self, within: float = 0.0) -> int | None:
+        """Its exit status once it has ended on its own (waiting up to `within` s), else None."""
+        return self._child.exit_status(within)
+
     def thread_count(self) -> int:
         """Threads of the server process now (/proc/PID/task), 0 once it is gone."""
         try:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..launcher import how_it_ended
 from .cases import CASES, FD_LIMIT, GROUPS, HIDDEN, SANITIZED_GROUPS, VISIBLE, Case, Size
 from .client import CaseFailed, said_by
 
@@ -137,8 +137,10 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
                 case.run(server.port, size, *([server] if case.server == "fd_limit" else []))
             except (AssertionError, OSError) as failure:
                 message = said_by(failure)
-                _wait_a_moment_for_exit(server)
-            died = server._died()
+                # a server that exits closes its sockets before it can be reaped, so its client may
+                # see the reset first: a moment for its exit and last words to be the message
+                server.server.exit_status(within=0.5)
+            died = server.died()
             if died:
                 message = (message + "\n" if message else "") + f"the server is gone{died}"
     finally:
@@ -151,15 +153,6 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
             if any(marker in report for marker in SAN_MARKERS):
                 message = "the sanitizers reported (the first lines):\n" + _first_report(report)
     return Result(case, not message, time.monotonic() - started, message, sanitize)
-
-
-def _wait_a_moment_for_exit(server, seconds: float = 0.5) -> None:
-    """A server that exits closes its sockets before its parent can reap it, so a client can
-    see the reset first: give it a moment, so that its exit and last words are the message."""
-    try:
-        server.server._child.popen.wait(timeout=seconds)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _address_space_for_asan() -> list[str] | str:
@@ -184,19 +177,14 @@ def _sigterm(server, case: Case, size: Size) -> str:
     except (AssertionError, OSError) as failure:
         return said_by(failure)
     try:
-        started = time.monotonic()
         os.kill(server.server.pid, signal.SIGTERM)
-        deadline = started + 1.0
-        popen = server.server._child.popen
-        while popen.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if popen.poll() is None:
+        status = server.server.exit_status(within=1.0)
+        if status is None:
             return "the server was still running 1 s after SIGTERM, with 5 clients connected"
-        if popen.returncode != 0:
-            how = f"was killed by signal {-popen.returncode}" if popen.returncode < 0 \
-                else f"exited with status {popen.returncode}"
+        if status != 0:
             stderr = server.server.stderr_text().strip()
-            return f"after SIGTERM the server {how}, not 0" + (f":\n{stderr[-800:]}" if stderr else "")
+            return f"after SIGTERM the server {how_it_ended(status)}, not 0" + \
+                (f":\n{stderr[-800:]}" if stderr else "")
         server.server.returncode = 0
         return ""
     finally:

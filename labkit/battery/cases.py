@@ -394,7 +394,7 @@ def sheds_when_out_of_descriptors(port, size, server):
                          f"{elapsed:.1f} s while 5 new clients waited (outcomes: {outcomes}): it spins. accept() "
                          "fails with EMFILE and leaves the connection queued, so the listener stays ready and the "
                          "loop calls accept() again at once")
-    if server._died():
+    if server.died():
         raise CaseFailed("the server died when it ran out of descriptors")
     time.sleep(0.2)
     deadline = time.monotonic() + size.timeout

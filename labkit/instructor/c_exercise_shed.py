@@ -99,13 +99,13 @@ def check_shed_idle(code: str, timeout_s: float = 1.0, silent: int = 1, talkers:
             what = "a client that sent nothing" if number < silent else "a client that read nothing back"
             at = _closed_at(sock, began, began + latest)
             assert at is not None, (f"{what} was still open {latest:.2g} s after it connected, with "
-                                    f"--idle-timeout {timeout_s:g}{server._died()}\n{_HINT}")
+                                    f"--idle-timeout {timeout_s:g}{server.died()}\n{_HINT}")
             assert at >= 0.9 * timeout_s, (f"{what} was closed after {at:.2g} s, before the {timeout_s:g} s "
                                            f"it may stay idle\n{_HINT}")
         for talker in chatting:
             talker.stopped.set()
             talker.join(5)
-            assert not talker.problem, f"{talker.problem}{server._died()}\n{_HINT}"
+            assert not talker.problem, f"{talker.problem}{server.died()}\n{_HINT}"
     finally:
         for talker in chatting:
             talker.stopped.set()

@@ -127,8 +127,7 @@ def parse_lines(code: str, lines: list[str], timeout: float = 10.0) -> list[dict
                              "(an endless loop? check how it walks the line)") from None
     status = child.popen.returncode
     if status != 0:
-        how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
-        raise AssertionError(f"your procstat_parse crashed: the process running it {how} "
+        raise AssertionError(f"your procstat_parse crashed: the process running it {launcher.how_it_ended(status)} "
                              "(reading past the end of the line? a NULL pointer?)\n"
                              + err.decode(errors="replace")[-800:])
     return json.loads(out)
@@ -305,7 +304,7 @@ class ScratchServer:
         if len(line) != 2 or line[0] != "listening" or not line[1].isdigit():
             self.stop()
             raise AssertionError(f"your {label} server did not print `listening <port>` within "
-                                 f"{ready_timeout:g} s{self._died()}")
+                                 f"{ready_timeout:g} s{self.died()}")
         self.port = int(line[1])
         self.server.port = self.port
 
@@ -319,13 +318,13 @@ class ScratchServer:
             return None
         return used.user + used.system
 
-    def _died(self) -> str:
-        code = self.server._child.popen.poll()
+    def died(self) -> str:
+        """'; the server exited with status N: <its stderr>' once it has ended, else '' (to end a message)."""
+        code = self.server.exit_status()
         if code is None:
             return ""
         stderr = self.server.stderr_text().strip()
-        how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
-        return f"; the server {how}" + (f":\n{stderr[-1500:]}" if stderr else "")
+        return f"; the server {launcher.how_it_ended(code)}" + (f":\n{stderr[-1500:]}" if stderr else "")
 
     def stdout_after_stop(self) -> str:
         """What it printed on stdout after `listening`, once stopped (its last words)."""
@@ -373,7 +372,7 @@ def _exchange(sock: socket.socket, payload: bytes, what: str, server: ScratchSer
         now = time.monotonic()
         if now >= deadline:
             raise AssertionError(f"{what}: sent {len(payload)} bytes, got {len(got)} back within {timeout:g} s"
-                                 f"{server._died()}\n{_NO_REPLY_HINT}")
+                                 f"{server.died()}\n{_NO_REPLY_HINT}")
         sock.settimeout(max(0.01, min(deadline - now, SPIN_WINDOW_S / 4)))
         try:
             chunk = sock.recv(65536)
@@ -392,7 +391,7 @@ def _exchange(sock: socket.socket, payload: bytes, what: str, server: ScratchSer
             continue
         if not chunk:
             raise AssertionError(f"{what}: the server closed the connection after echoing {len(got)} of "
-                                 f"{len(payload)} bytes{server._died()}\n{_NO_REPLY_HINT}")
+                                 f"{len(payload)} bytes{server.died()}\n{_NO_REPLY_HINT}")
         got += chunk
         quiet_since, cpu_then = time.monotonic(), server.cpu_s()
     assert bytes(got) == payload, f"{what}: the echo came back different from what was sent"
@@ -453,13 +452,13 @@ def check_lingering_close(code: str, tries: int = 5, extra: int = 256 * 1024, si
             saw = failures.send_more_than_announced(server.port, extra=extra, timeout=timeout)
             assert not saw["error"], (
                 f"try {attempt}: the client got {saw['error']} in {saw['where']}() after receiving "
-                f"{saw['received']!r}{server._died()}\nhint: before close(), shutdown(fd, SHUT_WR) so the reply "
+                f"{saw['received']!r}{server.died()}\nhint: before close(), shutdown(fd, SHUT_WR) so the reply "
                 "leaves with a FIN, then read and discard what the client still sends until read() returns 0")
             assert b"ERR " in saw["received"], (
                 f"try {attempt}: the client read {saw['received']!r} and then end of file, but no ERR line")
         reply = failures.upload_once(server.port, timeout=timeout)
         assert reply.startswith(f"OK {failures.PROBE_BYTES} "), (
-            f"an ordinary upload after the lingering closes got {reply!r}, not OK{server._died()}")
+            f"an ordinary upload after the lingering closes got {reply!r}, not OK{server.died()}")
         if silent_after:
             _check_linger_is_bounded(server, timeout)
     finally:

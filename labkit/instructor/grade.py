@@ -58,13 +58,21 @@ class Ledger:
                 except (ValueError, KeyError):
                     continue  # a line cut by a kill: that notebook is graded again
 
+    def recorded(self, task: Task) -> Outcome | None:
+        """The outcome the ledger holds for `task`, whatever it graded."""
+        entry = self.done.get((task.student, task.notebook))
+        if entry is None:
+            return None
+        return Outcome(task, entry["rows"], Recorded(entry.get("cell_errors", [])), entry.get("note", ""))
+
     def outcome(self, task: Task, digest: str) -> Outcome | None:
         """The recorded outcome of `task` if what it grades has not changed since."""
         entry = self.done.get((task.student, task.notebook))
         if entry is None or entry.get("digest") != digest:
             return None
-        return Outcome(task, entry["rows"], Recorded(entry.get("cell_errors", [])),
-                       entry.get("note", "") + " (graded in an earlier run; the submission has not changed)")
+        kept = self.recorded(task)
+        kept.note += " (graded in an earlier run; the submission has not changed)"
+        return kept
 
     def add(self, outcome: Outcome, digest: str) -> None:
         import json
@@ -226,13 +234,13 @@ def remark(out_dir: Path | str, manual: Path | str):
     ledger = Ledger(out_dir)
     tasks, outcomes = [], []
     for student, notebook in dict.fromkeys(zip(book["student"], book["notebook"])):
-        entry = ledger.done.get((student, notebook))
-        if entry is None:
+        task = Task(student, notebook, None)
+        outcome = ledger.recorded(task)
+        if outcome is None:
             raise LabError(f"{out_dir / 'graded.jsonl'} has no {student}/{notebook}, which gradebook.csv has",
                            "grade again: labkit grade SUBMISSIONS --out OUT --manual ANSWERS")
-        task = Task(student, notebook, None)
         tasks.append(task)
-        outcomes.append(Outcome(task, entry["rows"], Recorded(entry.get("cell_errors", [])), entry.get("note", "")))
+        outcomes.append(outcome)
     frame, answers = _finish(out_dir, tasks, outcomes, marks)
     print(answers, file=sys.stderr)
     return frame
