@@ -111,6 +111,20 @@ def check_events(found: perf.PerfProbe) -> Check:
     return Check("perf events", OK, f"counted: {counted}")
 
 
+def check_syscall_counts(found: perf.PerfProbe) -> Check:
+    """perf's syscalls:sys_enter_* tracepoints, which count the system calls per request of
+    notebooks 04 and 06.  They live in tracefs, which a freshly booted machine may not have
+    mounted: perf mounts it when run as root (syscall_tracepoints asks it to)."""
+    if not found.usable:
+        return Check("system-call counts", WARN, "not measurable: perf is not usable here", found.fix)
+    counted, why_not = perf.syscall_tracepoints(("read", "write"))
+    if counted:
+        return Check("system-call counts", OK, "perf counts the syscall tracepoints (tracefs is mounted)")
+    detail, _, fix = why_not.partition("): ")
+    return Check("system-call counts", WARN, f"not measurable ({detail}): the system calls per request of "
+                 "notebooks 04 and 06 are shown as missing", fix or why_not)
+
+
 def check_cpus() -> Check:
     cpus = system.usable_cpus()
     server, client, note = system.default_pinning()
@@ -306,6 +320,7 @@ def checks(certs: Path | str | None = None) -> list[Check]:
         check_perf_present(found),
         check_perf_permitted(found),
         check_events(found),
+        check_syscall_counts(found),
         check_cpus(),
         check_cpu_quota(),
         check_capabilities(),

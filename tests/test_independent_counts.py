@@ -19,6 +19,7 @@ namespace test checks `ip netns`).
 """
 
 import contextlib
+import importlib
 import os
 import secrets
 import shutil
@@ -168,6 +169,26 @@ SYSCALL_CASES = [
     pytest.param("threaded", 20, 50, {"write": (1, 0), "read": (1, 1), "close": (0, 1), "clone3": (0, 1),
                                       "accept4": (0, 1)}, id="threaded"),
 ]
+
+
+def test_system_calls_are_counted_on_a_machine_that_never_mounted_tracefs():
+    """A freshly booted machine may have no tracefs mounted, and a development machine that
+    ran perf once has it mounted for ever, which hid this: the lab asks perf, which mounts
+    it as root, rather than calling the system calls unmeasurable until something else ran
+    perf.  Here tracefs is unmounted first (the serial phase: no perf runs beside it)."""
+    _require_root_and("perf")
+    probe = importlib.import_module("labkit.perf.probe")  # the module: labkit.perf.probe is its function
+
+    for mount in ("/sys/kernel/debug/tracing", "/sys/kernel/tracing"):
+        if os.path.ismount(mount):
+            done = subprocess.run(["umount", mount], capture_output=True, text=True)
+            assert done.returncode == 0, f"umount {mount}: {done.stderr.strip()} (is a perf still running?)"
+    assert probe._tracefs() is None, "tracefs is still readable after it was unmounted"
+    probe._asked_perf_to_mount.clear()
+    probe._tracepoints.clear()
+    events, why_not = perf.syscall_tracepoints(perf.SERVER_SYSCALLS)
+    assert events and why_not == "", why_not
+    assert os.path.ismount("/sys/kernel/tracing"), "the tracepoints were counted, but tracefs is not mounted"
 
 
 @pytest.mark.parametrize("model, clients, exchanges, exact", SYSCALL_CASES)

@@ -206,17 +206,42 @@ def tracepoints_counted(events, found: PerfProbe) -> tuple[str, ...]:
     return _tracepoints[key]
 
 
+TRACEFS_PLACES = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+ANY_SYSCALL_TRACEPOINT = "syscalls:sys_enter_read"
+
+
+def _tracefs() -> str | None:
+    """Where tracefs shows the syscall tracepoints, if it is mounted and readable."""
+    return next((root for root in TRACEFS_PLACES if os.path.isdir(f"{root}/events/syscalls")), None)
+
+
+_asked_perf_to_mount: set = set()
+
+
+def _tracefs_after_perf_mounts_it(found: PerfProbe) -> str | None:
+    """A freshly booted machine may have no tracefs mounted.  perf, asked for a tracepoint
+    as root, mounts it at /sys/kernel/tracing itself (tracing_path_mount, in the kernel's
+    tools/lib/api/fs/tracing_path.c), so ask it once rather than call the tracepoints
+    unmeasurable until something else happens to run perf.  Without root perf cannot
+    mount it, and this finds nothing."""
+    if found.path not in _asked_perf_to_mount:
+        _asked_perf_to_mount.add(found.path)
+        _run_probe_stat(found.path, [ANY_SYSCALL_TRACEPOINT])
+    return _tracefs()
+
+
 def syscall_tracepoints(names) -> tuple[list[str], str]:
     """perf's tracepoints for the system calls `names` that this kernel has and perf counts
     here ("syscalls:sys_enter_epoll_wait"), and why none are, if none are."""
     found = probe()
     if not found.usable:
         return [], f"perf is not usable here ({found.problem})"
-    tracefs = next((root for root in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
-                    if os.path.isdir(f"{root}/events/syscalls")), None)
+    tracefs = _tracefs() or _tracefs_after_perf_mounts_it(found)
     if tracefs is None:
-        return [], ("the kernel's syscall tracepoints cannot be read (tracefs is not mounted or not readable: "
-                    "run as root, or sudo mount -t tracefs tracefs /sys/kernel/tracing)")
+        return [], ("the kernel's syscall tracepoints cannot be read (tracefs is not mounted, or not readable "
+                    "for this user): sudo mount -t tracefs nodev /sys/kernel/tracing, and for a user "
+                    "other than root also sudo chmod go+rx /sys/kernel/tracing (until reboot); "
+                    "or run the lab as root, whose perf mounts it itself")
     existing = [f"syscalls:sys_enter_{name}" for name in names
                 if os.path.isdir(f"{tracefs}/events/syscalls/sys_enter_{name}")]
     counted = list(tracepoints_counted(existing, found))
