@@ -318,6 +318,16 @@ def _status(code: int | None) -> str:
     return str(code)
 
 
+def client_saturated(threads_busy: list, cpu_util: float, cpus_usable: int) -> bool:
+    """Whether the load generator measured itself rather than the server.  The events engine
+    reports each loop's CPU time over its wall time: saturated when every loop was busy all
+    along (one idle loop had time to spare).  The threads engine reports no loops: saturated
+    when its CPU use filled the CPUs it could use.  NaN (not measured) is never saturated."""
+    if threads_busy and None not in threads_busy:
+        return bool(min(threads_busy) >= SATURATION)
+    return bool(cpu_util >= SATURATION * cpus_usable)
+
+
 def _fill_client(row: dict, client: ClientRun) -> float:
     """The load generator's part of `row` (what its summary reports, as labkit.row's table
     says, and what follows from it); its elapsed time."""
@@ -338,11 +348,8 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     row["client_cpus_usable"] = min(row["client_threads"], len(row["client_cpus"]) or 1)
     threads_busy = [part.get("busy") for part in summary.get("per_thread") or []]
     if threads_busy and None not in threads_busy:
-        # the events engine's loops: saturated when every one of them was busy all along
         row["client_busiest_thread"] = max(threads_busy)
-        row["client_saturated"] = bool(min(threads_busy) >= SATURATION)
-    else:
-        row["client_saturated"] = bool(row["client_cpu_util"] >= SATURATION * row["client_cpus_usable"])
+    row["client_saturated"] = client_saturated(threads_busy, row["client_cpu_util"], row["client_cpus_usable"])
 
     failures = []
     if row["connections_failed"]:

@@ -83,24 +83,84 @@ def test_a_point_says_how_much_of_the_generators_cpus_it_used():
 
 # The generator's CPU use is its CPU time over the wall time of the same window, for every
 # engine and thread count: never above the CPUs it could use, however short the run (its start-up
-# once counted against a 0.4 ms upload read 7.2 CPUs on one).  (model, load, expect saturated)
+# once counted against a 0.4 ms upload read 7.2 CPUs on one).  Whether it saturated is not
+# asserted here: an open loop far past what one loop can send saturates only while the server
+# keeps up, which a busy machine decides (when the server falls behind, the loop waits on full
+# send buffers and is rightly not saturated).  The verdict is checked against the quantities it
+# is computed from, here and in the table below, and with a server made slow on purpose.
 CLIENT_CPU_CASES = [
-    ("one tiny upload, threads engine", "epoll", dict(clients=1, requests=1, service="sink", size=102400), False),
-    ("one echo, events engine", "epoll", dict(clients=1, requests=1, service="echo", engine="events"), False),
+    ("one tiny upload, threads engine", "epoll", dict(clients=1, requests=1, service="sink", size=102400)),
+    ("one echo, events engine", "epoll", dict(clients=1, requests=1, service="echo", engine="events")),
     ("a few echoes, two event loops", "epoll", dict(clients=4, requests=2, service="echo", engine="events",
-                                                     threads=2), False),
+                                                     threads=2)),
     ("an open loop far past what one loop can send", "epoll",
-     dict(clients=50, service="echo", engine="events", rate=300_000, duration=0.5), True),
+     dict(clients=50, service="echo", engine="events", rate=300_000, duration=0.5)),
 ]
 
 
-@pytest.mark.parametrize("name, model, load, saturated", CLIENT_CPU_CASES, ids=[c[0] for c in CLIENT_CPU_CASES])
-def test_the_generators_cpu_use_is_measured_over_its_own_window(name, model, load, saturated):
+@pytest.mark.parametrize("name, model, load", CLIENT_CPU_CASES, ids=[c[0] for c in CLIENT_CPU_CASES])
+def test_the_generators_cpu_use_is_measured_over_its_own_window(name, model, load):
     row = measuring.point(model, server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]], **load)
     assert row["status"] == "ok", row["error"]
     assert 0 < row["client_cpu_util"] <= row["client_cpus_usable"] * 1.02, (
         f"{name}: {row['client_cpu_util']:.2f} CPUs used of {row['client_cpus_usable']} usable")
-    assert row["client_saturated"] is saturated, (name, row["client_cpu_util"], row["client_busiest_thread"])
+    busiest = row["client_busiest_thread"]
+    if math.isnan(busiest):  # the threads engine: its CPU use over the CPUs it could use
+        assert row["client_saturated"] is measure.client_saturated([], row["client_cpu_util"],
+                                                                   row["client_cpus_usable"])
+    elif row["client_threads"] == 1:  # one event loop: its own busy fraction decides
+        assert row["client_saturated"] is (busiest >= measure.SATURATION), busiest
+    else:  # every loop busy, so the busiest one too
+        assert not row["client_saturated"] or busiest >= measure.SATURATION, busiest
+
+
+# (what the generator reported: each loop's busy fraction, or none for the threads engine;
+#  CPUs used; CPUs usable; saturated?)
+SATURATION_CASES = [
+    ("one loop busy all along", [0.97], 0.97, 1, True),
+    ("one loop at the threshold", [measure.SATURATION], 0.9, 1, True),
+    ("one loop with time to spare", [0.6], 0.6, 1, False),
+    ("two loops, both busy", [0.95, 0.93], 1.88, 2, True),
+    ("two loops, one idle half the time: it could have sent more", [0.99, 0.5], 1.49, 2, False),
+    ("threads engine filling its one CPU", [], 0.95, 1, True),
+    ("threads engine filling half of two CPUs", [], 1.2, 2, False),
+    ("threads engine, CPU use not measured", [], float("nan"), 1, False),
+]
+
+
+@pytest.mark.parametrize("name, busy, used, usable, saturated", SATURATION_CASES,
+                         ids=[c[0] for c in SATURATION_CASES])
+def test_the_saturation_verdict_follows_from_what_the_generator_reported(name, busy, used, usable, saturated):
+    assert measure.client_saturated(busy, used, usable) is saturated
+
+
+def test_an_open_loop_against_a_server_made_slow_is_not_saturated(monkeypatch):
+    """The server is stopped (SIGSTOP) for most of the run and then let go: the open loop's
+    exchanges wait for it, so the loop has time to spare whatever else the machine runs,
+    and the row must not blame the generator."""
+    real_run_load = procs.run_load
+    stopped_s = 0.8
+
+    def stop_server_then_run(load, port, *args, **kwargs):
+        server = next(psutil.Process(c.pid) for c in psutil.net_connections("tcp")
+                      if c.laddr.port == port and c.status == psutil.CONN_LISTEN and c.pid)
+        server.suspend()
+        import threading
+
+        timer = threading.Timer(stopped_s, server.resume)
+        timer.start()
+        try:
+            return real_run_load(load, port, *args, **kwargs)
+        finally:
+            timer.join()
+
+    monkeypatch.setattr(procs, "run_load", stop_server_then_run)
+    row = measuring.point("epoll", clients=10, service="echo", engine="events", rate=2000, duration=1.0,
+                          server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
+    assert row["status"] == "ok", row["error"]
+    assert row["client_busiest_thread"] < measure.SATURATION, row["client_busiest_thread"]
+    assert row["client_saturated"] is False
+    assert row["lat_max_us"] > stopped_s * 1e6 / 2  # the exchanges did wait for the stopped server
 
 
 def test_point_without_perf_says_where_counters_came_from(monkeypatch):
