@@ -3,6 +3,7 @@ setpriv (util-linux, read back by setpriv itself), a seccomp filter installed wi
 a cgroup's CPU quota that the kernel then enforces (cpu.stat counts the throttling).  Each
 check of labkit doctor that reports them says what the missing one costs."""
 
+import contextlib
 import json
 import os
 import secrets
@@ -84,32 +85,45 @@ def test_a_seccomp_filter_is_reported_as_one():
     assert status == "warn" and "seccomp mode filter" in detail and "perf_event_open and unshare" in detail
 
 
-def _cpu_cgroup(quota_us: int, period_us: int) -> tuple[Path, Path]:
+@contextlib.contextmanager
+def _cpu_cgroup(quota_us: int, period_us: int):
     """A cgroup with this CPU quota (v2 cpu.max, or v1's cpu controller): its folder and the
-    file a process is moved in by."""
+    file a process is moved in by.  Afterwards the folder is gone, and on v2 the root's cpu
+    controller is switched off again if this switched it on: the machine is left as found."""
     name = f"labkit-test-quota-{secrets.token_hex(4)}"
     v2 = Path("/sys/fs/cgroup")
+    enabled_cpu = False
     if (v2 / "cgroup.controllers").is_file() and "cpu" in (v2 / "cgroup.controllers").read_text().split():
         if "cpu" not in (v2 / "cgroup.subtree_control").read_text().split():
             (v2 / "cgroup.subtree_control").write_text("+cpu")
+            enabled_cpu = True
         folder = v2 / name
         folder.mkdir()
         (folder / "cpu.max").write_text(f"{quota_us} {period_us}")
-        return folder, folder / "cgroup.procs"
-    v1 = Path("/sys/fs/cgroup/cpu")
-    if not (v1 / "cpu.cfs_quota_us").is_file():
-        pytest.fail("neither cgroup v2 with its cpu controller nor v1's cpu controller is mounted here")
-    folder = v1 / name
-    folder.mkdir()
-    (folder / "cpu.cfs_period_us").write_text(str(period_us))
-    (folder / "cpu.cfs_quota_us").write_text(str(quota_us))
-    return folder, folder / "cgroup.procs"
+    else:
+        v1 = Path("/sys/fs/cgroup/cpu")
+        if not (v1 / "cpu.cfs_quota_us").is_file():
+            pytest.fail("neither cgroup v2 with its cpu controller nor v1's cpu controller is mounted here")
+        folder = v1 / name
+        folder.mkdir()
+        (folder / "cpu.cfs_period_us").write_text(str(period_us))
+        (folder / "cpu.cfs_quota_us").write_text(str(quota_us))
+    try:
+        yield folder, folder / "cgroup.procs"
+    finally:
+        for _ in range(50):  # empty once its processes are reaped
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+        if enabled_cpu:
+            (v2 / "cgroup.subtree_control").write_text("-cpu")
 
 
 @ROOT_ONLY
 def test_a_cpu_quota_is_read_as_the_kernel_enforces_it():
-    folder, procs = _cpu_cgroup(50_000, 100_000)
-    try:
+    with _cpu_cgroup(50_000, 100_000) as (folder, procs):
         seen = read_back(preexec=lambda: procs.write_text(str(os.getpid())))
         assert seen["quota"] == 0.5
         status, detail = seen["checks"]["CPU quota"]
@@ -124,7 +138,4 @@ def test_a_cpu_quota_is_read_as_the_kernel_enforces_it():
             spinner.wait(timeout=30)
         stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())
         assert int(stat["nr_throttled"]) > 0, stat
-    finally:
-        time.sleep(0.1)
-        folder.rmdir()
     assert read_back()["quota"] in (None, "none")  # outside it: no quota here
