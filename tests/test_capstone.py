@@ -6,10 +6,9 @@ Two student models are kept: the template's reference solution (threads plus epo
 as a student would) and the same with a classic bug, flush_output() reporting everything it
 offered to write() as written (tests/data/capstone/no_partial_write.c).  The battery itself
 is checked first on the lab's own models, whose behaviour the rest of the suite asserts:
-a bug in a case would show there."""
+a bug in a case would show there.  The two graded as a class are test_capstone_grading's."""
 
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,27 +16,9 @@ from pathlib import Path
 import pytest
 
 import serverproc
+from capstone_servers import reference, skeleton, with_bug
 from labkit import battery, capstone, paths
-from labkit.csource import replace_function
 from labkit.errors import BuildError
-from labkit.instructor import release
-
-DATA = Path(__file__).parent / "data" / "capstone"
-TEMPLATE = paths.ROOT / "csrc" / capstone.TEMPLATE
-
-
-def reference() -> str:
-    return TEMPLATE.read_text()
-
-
-def with_bug() -> str:
-    """The reference with the classic partial-write bug in flush_output()."""
-    return replace_function(reference(), "flush_output", (DATA / "no_partial_write.c").read_text(),
-                            "no_partial_write.c", TEMPLATE)
-
-
-def skeleton() -> str:
-    return release.strip_solutions(reference(), "csrc/capstone/mine.c")[0]
 
 
 def failed(report: battery.Report) -> set[str]:
@@ -186,62 +167,6 @@ def test_standing_places_mine_among_the_models_at_the_largest_point(rows, higher
         capstone.standing(df, "rps", higher)
 
 
-# ---------------------------------------------------------------------------
-# grading: the same notebook, two servers, different points
-
-
-CAPSTONE = "07_your_server"
-
-
-@pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
-@pytest.mark.timeout(900)
-def test_grading_gives_the_correct_server_every_battery_point_and_the_buggy_one_fewer(tmp_path):
-    """Two students hand in the solved notebook 07 with a server each: the reference and the
-    partial-write bug.  Both are built in the grading sandbox from what they handed in; the
-    buggy one loses exactly the slow reader's points, visible and hidden, with a message that
-    names the fix; the correct one's feedback lists each case and where mine stands."""
-    import copy
-
-    import nbformat
-    import pandas as pd
-
-    teacher = nbformat.read(paths.NOTEBOOKS / f"{CAPSTONE}.ipynb", as_version=4)
-    student, _ = release.release_notebook(copy.deepcopy(teacher), CAPSTONE)
-    solutions = {cell.id: cell.source for cell in teacher.cells if "BEGIN SOLUTION" in cell.source}
-    for cell in student.cells:
-        cell.source = solutions.get(cell.id, cell.source)
-    submissions = tmp_path / "class"
-    for name, server in (("correct", reference()), ("partial_write", with_bug())):
-        folder = submissions / name
-        (folder / "csrc" / "servers").mkdir(parents=True)
-        nbformat.write(student, folder / f"{CAPSTONE}.ipynb")
-        (folder / "csrc" / capstone.SOURCE).write_text(server)
-    done = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(tmp_path / "out"),
-                           "--jobs", "2", "--timeout", "400", "--notebooks", CAPSTONE],
-                          capture_output=True, text=True, timeout=840)
-    assert done.returncode == 0, done.stderr[-3000:]
-    book = pd.read_csv(tmp_path / "out" / "gradebook.csv", keep_default_na=False)
-    rows = {(r.student, r.check): r for r in book.itertuples()}
-    battery_checks = sorted({check for _, check in rows if check.startswith("battery_")})
-    assert battery_checks, sorted(rows)
-    slow = {"battery_slow_reader", "battery_slow_reader_more_bytes"}
-    for check in battery_checks:
-        good, bad = rows[("correct", check)], rows[("partial_write", check)]
-        assert good.status == "passed", (check, good.message)
-        assert (bad.status == "failed") == (check in slow), (check, bad.status, bad.message)
-    assert "session_did_write(n)" in rows[("partial_write", "battery_slow_reader")].message
-    assert "case(s) passed" in rows[("correct", "battery_protocol")].message
-    measured = [check for _, check in rows if check.startswith("mine_measured")]
-    assert measured and all(rows[("correct", c)].status == "passed" and
-                            re.search(r"mine (is|ties for) \d+\w\w of \d+", rows[("correct", c)].message)
-                            for c in measured), [(c, rows[("correct", c)].message) for c in measured]
-    points = book.groupby("student")["points"].sum()
-    lost = sum(rows[("correct", c)].max_points for c in slow)
-    assert points["correct"] - points["partial_write"] == lost, points
-    feedback = (tmp_path / "out" / "feedback" / "correct.html").read_text()
-    assert "echo: reads nothing until the output is full" in feedback
-
-
 def test_a_check_on_a_server_that_does_not_compile_fails_with_gccs_words():
     broken = reference().replace("static const service_t *service;", "static const service_t *service", 1)
     with pytest.raises(AssertionError, match=r"mine\.c:\d+"):
@@ -254,7 +179,7 @@ def test_under_an_address_space_limit_the_sanitizer_cases_are_not_measurable_not
     script = """
 import resource
 from labkit import battery
-from test_capstone import reference
+from capstone_servers import reference
 resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))
 report = battery.run(reference(), "sanitizers")
 print([r.unmeasurable for r in report.results])
