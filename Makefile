@@ -9,7 +9,10 @@ PYTHON       ?= $(firstword $(foreach py,/usr/bin/python3 /usr/bin/python3.13 /u
                   $(shell $(py) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $(py))))
 JUPYTER_ARGS ?=
 PYTEST_ARGS  ?=
-TEST_WORKERS ?= auto
+# Two pytest-xdist workers per CPU (at most 16): the parallel phase's tests wait much of
+# their time (on kernels starting, timers, sockets, a browser), so one worker per CPU left
+# 2 CPUs 34% idle; with four, the grading, battery and protocol tests took 193 s, not 266.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 2 * n < 16 ? 2 * n : 16 )))
 
 VENV   := .venv
 STAMP  := $(VENV)/.installed
@@ -90,7 +93,8 @@ lab: setup build
 # The suite in two phases (tests/conftest.py says why): the tests marked `measuring` alone,
 # one at a time, then every other test on pytest-xdist's workers (a file's tests on one
 # worker: they share the fixtures the file makes once).  The second phase runs whatever the
-# first one's result; both share the notebooks' quick runs (LABKIT_TEST_RUN), and the 15
+# first one's result, its longest files first (tests/conftest.py: LONGEST_FILES); both share
+# the notebooks' quick runs (LABKIT_TEST_RUN), and the 15
 # slowest tests of both are listed.  Exit status 5 is pytest's "no test selected here"
 # (PYTEST_ARGS chose only the other phase's tests).  The suite starts many Python
 # processes (kernels, graded runs, the CLI): they keep their compiled modules in
@@ -102,7 +106,7 @@ test: setup build $(HUB_PROXY)
 	export LABKIT_TEST_RUN=make$$$$ PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache; unset PYTHONDONTWRITEBYTECODE; \
 	$(VENV)/bin/pytest --phase serial -p no:xdist --junitxml=$(TEST_RESULTS)/serial.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
-	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile \
+	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
 	  --junitxml=$(TEST_RESULTS)/parallel.xml $(PYTEST_ARGS); \
 	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
 	rm -rf "$${TMPDIR:-/tmp}/labkit-quick-$$LABKIT_TEST_RUN"; \
