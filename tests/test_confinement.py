@@ -123,7 +123,10 @@ def _cpu_cgroup(quota_us: int, period_us: int):
 
 @ROOT_ONLY
 def test_a_cpu_quota_is_read_as_the_kernel_enforces_it():
-    with _cpu_cgroup(50_000, 100_000) as (folder, procs):
+    # Half a CPU in 10 ms periods: the spinners are throttled as soon as they get 5 ms of CPU
+    # together in one period.  With the default 100 ms period they need 50 ms in one, which a
+    # machine busy with four test workers did not give them (27 periods, none throttled).
+    with _cpu_cgroup(5_000, 10_000) as (folder, procs):
         seen = read_back(preexec=lambda: procs.write_text(str(os.getpid())))
         assert seen["quota"] == 0.5
         status, detail = seen["checks"]["CPU quota"]

@@ -39,10 +39,13 @@ def test_fewer_clients_needs_fewer_clients():
 
 
 def test_a_second_batch_completes_the_first_and_leaves_a_short_one():
-    case = failures.second_batch("threaded", expect=6, first=2, expect_timeout=0.5)
+    # Batch 1's window starts at its first connection and must hold the second load generator's
+    # start too (a process spawned 50 ms later): 2 s, as notebook 03 gives it, not 0.5, which a
+    # busy machine's spawn could outlast.
+    case = failures.second_batch("threaded", expect=6, first=2, expect_timeout=2)
     assert case.client_errors == {}
     assert "expect: batch 1: 6 of 6 connections done" in case.server_said
-    assert "expect: batch 2: timed out after 0.5 s: 2 of 6 connections arrived, 2 done" in case.server_said
+    assert "expect: batch 2: timed out after 2 s: 2 of 6 connections arrived, 2 done" in case.server_said
     assert "the server still serves" in case.still_serves
     _no_children_left()
 
