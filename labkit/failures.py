@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from . import bench, procs
+from . import bench, kernel_view, procs, queueing
 from .errors import LabError
 from .procs import LoadSpec, Pinning, ServerSpec
 
@@ -312,7 +312,7 @@ def send_more_than_announced(port: int, announced: int = 10, extra: int = 256 * 
 
 def connect_timeout(model: str = "threaded", connect_timeout: float = 1.0, beyond: int = 200) -> FailureCase:
     """A server that does not accept (stopped with SIGSTOP) and more connections than its
-    accept queue holds (min(listen()'s backlog, net.core.somaxconn)): the extra connects
+    accept queue holds (min(listen()'s backlog, net.core.somaxconn) + 1): the extra connects
     time out at the load generator's own connect deadline."""
     backlog = _somaxconn()
     clients = backlog + beyond
@@ -332,24 +332,32 @@ def connect_timeout(model: str = "threaded", connect_timeout: float = 1.0, beyon
         title="6. Connection timed out",
         provoked=(f"The {model} server stopped (SIGSTOP: it accepts nothing), and {clients:,} connections "
                   f"with a {connect_timeout:g} s connect timeout; its accept queue holds min(listen()'s "
-                  f"backlog, net.core.somaxconn = {backlog:,})."),
+                  f"backlog, net.core.somaxconn = {backlog:,}) + 1."),
         client_errors=summary["errors"],
         client_said=(f"{_summary_line(run)}\nconnections failed: {summary['connections_failed']:,}, "
                      f"connected then lost: {summary['connections_lost']:,}"),
         server_said=said,
-        why=("The kernel completes handshakes for a listening socket by itself and queues them until "
-             "the server calls accept(); the queue holds min(listen()'s backlog, net.core.somaxconn) "
-             "connections. Once it is full the kernel drops further SYNs, and the client retransmits "
-             "them after 1, 2, 4 ... seconds; the kernel alone would go on for about 127 s "
-             "(net.ipv4.tcp_syn_retries = 6), so the ETIMEDOUT here is the load generator's own "
-             f"{connect_timeout:g} s connect deadline. With net.ipv4.tcp_abort_on_overflow = 0, the "
-             "default, the server's kernel also drops the final ACK of a handshake it has no room to "
-             "queue: that client's connect() has already succeeded, so it believes it is connected. "
-             "The connections that did get into the queue were connected, but nobody read their "
-             "uploads, so they timed out waiting for a reply (the load generator's deadline again). "
-             "The seed saw this 'especially on different hosts', where the server was slower to "
-             "accept. A busy server, not a broken network."),
+        why=connect_timeout_why(connect_timeout),
         still_serves=after, details={"backlog": backlog, "clients": clients})
+
+
+def connect_timeout_why(connect_timeout: float, schedule: queueing.SynSchedule | None = None) -> str:
+    """Case 6's explanation.  The SYN schedule is this kernel's, from
+    labkit.queueing.syn_schedule(), the function notebook 06 marks its connect times with."""
+    if schedule is None:
+        schedule = queueing.syn_schedule(kernel_view.syn_linear_timeouts(), kernel_view.syn_retries())
+    return ("The kernel completes handshakes for a listening socket by itself and queues them until "
+            "the server calls accept(); the queue holds min(listen()'s backlog, net.core.somaxconn) + 1 "
+            "connections (sk_acceptq_is_full() tests with '>'). Once it is full the kernel drops further "
+            "SYNs, and each client sends its SYN again when its retransmission timeout expires. On this "
+            f"kernel {schedule.describe()}. So the ETIMEDOUT here is the load generator's own "
+            f"{connect_timeout:g} s connect deadline. With net.ipv4.tcp_abort_on_overflow = 0, the "
+            "default, the server's kernel also drops the final ACK of a handshake it has no room to "
+            "queue: that client's connect() has already succeeded, so it believes it is connected. "
+            "The connections that did get into the queue were connected, but nobody read their "
+            "uploads, so they timed out waiting for a reply (the load generator's deadline again). "
+            "The seed saw this 'especially on different hosts', where the server was slower to "
+            "accept. A busy server, not a broken network.")
 
 
 def silent_clients(model: str = "aio", silent: int = 25, timeout: float = 2.0) -> FailureCase:

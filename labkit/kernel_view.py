@@ -180,6 +180,56 @@ def _max(a: float, b: float) -> float:
     return max(a, b)
 
 
+def pingpong_thresh() -> float:
+    """net.ipv4.tcp_pingpong_thresh (mainline Linux 6.7, commit 562b1fdf061b; in 6.6.y only
+    from its 2026 updates): how many quick replies put a connection's delayed ACKs in
+    interactive (pingpong) mode.  NaN where this kernel has no such setting."""
+    try:
+        return float(Path("/proc/sys/net/ipv4/tcp_pingpong_thresh").read_text())
+    except (OSError, ValueError):
+        return NAN
+
+
+def delayed_ack_note(release: str | None = None, thresh: float | None = None) -> str:
+    """Which write-write-read exchanges (notebook 04, section 5) this kernel should stall on a
+    delayed ACK.  A reply sent soon after data arrived counts towards pingpong mode
+    (tcp_event_data_sent); in that mode the receiver's read no longer sends the ACK at once
+    (tcp_cleanup_rbuf), so Nagle's second write waits for the delayed-ACK timer, which leaves
+    the mode and starts the count again (tcp_delack_timer_handler).  The threshold is the
+    sysctl where there is one, else 1, except 3 in mainline 5.1 to 5.18 (commit 4a41f453bedf,
+    reverted by 4d8f24eeedc5, which the stable kernels took in August 2022)."""
+    import platform
+    import re
+
+    release = platform.release() if release is None else release
+    thresh = pingpong_thresh() if thresh is None else thresh
+    found = re.match(r"(\d+)\.(\d+)", release)
+    version = (int(found[1]), int(found[2])) if found else None
+    if thresh == thresh:
+        n, source = int(thresh), f"net.ipv4.tcp_pingpong_thresh = {int(thresh)}"
+    elif version is not None and (5, 1) <= version <= (5, 18):
+        return (f"Linux {release}: a 5.1 to 5.18 kernel needs 3 quick replies (counted coarsely, in jiffies) "
+                "before it delays ACKs, unless it is a stable update that took the 2022 revert to 1: some "
+                "exchanges stall, or none; read the histogram")
+    else:
+        n, source = 1, "no tcp_pingpong_thresh, so the threshold is 1"
+    if n <= 1:
+        return (f"Linux {release} ({source}): every write-write-read exchange after the first should stall "
+                "on the delayed-ACK timer, about 40 ms on loopback")
+    return (f"Linux {release} ({source}): about one exchange in {n} should stall on the delayed-ACK timer, "
+            "the others not; read the p99 and the histogram")
+
+
+def syn_retries() -> float:
+    """net.ipv4.tcp_syn_retries: how many times an unanswered SYN is sent again before
+    connect() gives up (Linux 6.5 and later add tcp_syn_linear_timeouts to it); NaN if
+    unreadable."""
+    try:
+        return float(Path("/proc/sys/net/ipv4/tcp_syn_retries").read_text())
+    except (OSError, ValueError):
+        return NAN
+
+
 def syn_linear_timeouts() -> float:
     """net.ipv4.tcp_syn_linear_timeouts (NaN where this kernel has no such setting): n, where
     after the initial 1 s timeout n more stay at 1 s (n + 1 resends of a dropped SYN, 1 s apart)

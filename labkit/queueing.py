@@ -22,6 +22,7 @@ changes is that both grow with how long the offer lasts.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -80,20 +81,75 @@ def latency_vs_offered(df: pd.DataFrame, percentiles=("p50", "p99", "p999")):
     return fig
 
 
-def syn_retry_times(linear_timeouts: float | None, retries: int = 4) -> list[float]:
-    """When a client whose SYN is dropped each time sends it again, in seconds after its
-    connect() (the first `retries` times): the initial retransmission timeout is 1 s
-    (TCP_TIMEOUT_INIT, RFC 6298).  Kernels with net.ipv4.tcp_syn_linear_timeouts = n keep
-    the first n + 1 timeouts at 1 s before doubling them; elsewhere (NaN or None: no such
-    file) each timeout doubles the last: 1, 3, 7, 15 s."""
-    linear = 0 if linear_timeouts is None or linear_timeouts != linear_timeouts else int(linear_timeouts) + 1
-    times, at, rto = [], 0.0, 1.0
-    for number in range(retries):
-        at += rto
+TCP_TIMEOUT_INIT_S = 1.0  # include/net/tcp.h: a SYN's first retransmission timeout (RFC 6298)
+TCP_RTO_MAX_S = 120.0     # include/net/tcp.h: no retransmission timeout grows past it
+TCP_SYN_RETRIES = 6       # include/net/tcp.h: net.ipv4.tcp_syn_retries by default
+
+
+@dataclass(frozen=True)
+class SynSchedule:
+    """When a client whose SYN is never answered sends it again, and when it gives up."""
+
+    linear_timeouts: int | None  # net.ipv4.tcp_syn_linear_timeouts; None: no such setting (before Linux 6.5)
+    syn_retries: int             # net.ipv4.tcp_syn_retries
+    retransmits: tuple[float, ...]  # seconds after connect() at which the SYN is sent again
+    give_up_s: float             # seconds after connect() at which connect() fails with ETIMEDOUT
+
+    def describe(self) -> str:
+        """The schedule in words, for a reader: the first resends, how many, and the end."""
+        shown = ", ".join(f"{t:g}" for t in self.retransmits[:7]) + (" ..." if len(self.retransmits) > 7 else "")
+        if self.linear_timeouts is None:
+            setting = ("this kernel has no net.ipv4.tcp_syn_linear_timeouts (Linux 6.5 added it), "
+                       "so every timeout doubles")
+        else:
+            setting = f"net.ipv4.tcp_syn_linear_timeouts = {self.linear_timeouts}, a Linux 6.5 setting"
+        return (f"the SYN is sent again at {shown} s after connect(), {len(self.retransmits)} times in all, "
+                f"and connect() fails with ETIMEDOUT after about {self.give_up_s:g} s "
+                f"(net.ipv4.tcp_syn_retries = {self.syn_retries}; {setting})")
+
+
+def syn_schedule(linear_timeouts: float | None, syn_retries: float | None = None) -> SynSchedule:
+    """The one place labkit computes how Linux retransmits an unanswered SYN (notebook 03's
+    "connection timed out" and notebook 06's accept queue both use it), as
+    net/ipv4/tcp_timer.c does it:
+
+    * the first timeout is TCP_TIMEOUT_INIT, 1 s; tcp_retransmit_timer() doubles it after
+      each retransmission (up to TCP_RTO_MAX, 120 s), except that since Linux 6.5 (commit
+      ccce324dabfe) a socket in SYN_SENT keeps it at 1 s while it has retransmitted at most
+      net.ipv4.tcp_syn_linear_timeouts = n times (default 4): the first n + 1 timeouts are 1 s;
+    * tcp_write_timeout(), run each time the timer fires, gives up once the SYN was
+      retransmitted tcp_syn_retries times (since 6.5: tcp_syn_retries + n times), or once
+      the time since the first SYN reaches the time tcp_syn_retries doubling timeouts would
+      take (retransmits_timed_out(), tcp_model_timeout()), whichever comes first.
+
+    Defaults 6 and 4: resends at 1, 2, 3, 4, 5, 7, 11, 19, 35, 67 s and ETIMEDOUT at 131 s;
+    without the setting (None or NaN), 1, 3, 7, 15, 31, 63 s and ETIMEDOUT at 127 s (the
+    figures of Documentation/networking/ip-sysctl.rst).  A socket's TCP_SYNCNT or
+    TCP_USER_TIMEOUT changes them; the lab sets neither."""
+    linear = None if linear_timeouts is None or linear_timeouts != linear_timeouts else int(linear_timeouts)
+    retries = TCP_SYN_RETRIES if syn_retries is None or syn_retries != syn_retries else int(syn_retries)
+    most = retries + (linear or 0)  # tcp_write_timeout(): max_retransmits in SYN_SENT
+    # tcp_model_timeout(retries, rto_base = 1 s): doubling timeouts up to TCP_RTO_MAX, then TCP_RTO_MAX each
+    doubling = int(math.log2(TCP_RTO_MAX_S / TCP_TIMEOUT_INIT_S))
+    steps = min(retries, doubling)
+    model = ((2 << steps) - 1) * TCP_TIMEOUT_INIT_S + (retries - steps) * TCP_RTO_MAX_S
+    times: list[float] = []
+    at, rto = 0.0, TCP_TIMEOUT_INIT_S
+    while True:
+        at += rto  # the retransmission timer fires
+        if len(times) >= most or (times and at >= model):
+            return SynSchedule(linear, retries, tuple(times), at)
         times.append(at)
-        if number + 1 >= linear:
-            rto *= 2
-    return times
+        if linear is None or len(times) > linear:  # tcp_retransmit_timer(): back off, or stay linear
+            rto = min(2 * rto, TCP_RTO_MAX_S)
+
+
+def syn_retry_times(linear_timeouts: float | None, retries: int = 4) -> list[float]:
+    """The first `retries` times (seconds after connect()) at which a client whose SYN is
+    dropped each time sends it again: syn_schedule()'s, with this kernel's
+    net.ipv4.tcp_syn_linear_timeouts (NaN or None: no such setting, before Linux 6.5).
+    With n = 4: 1, 2, 3, 4, 5, 7, 11 s; without: 1, 3, 7, 15 s."""
+    return list(syn_schedule(linear_timeouts).retransmits[:retries])
 
 
 def connect_times(df: pd.DataFrame, by=("model", "backlog")):

@@ -150,3 +150,14 @@ def test_server_counters_read_every_line_and_sum_the_workers(text, reports, colu
             assert row[name] == expected, name
     if not reports:
         assert row == {}
+
+
+@pytest.mark.parametrize("release, thresh, says", [
+    ("6.8.0-40-generic", 1.0, "every write-write-read exchange after the first"),  # the sysctl (6.7+)
+    ("6.8.0", 3.0, "about one exchange in 3"),
+    ("6.1.0", float("nan"), "every write-write-read exchange after the first"),  # 5.19+: threshold 1
+    ("5.15.0-100-generic", float("nan"), "some exchanges stall, or none"),  # 5.1 to 5.18: 3, coarse
+    ("4.19.0", float("nan"), "every write-write-read exchange after the first"),  # before 5.1: 1
+])
+def test_the_delayed_ack_note_follows_the_kernels_pingpong_threshold(release, thresh, says):
+    assert says in kernel_view.delayed_ack_note(release, thresh)

@@ -66,3 +66,49 @@ def test_the_latency_figure_marks_each_knee_on_a_log_axis():
 ])
 def test_a_dropped_syn_is_sent_again_at_these_times(linear, times):
     assert queueing.syn_retry_times(linear, len(times)) == times
+
+
+@pytest.mark.parametrize("linear, syn_retries, retransmits, give_up", [
+    # Linux 6.5+ defaults: Documentation/networking/ip-sysctl.rst, "67seconds ... 131seconds"
+    (4, 6, (1, 2, 3, 4, 5, 7, 11, 19, 35, 67), 131),
+    (None, 6, (1, 3, 7, 15, 31, 63), 127),  # before 6.5: "63seconds ... 127seconds"
+    (0, 6, (1, 3, 7, 15, 31, 63), 127),
+    (None, 8, (1, 3, 7, 15, 31, 63, 127, 247), 367),  # TCP_RTO_MAX caps a timeout at 120 s
+    (4, 2, (1, 2, 3, 4, 5), 7),  # tcp_model_timeout(2) = 7 s ends it before the 6th resend
+])
+def test_the_syn_schedule_and_when_connect_gives_up(linear, syn_retries, retransmits, give_up):
+    schedule = queueing.syn_schedule(linear, syn_retries)
+    assert schedule.retransmits == retransmits and schedule.give_up_s == give_up
+
+
+def test_03s_connect_timeout_and_06s_retry_times_come_from_one_function(monkeypatch):
+    """notebook 03's "connection timed out" (labkit.failures) and notebook 06's connect-time
+    plot (queueing.syn_retry_times, connect_times) both take the schedule from
+    queueing.syn_schedule: replace it, and both change.  Pure: no server runs."""
+    from pathlib import Path
+
+    from labkit import failures
+
+    made = queueing.SynSchedule(linear_timeouts=9, syn_retries=2, retransmits=(1.5, 4.25, 9.75), give_up_s=77.5)
+    asked = []
+
+    def fake(linear_timeouts, syn_retries=None):
+        asked.append((linear_timeouts, syn_retries))
+        return made
+
+    monkeypatch.setattr(queueing, "syn_schedule", fake)
+    why = failures.connect_timeout_why(1.0)
+    assert made.describe() in why and "1.5, 4.25, 9.75 s" in why and "77.5 s" in why, why
+    assert "127" not in why and "1, 2, 4" not in why
+    assert queueing.syn_retry_times(4, 5) == [1.5, 4.25, 9.75]
+    histogram = [[(900_000, 1_100_000, 3)]]
+    df = pd.DataFrame({"model": ["threaded"], "backlog": [4], "connect_histogram": histogram,
+                       "syn_linear_timeouts": [4.0]})
+    fig = queueing.connect_times(df)
+    assert [shape.x0 for shape in fig.layout.shapes] == [1.5, 4.25, 9.75]
+    assert "1.5 s, 4.25 s, 9.75 s" in fig.layout.title.subtitle.text
+    assert len(asked) == 3
+    # and the notebooks call these, not a schedule of their own
+    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    assert "queueing.syn_retry_times(" in (notebooks / "06_what_breaks_first.ipynb").read_text()
+    assert "failures.connect_timeout(" in (notebooks / "03_uploads.ipynb").read_text()
