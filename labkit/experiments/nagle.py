@@ -1,10 +1,16 @@
 """Experiment 4, second part: Nagle's algorithm meets delayed ACK.  Each exchange writes a
 request line and a 100-byte body and waits for the reply (write-write-read); with
-TCP_NODELAY off the body waits for the ACK of the line, which the server may delay (by at
-least 40 ms on Linux, TCP_DELACK_MIN; the timeout adapts to the round trip and can grow
-towards 200 ms), unless the two writes become one (writev, single).  Not every exchange
-stalls (quickack at the start, pingpong mode left and re-entered): read the p99 and the
-histogram, not only the p50."""
+TCP_NODELAY off the body waits for the ACK of the line, which the server may delay, unless
+the two writes become one (writev, single).  The delay: an ATO the kernel sets from the gaps
+between arriving segments (tcp_event_data_recv), capped when the timer is armed at
+max(smoothed RTT, 40 ms) and at 200 ms (tcp_send_delayed_ack; TCP_DELACK_MIN and
+TCP_DELACK_MAX): about 40 ms on loopback.  40 ms is a default that TCP_QUICKACK, a route's
+quickack or a lower rto_min can undercut.  Which exchanges stall: the ACK is delayed only in
+pingpong mode, entered after a threshold of quick replies (tcp_event_data_sent) and left
+when the timer fires (tcp_delack_timer_handler); out of it the server's read sends the ACK
+at once (tcp_cleanup_rbuf).  With a threshold of 1 (before Linux 5.1, and from 5.19) every
+exchange after the first stalls; with 3 (5.1 to 5.18) some do, or none;
+net.ipv4.tcp_pingpong_thresh (Linux 6.7) sets it (kernel_view.delayed_ack_note)."""
 
 from labkit.experiments import Experiment, Figure
 from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Param, Shapes, cpu_params,

@@ -2,7 +2,11 @@
 
 An open loop offers each rate for `duration` seconds, spread over `clients`
 connections, to the `top` service (a scan of /proc per request: the server, not the
-load generator, is the limit).  Latency counts from when each request was due, so
+load generator, is the limit).  The requests are evenly spaced, not random: request g is
+due at start + g / rate (loadgen's events.c, due_time), so below the knee the waits come
+from service times that vary, late requests the generator releases together, and the
+server loop's batches (Kingman's W ~ rho/(1-rho) (c_a^2 + c_s^2)/2 E[S] with c_a^2 near 0;
+M/M/1's rho/(1-rho) assumes Poisson arrivals).  Latency counts from when each request was due, so
 the requests a saturated server holds back are not hidden (coordinated omission).
 labkit.queueing marks each model's knee (the first rate whose completions fall more
 than 5% short of the offer) and checks Little's law at every point: the requests in

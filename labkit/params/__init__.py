@@ -107,9 +107,11 @@ NO_LINK = {"link_rate": None, "link_delay_ms": 0, "link_loss_percent": 0.0, "lin
 
 def autocorking_param() -> Param:
     """Linux's TCP autocorking (net.ipv4.tcp_autocorking, on by default since 3.14): a small write
-    waits while an earlier packet of the socket is still queued below TCP (a qdisc such as tbf,
-    the device), so small writes merge even with TCP_NODELAY.  Per namespace, so only across a
-    link (placement namespaces) can the lab turn it off without touching this host's setting."""
+    waits while sent data is unacknowledged, the last queued buffer has room, and an earlier
+    packet of the socket is not yet freed by its transmit completion (in a qdisc such as tbf,
+    in the device, or sent and not yet completed: tcp_should_autocork), so small writes merge
+    even with TCP_NODELAY.  Per namespace, so only across a link (placement namespaces) can the
+    lab turn it off without touching this host's setting."""
     return Param("link_autocorking", ChoiceList("on", "off"), ["on"],
                  "namespaces: net.ipv4.tcp_autocorking in both hosts' namespaces (off: a small write is not "
                  "held back while an earlier packet waits in a queue)", to=LINK, label="autocorking")

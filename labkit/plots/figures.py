@@ -284,8 +284,8 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
                       title: str | None = None) -> go.Figure:
     """How the exchanges' latencies spread, one line per value of `by`: the load
     generator's fine histogram, summed over the successful repeats and regrouped into
-    `per_decade` bins per power of ten.  A peak at 40 ms or more (Linux's minimum
-    delayed-ACK timeout) is Nagle's algorithm waiting for a delayed ACK."""
+    `per_decade` bins per power of ten.  A peak near 40 ms (Linux's delayed-ACK timeout by
+    default when the round trip is short) is Nagle's algorithm waiting for a delayed ACK."""
     by = [c for c in by if c in df.columns]
     require(df, ["status", "lat_histogram"])
     ok = df[df["status"] == "ok"]
