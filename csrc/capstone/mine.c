@@ -32,7 +32,11 @@
  * Accept with server_accept(listen_fd, nonblocking): when the process runs
  * out of descriptors (EMFILE) it sheds the waiting connection instead of
  * leaving the listener ready for ever; -1 means "try again" (EAGAIN: nothing
- * waiting, on a non-blocking listener).  It counts server_counters.accepted;
+ * waiting, on a non-blocking listener).  An io_uring accept that completes
+ * with -EMFILE has left the connection queued, and a multishot accept has
+ * ended (no IORING_CQE_F_MORE): submitting it again at once fails again at
+ * once, a spin.  Shed first with server_accept(listen_fd, true) on a
+ * non-blocking listener, then submit the accept again, as uring.c does.  It counts server_counters.accepted;
  * count listener_wakeups yourself (threaded.c: each return of a blocking
  * accept).  Call server_report_counters_on_stop() once, and SIGTERM prints
  * them before the process ends.
@@ -48,8 +52,16 @@
  *      with its own epoll instance (the reference solution);
  *  (b) SO_REUSEPORT epoll workers: N processes, each with its own listener
  *      (see epoll_reuseport.c; set .own_listeners and use workers.h, linked in);
- *  (c) io_uring with multishot accept and provided buffers (liburing:
- *      -luring is linked when the machine has liburing; see uring.c);
+ *  (c) io_uring with multishot accept (Linux 5.19), multishot recv (6.0)
+ *      and a ring of provided buffers (5.19) (liburing: -luring is linked
+ *      when the machine has liburing; see uring.c).  io_uring may be
+ *      refused: kernel.io_uring_disabled (6.6 and later) at 1 or 2, or a
+ *      container's seccomp profile (Docker 25.0 and later, containerd 2.0).
+ *      A multishot recv goes on taking bytes while session_read_buf()
+ *      offers 0, so the session's back-pressure is lost: keep what you hold,
+ *      and cancel or stop re-arming that recv until the session has room,
+ *      or one client that never reads empties the shared buffer ring and
+ *      the other recvs end with -ENOBUFS (re-arm every recv that ended);
  *  (d) a thread pool with a bounded queue and back-pressure: when the queue
  *      is full, stop accepting and let the kernel's backlog hold the rest
  *      (pool.c is one; the notebook asks what yours does better).

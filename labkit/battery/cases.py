@@ -359,7 +359,8 @@ def sheds_when_out_of_descriptors(port, size, server):
     one, and five new clients ask TOP 1.  Each may be answered, refused (ERR) or closed; or
     left in the kernel's accept queue, if the server waits for a descriptor without
     spinning (a bounded design stops accepting).  accept() failing with EMFILE leaves the
-    connection queued, so a loop that just tries again spins at 100% CPU: that fails.
+    connection queued, so a loop that just tries again spins at 100% CPU: that fails (an
+    io_uring accept re-submitted at once after -EMFILE spins the same way).
     Once the idle connections go, a new client must be served."""
     idle, outcomes = [], []
     try:
@@ -393,7 +394,8 @@ def sheds_when_out_of_descriptors(port, size, server):
         raise CaseFailed(f"with every descriptor in use, the server used {cpu_after - cpu_before:.1f} s of CPU in "
                          f"{elapsed:.1f} s while 5 new clients waited (outcomes: {outcomes}): it spins. accept() "
                          "fails with EMFILE and leaves the connection queued, so the listener stays ready and the "
-                         "loop calls accept() again at once")
+                         "loop calls accept() again at once (or re-submits an io_uring accept that completed "
+                         "with -EMFILE)")
     if server.died():
         raise CaseFailed("the server died when it ran out of descriptors")
     time.sleep(0.2)
@@ -462,7 +464,10 @@ CASES = [
          "every connection needs its own state (session, buffers): nothing shared between clients unlocked"),
     Case("EMFILE: no spinning; serving after", "out_of_descriptors", "top", sheds_when_out_of_descriptors,
          "accept with server_accept(): when out of descriptors it accepts and closes the connection (the spare "
-         "descriptor trick) instead of leaving it queued; and close every descriptor you no longer need",
+         "descriptor trick) instead of leaving it queued. With io_uring, an accept that completes with -EMFILE "
+         "(a multishot one then ends: no IORING_CQE_F_MORE) must not be submitted again at once: call "
+         "server_accept(listen_fd, true) on the non-blocking listener to shed, then re-arm (uring.c). And close "
+         "every descriptor you no longer need",
          server="fd_limit"),
     Case("SIGTERM with clients connected", "sigterm", "top", sigterm_with_clients,
          "let server_main's handler end the process (exit 0), or watch server_stop_fd() in every loop and "
