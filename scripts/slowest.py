@@ -3,7 +3,9 @@
     python scripts/slowest.py build/test-results/serial.xml build/test-results/parallel.xml
 
 pytest's own --durations lists each phase alone; this lists the 15 slowest of both (a
-test's time: its setup, call and teardown), and each phase's wall time and count."""
+test's time: its setup, call and teardown), each phase's wall time and count, and the files
+whose tests used the most CPU (tests/conftest.py records each test's CPU time, its reaped
+processes included): the parallel phase keeps every CPU busy, so these decide its length."""
 
 import sys
 import xml.etree.ElementTree as ElementTree
@@ -13,7 +15,7 @@ SHOWN = 15
 
 
 def main(reports: list[str]) -> None:
-    tests = []
+    tests, cpu = [], {}
     for report in map(Path, reports):
         if not report.exists():
             print(f"{report}: no report (the phase did not run)")
@@ -24,9 +26,18 @@ def main(reports: list[str]) -> None:
               f"({suite.get('failures')} failed, {suite.get('errors')} errors, {suite.get('skipped')} skipped)")
         tests += [(float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name')}", report.stem)
                   for case in suite.iter("testcase")]
+        for case in suite.iter("testcase"):
+            for prop in case.iter("property"):
+                if prop.get("name") == "cpu_s":
+                    key = (report.stem, case.get("classname"))
+                    cpu[key] = cpu.get(key, 0.0) + float(prop.get("value"))
     print(f"\n{SHOWN} slowest tests (setup + call + teardown):")
     for seconds, name, phase in sorted(tests, reverse=True)[:SHOWN]:
         print(f"{seconds:8.1f} s  {phase:8}  {name}")
+    if cpu:
+        print(f"\n{SHOWN} files whose tests used the most CPU (their processes included):")
+        for (phase, name), seconds in sorted(cpu.items(), key=lambda kv: -kv[1])[:SHOWN]:
+            print(f"{seconds:8.1f} s  {phase:8}  {name}")
 
 
 if __name__ == "__main__":

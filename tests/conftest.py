@@ -13,6 +13,7 @@ which make sets for the two and removes after them."""
 import fcntl
 import fnmatch
 import os
+import resource
 import subprocess
 
 import psutil
@@ -73,6 +74,33 @@ def no_leftover_processes():
     if described:
         pytest.fail("the test left processes running (now killed):\n  " + "\n  ".join(described),
                     pytrace=False)
+
+
+# ---------------------------------------------------------------------------
+# the CPU time each test used, for scripts/slowest.py
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of every descendant it (or they) reaped."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.labkit_cpu_start = _cpu_s()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The parallel phase keeps two CPUs busy, so its wall time is the CPU its tests use over
+    two: each test's CPU time (setup to teardown, its processes included once they are
+    reaped; a module's fixture counts in the test that made it) goes into the JUnit report,
+    where scripts/slowest.py sums it by file."""
+    if call.when == "teardown" and hasattr(item, "labkit_cpu_start"):
+        item.user_properties.append(("cpu_s", round(_cpu_s() - item.labkit_cpu_start, 2)))
+    yield
 
 
 # ---------------------------------------------------------------------------
