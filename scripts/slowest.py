@@ -1,8 +1,8 @@
-"""The slowest tests of `make test`'s two phases together, from their JUnit XML reports.
+"""The slowest tests of `make test`'s phases together, from their JUnit XML reports.
 
-    python scripts/slowest.py build/test-results/serial.xml build/test-results/parallel.xml
+    python scripts/slowest.py build/test-results/{quiet,serial,parallel}.xml
 
-pytest's own --durations lists each phase alone; this lists the 15 slowest of both (a
+pytest's own --durations lists each phase alone; this lists the 15 slowest of all (a
 test's time: its setup, call and teardown), each phase's wall time and count, and the files
 whose tests used the most CPU (tests/conftest.py records each test's CPU time, its reaped
 processes included): the parallel phase keeps every CPU busy, so these decide its length."""

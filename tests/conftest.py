@@ -1,14 +1,19 @@
 """Fixtures every test file may use: the C build (once per run) and a check
-that no test leaves a process behind; and the suite's two phases.
+that no test leaves a process behind; and the suite's three phases.
 
-`make test` runs the suite twice over, each test once: `--phase serial` runs the
-tests marked `measuring` one at a time on a quiet machine (their figures are what
-they assert: ratios, latencies, saturation, exact segment counts), then
-`--phase parallel` runs every other test on pytest-xdist's workers, a file's tests on
-one worker (--dist loadfile: pytest makes a fixture shared by a file's tests once per
-worker, and a graded class takes 100 s to make).  The notebooks'
-quick runs (tests/quickrun.py) are shared by both phases through LABKIT_TEST_RUN,
-which make sets for the two and removes after them."""
+`make test` runs each test once, in three phases.  `--phase quiet` runs the tests
+marked `quiet` alone on the machine: the notebooks' quick runs whose measured figures
+their tests read, and which other tests read too (tests/quickrun.py shares each run
+through LABKIT_TEST_RUN, which make sets for all three and removes after them), and the
+exact counts that another test's traffic or perf could change (test_independent_counts).  Then
+two phases at once: `--phase serial` runs the other tests marked `measuring` one at a
+time (their figures are what they assert: latencies, counts, a verdict), while
+`--phase parallel` runs every other test on pytest-xdist's workers at nice 19, a file's
+tests on one worker (--dist loadfile: pytest makes a fixture shared by a file's tests
+once per worker, and a graded class takes a minute to make).  The serial tests leave
+two thirds of the CPUs idle, which the parallel phase takes; at nice 19 it is the busy
+machine every measuring test must pass on anyway (as with a `nice -n 19` spinner on
+every CPU), never a competitor for a CPU they want."""
 
 import fcntl
 import fnmatch
@@ -108,9 +113,9 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--phase", choices=("all", "serial", "parallel"), default="all",
-                     help="serial: only the tests marked measuring; parallel: all others (for xdist's "
-                          "workers); all (the default): every test")
+    parser.addoption("--phase", choices=("all", "quiet", "serial", "parallel"), default="all",
+                     help="quiet: only the tests marked quiet; serial: the other tests marked measuring; "
+                          "parallel: all others (for xdist's workers); all (the default): every test")
 
 
 def pytest_configure(config):
@@ -130,12 +135,17 @@ def pytest_sessionfinish(session):
         remove_shared_folder()
 
 
+def _phase_of(item) -> str:
+    if item.get_closest_marker("quiet") is not None:
+        return "quiet"
+    return "serial" if item.get_closest_marker("measuring") is not None else "parallel"
+
+
 def _in_this_phase(config, items) -> None:
     phase = config.getoption("--phase")
     if phase == "all":
         return
-    wanted = phase == "serial"
-    kept = [item for item in items if (item.get_closest_marker("measuring") is not None) == wanted]
+    kept = [item for item in items if _phase_of(item) == phase]
     if len(kept) < len(items):
         kept_ids = {id(item) for item in kept}
         config.hook.pytest_deselected(items=[item for item in items if id(item) not in kept_ids])

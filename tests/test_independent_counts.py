@@ -35,7 +35,11 @@ import serverproc
 from labkit import perf, procs
 from labkit.procs import LoadSpec, ServerSpec
 
-pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+# make test runs these first, alone on the machine (tests/conftest.py): their counts are exact,
+# and another test's traffic beside them can make the kernel retransmit (a tail loss probe
+# when softirq work waits behind the other traffic), while the tracefs test unmounts what a
+# perf beside it would hold.
+pytestmark = [pytest.mark.measuring, pytest.mark.quiet]
 
 SETTLE_S = 5.0  # every wait for the kernel or a process is bounded by this
 

@@ -14,11 +14,10 @@ from quickrun import PLOTLY, QUICK_RUN_LIMIT_S, run_quick
 
 pytestmark = pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)
 # The runs whose tests read what was measured (04's 40 ms stall, 05's shaped link's round
-# trip, 06's knee) run alone, in make test's serial phase.  The others assert what no load
-# changes: no error, every point measured, a count, a refusal, a timeout the notebook sets,
-# the battery's verdicts, a rank whatever it is.  They run on the parallel phase's workers,
-# beside other tests: the serial phase leaves two thirds of 2 CPUs idle, the parallel one none.
-measuring = pytest.mark.measuring
+# trip, 06's knee) run alone on the machine, first (make test's quiet phase): other tests
+# read the same runs.  The others assert what no load changes: no error, every point
+# measured, a count, a refusal, a timeout the notebook sets, the battery's verdicts, a rank
+# whatever it is.  They run on the parallel phase's workers, beside other tests.
 
 
 def outputs(nb, cell_source_start: str) -> list:
@@ -219,7 +218,8 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
     assert all("the server still serves" in card for name, card in shown.items() if name != "failures.no_server()")
 
 
-@measuring
+@pytest.mark.measuring
+@pytest.mark.quiet
 def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
     results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
     run = run_quick("04_write_strategies.ipynb")
@@ -263,7 +263,8 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
 
-@measuring
+@pytest.mark.measuring
+@pytest.mark.quiet
 @pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root (CI runs as root)")
 def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
     from labkit import netlink
@@ -309,7 +310,8 @@ def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
 
-@measuring
+@pytest.mark.measuring
+@pytest.mark.quiet
 def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
     """One quick run of notebook 06 shows, each by its own measurement on this machine: the
     knee and Little's law, a stuck model and a shedding one, the accept queue overflowing
