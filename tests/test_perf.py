@@ -285,9 +285,13 @@ THREADS_STILL_RUNNING = textwrap.dedent("""\
     def spin():
         while not stop:
             pass
+    start = time.process_time()
     workers = [threading.Thread(target=spin) for _ in range(2)]
     for w in workers: w.start()
-    time.sleep(0.4)
+    # 0.3 s of CPU time, not 0.4 s of wall time: a busy machine gave that wall time 0.09 s of CPU
+    deadline = time.time() + 20
+    while time.process_time() - start < 0.3 and time.time() < deadline:
+        time.sleep(0.02)
     print(time.process_time(), flush=True)
     sys.stdin.readline()   # perf stops while the threads still spin
     stop = True
@@ -389,7 +393,7 @@ def test_threads_created_after_attach_are_counted(source, monkeypatch, child_fac
 def test_threads_still_running_when_perf_stops_are_counted(child_factory):
     child = child_factory(THREADS_STILL_RUNNING)
     with perf.attach(child.popen.pid) as counting:
-        spun_s = child.go() - child.startup_cpu_s  # threads spun 0.4 s of wall time
+        spun_s = child.go() - child.startup_cpu_s  # threads spun 0.3 s of CPU time
     assert spun_s > 0.1
     assert counting.counters["task-clock"] >= spun_s * 1000 * 0.95
     child.end()
