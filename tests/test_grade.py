@@ -8,7 +8,6 @@ notebook copies are committed): students are edited copies of the released
 notebook 01, the one with the C exercises."""
 
 import copy
-import fcntl
 import json
 import os
 import shutil
@@ -124,16 +123,18 @@ def rows_of(book: pd.DataFrame, student: str) -> dict[str, tuple[str, float, str
 
 
 def processes_of_grading_uids() -> list[psutil.Process]:
-    """Live processes of grading uids no grader holds (another test run may be grading)."""
+    """Live processes of grading uids no grader holds (other tests of the parallel phase grade
+    beside this one, under uids of their own).  A uid is free only if its lease file is
+    locked by us and is still the file at its path (UidLease.lock_if_free): a grader that
+    just released it unlinked the file, and one that leased it again since made a new one."""
     uids = {p.info["uids"].real for p in psutil.process_iter(["uids"])
             if p.info["uids"] and p.info["uids"].real >= FIRST_GRADING_UID}
     left = []
     for uid in uids:
-        with open(UidLease.LOCKS / f"labkit-grade-uid-{uid}.lock", "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                continue  # leased by a grader that is running now
+        lock = UidLease.lock_if_free(uid)
+        if lock is None:
+            continue  # leased by a grader that is running now
+        with lock:
             left += [p for p in psutil.process_iter(["uids", "status"])
                      if p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
             os.unlink(lock.name)  # while locked, as a lease does: nothing left in /tmp

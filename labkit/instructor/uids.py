@@ -52,7 +52,7 @@ class UidLease:
                 self.close()
                 raise LabError(f"no free grading uid in {FIRST_GRADING_UID}..{uid - 1}",
                                "wait for the other graders to finish, or use fewer --jobs")
-            lock = self._lock(uid)
+            lock = self.lock_if_free(uid)
             if lock is None:
                 uid += 1
                 continue
@@ -61,11 +61,12 @@ class UidLease:
             self._locks.append(lock)
             uid += 1
 
-    def _lock(self, uid: int):
+    @classmethod
+    def lock_if_free(cls, uid: int):
         """The locked file of `uid`, or None while another grader holds it.  Its last holder
         removes it; one who opened it just before that holds a removed file, so the lock
         counts only if the path still names the file we locked."""
-        path = self.LOCKS / f"labkit-grade-uid-{uid}.lock"
+        path = cls.LOCKS / f"labkit-grade-uid-{uid}.lock"
         while True:
             lock = open(path, "a")
             try:
