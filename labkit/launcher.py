@@ -118,9 +118,9 @@ def spawn(argv: list[str], role: str, cpus: list[int] | None = None, prefix: lis
             preexec_fn=_child_setup(cpus, os.getpid()),
             **popen_args,
         )
-    child = Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
-    with _registry_lock:
-        _registry[popen.pid] = child  # first: from here on stop_all() and atexit cover it
+        child = Child(popen, role, paths.RUN_DIR / f"{popen.pid}.json")
+        with _registry_lock:
+            _registry[popen.pid] = child  # first: from here on stop_all() and atexit cover it
     try:
         if lost:
             raise lost[0]
@@ -140,12 +140,14 @@ def spawn(argv: list[str], role: str, cpus: list[int] | None = None, prefix: lis
 
 
 class _interrupts_kept:
-    """Around a fork with preexec_fn: a Ctrl-C that lands while Python runs its
-    at-fork hooks (logging's lock release among them) raises its KeyboardInterrupt
-    inside the hook, where Python prints it as "Exception ignored" and drops it.
-    Here the handler's exception is also kept, and spawn() raises it once the
-    child is registered.  Only the main thread runs signal handlers; elsewhere
-    this does nothing."""
+    """Around a fork with preexec_fn and the child's registration: a Ctrl-C here is
+    kept, not raised, and spawn() raises it once the child is registered.  Raised, it
+    was lost twice over: inside Python's at-fork hooks (logging's lock release among
+    them) Python prints it as "Exception ignored" and drops it; and inside Popen after
+    the fork (waiting for the child's exec) Popen's constructor gives up its object
+    while the child runs on, untracked (a sweep interrupted 0.15 s in, on a busy
+    machine, left its iterative server running).  Only the main thread runs signal
+    handlers; elsewhere this does nothing."""
 
     def __enter__(self) -> list[BaseException]:
         self.lost: list[BaseException] = []
@@ -162,7 +164,6 @@ class _interrupts_kept:
                 previous(signum, frame)
             except BaseException as error:
                 self.lost.append(error)
-                raise
 
         signal.signal(signal.SIGINT, handler)
         return self.lost
@@ -170,8 +171,8 @@ class _interrupts_kept:
     def __exit__(self, kind, error, traceback) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGINT, self.previous)
-        if error is not None:
-            self.lost.clear()  # it was not lost: it is on its way out
+        if error is not None and self.lost:
+            raise self.lost[0]  # the Ctrl-C, not what failed while it waited, is the caller's news
 
 
 def group_alive(pgid: int) -> bool:

@@ -250,3 +250,32 @@ def test_a_ctrl_c_during_the_fork_is_not_lost_and_the_child_is_stopped():
     report = _report(kernel)
     kernel.wait(timeout=10)
     assert report == {"outcome": "interrupted", "children": [], "registered": []}
+
+
+def test_a_ctrl_c_while_popen_waits_for_the_childs_exec_is_kept_and_the_child_stopped():
+    """After the fork, Popen's constructor waits for the child's exec; a KeyboardInterrupt
+    raised there leaves Popen without its object while the child runs on, untracked (a
+    sweep interrupted 0.15 s in, on a busy machine, left its server running).  spawn()
+    keeps the Ctrl-C until the child is registered, then stops it and raises."""
+    kernel = _kernel("""
+        import signal, subprocess, time
+        from labkit import launcher
+        real = subprocess.Popen
+        def popen_interrupted_after_the_fork(*args, **kwargs):
+            started = real(*args, **kwargs)
+            signal.raise_signal(signal.SIGINT)  # its handler runs here: inside Popen, as it were
+            time.sleep(0.01)
+            return started
+        launcher.subprocess.Popen = popen_interrupted_after_the_fork
+        try:
+            launcher.spawn(["sleep", "30"], role="server")
+            outcome = "not interrupted"
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        children = [p.pid for p in __import__("psutil").Process().children() if p.status() != "zombie"]
+        print(json.dumps({"outcome": outcome, "children": children,
+                          "registered": launcher.live_children()}), flush=True)
+    """)
+    report = _report(kernel)
+    kernel.wait(timeout=10)
+    assert report == {"outcome": "interrupted", "children": [], "registered": []}
