@@ -442,7 +442,9 @@ def test_rows_carry_their_schema_and_loading_says_what_changed_or_refuses_a_newe
             return
         frame = store.load(path)
     assert len(frame) == len(schemas)
-    messages = [str(w.message) for w in said]
+    # The lab's own warnings: "always" also shows a ResourceWarning for a file an earlier test
+    # left unclosed, whenever the garbage collector happens to run inside this window.
+    messages = [str(w.message) for w in said if not issubclass(w.category, ResourceWarning)]
     if outcome == "older":
         assert len(messages) == 1 and "client_cpu_util is the generator's CPU over its run's window" in messages[0]
     else:
