@@ -363,7 +363,7 @@ class _Counted:
 
 
 @pytest.mark.parametrize("tasks, oom_kills, outcome", [
-    (450, 0, "fork_bomb"),  # at its process limit when its time ran out: a bomb seen late, not a hang
+    (900, 0, "fork_bomb"),  # at its process limit (1024) when its time ran out: a bomb seen late, not a hang
     (10, 0, "timeout"),
     (10, 1, "memory"),      # a process lost to memory is the truer cause than the time
 ])

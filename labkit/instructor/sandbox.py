@@ -54,7 +54,9 @@ class Limits:
     memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB); where
                                       # the run has a cgroup, the soft limit only (runner.lower_limits)
     run_memory_bytes: int = 3072 * MIB  # memory in use by the whole run (its cgroup), where one can be made
-    processes: int = 512              # processes and threads (RLIMIT_NPROC counts threads)
+    processes: int = 1024             # processes and threads (RLIMIT_NPROC counts threads): notebook 07's
+                                      # sweeps reach about 500 at once on a busy machine, and a bomb is
+                                      # caught at 80% of this
     open_files: int = 4096
     file_bytes: int = 256 * MIB       # largest file a process may write
     workdir_bytes: int = 1024 * MIB   # the whole working directory, checked while it runs
