@@ -225,6 +225,25 @@ def test_sigterm_to_the_kernel_stops_the_server_and_perf():
     assert not (paths.RUN_DIR / f"{report['server']}.json").exists()
 
 
+# The end of both scripts below: spawn a server while a Ctrl-C lands, and say what is left.
+SPAWN_INTERRUPTED = """
+        try:
+            launcher.spawn(["sleep", "30"], role="server")
+            outcome = "not interrupted"
+        except KeyboardInterrupt:
+            outcome = "interrupted"
+        children = [p.pid for p in __import__("psutil").Process().children() if p.status() != "zombie"]
+        print(json.dumps({"outcome": outcome, "children": children,
+                          "registered": launcher.live_children()}), flush=True)
+"""
+
+
+def _assert_interrupted_and_nothing_left(kernel) -> None:
+    report = _report(kernel)
+    kernel.wait(timeout=10)
+    assert report == {"outcome": "interrupted", "children": [], "registered": []}
+
+
 def test_a_ctrl_c_during_the_fork_is_not_lost_and_the_child_is_stopped():
     """Python runs its at-fork hooks (logging's lock release among them) around a
     fork with preexec_fn and drops an exception raised in one ("Exception
@@ -238,18 +257,8 @@ def test_a_ctrl_c_during_the_fork_is_not_lost_and_the_child_is_stopped():
                 armed[0] = False
                 signal.raise_signal(signal.SIGINT)  # its handler runs here, inside the hook
         os.register_at_fork(after_in_parent=ctrl_c_inside_the_hook)
-        try:
-            launcher.spawn(["sleep", "30"], role="server")
-            outcome = "not interrupted"
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-        children = [p.pid for p in __import__("psutil").Process().children() if p.status() != "zombie"]
-        print(json.dumps({"outcome": outcome, "children": children,
-                          "registered": launcher.live_children()}), flush=True)
-    """)
-    report = _report(kernel)
-    kernel.wait(timeout=10)
-    assert report == {"outcome": "interrupted", "children": [], "registered": []}
+    """ + SPAWN_INTERRUPTED)
+    _assert_interrupted_and_nothing_left(kernel)
 
 
 def test_a_ctrl_c_while_popen_waits_for_the_childs_exec_is_kept_and_the_child_stopped():
@@ -267,15 +276,5 @@ def test_a_ctrl_c_while_popen_waits_for_the_childs_exec_is_kept_and_the_child_st
             time.sleep(0.01)
             return started
         launcher.subprocess.Popen = popen_interrupted_after_the_fork
-        try:
-            launcher.spawn(["sleep", "30"], role="server")
-            outcome = "not interrupted"
-        except KeyboardInterrupt:
-            outcome = "interrupted"
-        children = [p.pid for p in __import__("psutil").Process().children() if p.status() != "zombie"]
-        print(json.dumps({"outcome": outcome, "children": children,
-                          "registered": launcher.live_children()}), flush=True)
-    """)
-    report = _report(kernel)
-    kernel.wait(timeout=10)
-    assert report == {"outcome": "interrupted", "children": [], "registered": []}
+    """ + SPAWN_INTERRUPTED)
+    _assert_interrupted_and_nothing_left(kernel)
