@@ -1,19 +1,16 @@
 """Fixtures every test file may use: the C build (once per run) and a check
 that no test leaves a process behind; and the suite's three phases.
 
-`make test` runs each test once, in three phases.  `--phase quiet` runs the tests
-marked `quiet` alone on the machine: the notebooks' quick runs whose measured figures
-their tests read, and which other tests read too (tests/quickrun.py shares each run
-through LABKIT_TEST_RUN, which make sets for all three and removes after them), and the
-exact counts that another test's traffic or perf could change (test_independent_counts).  Then
-two phases at once: `--phase serial` runs the other tests marked `measuring` one at a
-time (their figures are what they assert: latencies, counts, a verdict), while
-`--phase parallel` runs every other test on pytest-xdist's workers at nice 19, a file's
-tests on one worker (--dist loadfile: pytest makes a fixture shared by a file's tests
-once per worker, and a graded class takes a minute to make).  The serial tests leave
-two thirds of the CPUs idle, which the parallel phase takes; at nice 19 it is the busy
-machine every measuring test must pass on anyway (as with a `nice -n 19` spinner on
-every CPU), never a competitor for a CPU they want."""
+`make test` runs each test once, in three phases, one after the other.  `--phase quiet`
+runs the tests marked `quiet` alone on the machine: the notebooks' quick runs whose
+measured figures their tests read, and which other tests read too (tests/quickrun.py
+shares each run through LABKIT_TEST_RUN, which make sets for all three and removes after
+them), and the exact counts another test's traffic or perf could change.  `--phase
+serial` runs the other tests marked `measuring` one at a time (their figures are what
+they assert: latencies, counts, a verdict).  `--phase parallel` runs every other test on
+pytest-xdist's workers, a file's tests on one worker (--dist loadfile: pytest makes a
+fixture shared by a file's tests once per worker, and a graded class takes a minute to
+make)."""
 
 import fcntl
 import fnmatch
