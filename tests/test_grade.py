@@ -354,7 +354,7 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
 
     bomb = rows_of(book, "fork_bomb")
     assert {status for status, _, _ in bomb.values()} == {"error"}, bomb
-    assert all("fork bomb" in message for _, _, message in bomb.values())
+    assert all("fork bomb" in message for _, _, message in bomb.values()), bomb
 
     # The correct student's squatter outlived its cell, yet the checks ran (all passed, above)
     # and it was killed afterwards.

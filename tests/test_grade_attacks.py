@@ -358,20 +358,36 @@ class _Running:
 
 
 class _Counted:
-    def __init__(self, tasks: int, oom_kills: int = 0):
-        self.tasks, self.oom_kills = (lambda: tasks), (lambda: oom_kills)
+    def __init__(self, tasks: int, oom_kills: int = 0, refused: int = 0):
+        self.tasks, self.oom_kills, self.refused_forks = (lambda: tasks), (lambda: oom_kills), (lambda: refused)
 
 
-@pytest.mark.parametrize("tasks, oom_kills, outcome", [
-    (900, 0, "fork_bomb"),  # at its process limit (1024) when its time ran out: a bomb seen late, not a hang
-    (10, 0, "timeout"),
-    (10, 1, "memory"),      # a process lost to memory is the truer cause than the time
+@pytest.mark.parametrize("tasks, oom_kills, refused, outcome, says", [
+    # near its process limit (4096) when its time ran out: a bomb seen late, not a hang
+    (3300, 0, 0, "fork_bomb", "kept 3300 processes and threads running (limit 4096): a fork bomb?"),
+    (10, 0, 0, "timeout", "ran over the 0.01 s time limit"),
+    # notebooks 02 and 07: the threaded server at 2,000 clients is not a bomb
+    (2100, 0, 0, "timeout", "ran over the 0.01 s time limit"),
+    (10, 0, 3, "fork_bomb", "a fork bomb?"),        # forks refused at the limit
+    (10, 1, 0, "memory", "more than its 3072 MiB of memory"),  # a lost process is truer than the time
+    # a bomb of forked kernels runs out of memory before the limit refuses a fork
+    (2400, 1, 0, "fork_bomb", "kept 2400 processes and threads running (limit 4096) and used all of its 3072 MiB"),
 ])
-def test_what_a_run_was_stopped_for_when_its_time_ran_out(tmp_path, tasks, oom_kills, outcome):
+def test_what_a_run_was_stopped_for_when_its_time_ran_out(tmp_path, tasks, oom_kills, refused, outcome, says):
     limits = sandbox.Limits(timeout_s=0.01)
-    ended, _ = sandbox._watch(_Running(), tmp_path, limits, FIRST_GRADING_UID, "token", time.monotonic() - 1,
-                              _Counted(tasks, oom_kills))
-    assert ended == outcome
+    ended, message = sandbox._watch(_Running(), tmp_path, limits, FIRST_GRADING_UID, "token",
+                                    time.monotonic() - 1, _Counted(tasks, oom_kills, refused))
+    assert (ended, says in message) == (outcome, True), message
+
+
+def test_a_run_that_touches_its_limit_once_is_not_a_bomb():
+    """Crowded means near the limit, or refusing forks, for over a second."""
+    crowding = sandbox._Crowding(sandbox.Limits())
+    assert [crowding.saw(count, refused, now) for count, refused, now in [
+        (100, 0, 0.0), (4096, 1, 0.5), (2000, 1, 1.0), (2000, 1, 3.0),   # one refusal, then calm
+        (3500, 1, 4.0), (3500, 1, 4.6), (3500, 1, 5.1),                  # near the limit for over 1 s
+    ]] == [False, False, False, False, False, False, True]
+    assert crowding.most == 4096
 
 
 def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
@@ -393,6 +409,34 @@ def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
         pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children(recursive=True))]
         from_proc = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
         assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
+    finally:
+        os.killpg(started.pid, signal.SIGKILL)
+        started.wait()
+        deadline = time.monotonic() + 5
+        while group.tasks() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        group.remove()
+
+
+def test_a_runs_cgroup_counts_the_forks_its_limit_refused_as_the_forks_do():
+    """The second sign of a bomb: pids.events counts each fork pids.max refused, exactly
+    the forks that failed with EAGAIN in the process that asked."""
+    group = isolation.Cgroup.create(1 << 30, 4)
+    if group is None:
+        pytest.fail("no cgroup can be made here as root: the fork-bomb watch cannot be tested")
+    code = ("import os, time\n"
+            "failed = 0\n"
+            "for _ in range(7):\n"
+            "    try:\n"
+            "        if os.fork() == 0: time.sleep(30); os._exit(0)\n"
+            "    except BlockingIOError:\n"
+            "        failed += 1\n"
+            "print(failed, flush=True); time.sleep(30)\n")
+    started = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=lambda: [path.write_text(str(os.getpid())) for path in group.procs_files()])
+    try:
+        failed = int(started.stdout.readline())
+        assert (failed, group.refused_forks(), group.tasks()) == (4, 4, 4)  # itself and 3 children
     finally:
         os.killpg(started.pid, signal.SIGKILL)
         started.wait()

@@ -81,6 +81,18 @@ class Cgroup:
         except (OSError, ValueError):
             return 0
 
+    def refused_forks(self) -> int:
+        """How many forks and new threads this cgroup's pids.max refused so far ("max" in
+        pids.events, v1 and v2 alike; 0 where the kernel has no pids.events)."""
+        try:
+            for line in (self.paths["pids"] / "pids.events").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "max":
+                    return int(value)
+        except (OSError, ValueError):
+            pass
+        return 0
+
     def oom_kills(self) -> int:
         """How many processes the kernel killed in this cgroup for want of memory (cgroup v1
         counts them in memory.oom_control from Linux 4.13 on; before that, 0: its
@@ -94,6 +106,14 @@ class Cgroup:
         except (OSError, ValueError):
             pass
         return 0
+
+    def refuse_forks(self) -> None:
+        """Refuse every new process and thread from now on (pids.max may be set below
+        pids.current), so that a bomb cannot replace what the clean-up kills."""
+        try:
+            (self.paths["pids"] / "pids.max").write_text("0")
+        except OSError:
+            pass
 
     def remove(self) -> None:
         for folder in self.paths.values():

@@ -54,9 +54,9 @@ class Limits:
     memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB); where
                                       # the run has a cgroup, the soft limit only (runner.lower_limits)
     run_memory_bytes: int = 3072 * MIB  # memory in use by the whole run (its cgroup), where one can be made
-    processes: int = 1024             # processes and threads (RLIMIT_NPROC counts threads): notebook 07's
-                                      # sweeps reach about 500 at once on a busy machine, and a bomb is
-                                      # caught at 80% of this
+    processes: int = 4096             # processes and threads (RLIMIT_NPROC counts threads): notebooks 02
+                                      # and 07 run the threaded server at 2,000 clients, a thread each
+                                      # (sandbox._Crowding says how a bomb is told from that)
     open_files: int = 4096
     file_bytes: int = 256 * MIB       # largest file a process may write
     workdir_bytes: int = 1024 * MIB   # the whole working directory, checked while it runs
@@ -316,6 +316,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         payload["results_fd"] = results_file.fileno()
         pass_fds = (results_file.fileno(),)
     prefix = walls.prefix()
+    crowding = _Crowding(limits)
     started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
@@ -330,14 +331,16 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
                 runner.stdin.close()
             except BrokenPipeError:
                 pass  # it died at once: the log says why
-            outcome, message = _watch(runner, workdir, limits, uid, token, started, walls.cgroup)
+            outcome, message = _watch(runner, workdir, limits, uid, token, started, walls.cgroup, crowding)
         elapsed = time.monotonic() - started
+        if walls.cgroup is not None:
+            walls.cgroup.refuse_forks()
         killed = kill_all(uid, token, runner.pid)
         if runner.poll() is None:
             runner.kill()  # unshare itself, once everything behind it is gone
         runner.wait()
-        if walls.cgroup is not None and walls.cgroup.oom_kills():
-            outcome, message = "memory", _over_memory(limits)
+        if walls.cgroup is not None and walls.cgroup.oom_kills() and outcome != "fork_bomb":
+            outcome, message = crowding.over_memory(TASKS)
     finally:
         if walls.cgroup is not None:
             walls.cgroup.remove()
@@ -418,17 +421,53 @@ def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path
     return CheckRun(records, ended, private / "checker.log")
 
 
-def _over_memory(limits: Limits) -> str:
-    return (f"the run used more than its {limits.run_memory_bytes // MIB} MiB of memory (all its processes "
-            "together): the kernel killed one of them, and the run was stopped")
+class _Crowding:
+    """What the watch saw of a run's processes and threads: the most at once, and
+    whether it stayed crowded -- near its limit, or refused forks at it (the cgroup
+    counts those) -- for over a second.  A fork bomb is one of two things: a run that
+    stays crowded, or a run that ran out of memory with more than a quarter of its
+    limit running (a forked kernel costs about 1.2 MiB, so a bomb's memory runs out
+    near 2,500 of them, before a limit of 4096 can refuse a fork).  Notebooks 02 and
+    07 reach about 2,100 at once without a bomb: the threaded server at 2,000 clients
+    runs a thread for each."""
+
+    def __init__(self, limits: Limits):
+        self.limits, self.most, self.refused = limits, 0, 0
+        self.since: float | None = None
+
+    def saw(self, count: int, refused: int, now: float) -> bool:
+        """Count `count` tasks and `refused` forks so far; True once crowded for a second."""
+        self.most = max(self.most, count)
+        refusing, self.refused = refused > self.refused, max(refused, self.refused)
+        if count >= 0.8 * self.limits.processes or refusing:
+            self.since = self.since if self.since is not None else now
+            return now - self.since > 1.0
+        self.since = None
+        return False
+
+    def bomb(self, what: str, over_memory: bool = False) -> tuple[str, str]:
+        memory = (f" and used all of its {self.limits.run_memory_bytes // MIB} MiB of memory"
+                  if over_memory else "")
+        return "fork_bomb", (f"the notebook kept {self.most} {what} running (limit {self.limits.processes})"
+                             f"{memory}: a fork bomb? it was stopped")
+
+    def over_memory(self, what: str) -> tuple[str, str]:
+        """Why a run that lost a process to its memory limit was stopped."""
+        if self.most > self.limits.processes // 4:
+            return self.bomb(what, over_memory=True)
+        return "memory", (f"the run used more than its {self.limits.run_memory_bytes // MIB} MiB of memory (all "
+                          "its processes together): the kernel killed one of them, and the run was stopped")
+
+
+TASKS = "processes and threads"
 
 
 def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | None,
-           token: str, started: float, cgroup=None) -> tuple[str, str]:
+           token: str, started: float, cgroup=None, crowding: _Crowding | None = None) -> tuple[str, str]:
     """Wait for the runner, stopping it on timeout, a full disk, a fork bomb, or the
     first process its cgroup's memory limit made the kernel kill (what is left of a
     run that lost a process to memory proves nothing, and holds a slot meanwhile)."""
-    crowded_since = None
+    crowding = crowding or _Crowding(limits)
     next_disk_check = 0.0
     while True:
         try:
@@ -443,21 +482,16 @@ def _watch(runner: subprocess.Popen, workdir: Path, limits: Limits, uid: int | N
             # starve the other runs until the timeout: stop a bomb early.  With a
             # cgroup, its count says it in one read (a scan of /proc under a bomb's
             # load can take longer than the run's time limit).  Looked at before the
-            # time limit: a run at its process limit when its time runs out was a
-            # bomb, seen late because it starved this loop too.
+            # time limit: a run crowded when its time runs out was a bomb, seen late
+            # because it starved this loop too.
             if cgroup is not None:
-                count, what = cgroup.tasks(), "processes and threads"
+                count, refused, what = cgroup.tasks(), cgroup.refused_forks(), TASKS
             else:
-                count, what = len(processes_of(uid, token, None)), "processes"
-            if count >= 0.8 * limits.processes:
-                crowded_since = crowded_since or now
-                if now - crowded_since > 1.0 or over_time:
-                    return "fork_bomb", (f"the notebook kept {count} {what} running (limit "
-                                         f"{limits.processes}): a fork bomb? it was stopped")
-            else:
-                crowded_since = None
+                count, refused, what = len(processes_of(uid, token, None)), 0, "processes"
+            if crowding.saw(count, refused, now) or (over_time and crowding.since is not None):
+                return crowding.bomb(what)
         if cgroup is not None and cgroup.oom_kills():
-            return "memory", _over_memory(limits)
+            return crowding.over_memory(TASKS)
         if over_time:
             return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
         if now >= next_disk_check:
