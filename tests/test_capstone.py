@@ -9,8 +9,11 @@ is checked first on the lab's own models, whose behaviour the rest of the suite 
 a bug in a case would show there.  The two graded as a class are test_capstone_grading's."""
 
 import os
+import queue
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -71,6 +74,37 @@ def test_the_partial_write_bug_fails_the_slow_reader_and_the_message_names_the_f
     with pytest.raises(AssertionError, match="session_did_write"):
         battery.check(with_bug(), "slow_reader")
     assert battery.check(reference(), "slow_reader").startswith("2 case(s) passed")
+
+
+class UnboundedEcho:
+    """An echo server with no bound on its output: a thread reads everything a client sends
+    into memory at once, another writes it back when it can.  Correct bytes, no back-pressure."""
+
+    def __init__(self):
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        conn, _ = self.listener.accept()
+        backlog = queue.SimpleQueue()
+        threading.Thread(target=self._write, args=(conn, backlog), daemon=True).start()
+        while chunk := conn.recv(1 << 20):
+            backlog.put(chunk)
+        backlog.put(b"")
+
+    @staticmethod
+    def _write(conn, backlog):
+        while chunk := backlog.get():
+            conn.sendall(chunk)
+
+
+def test_a_server_whose_output_has_no_bound_fails_the_slow_reader_whatever_the_kernel_buffers():
+    """The verdict asks for more bytes than the kernel's buffers can hold (tcp_rmem's and
+    tcp_wmem's largest, which autotuning reaches on its own, differ by machine and kernel)."""
+    case = next(c for c in battery.CASES if c.name == "echo: reads nothing until the output is full")
+    with pytest.raises(battery.CaseFailed, match="more than the kernel's buffers can hold .*: its output has no bound"):
+        case.run(UnboundedEcho().port, battery.VISIBLE)
 
 
 def test_a_loop_that_retries_accept_on_emfile_is_caught_spinning():

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .client import (CaseFailed, Lines, connect, echo_difference, read_exactly, reset, said_by,
+from .client import (CaseFailed, Lines, connect, echo_difference, kernel_buffering, read_exactly, reset, said_by,
                      send_while_reading)
 
 GROUPS = {
@@ -38,7 +38,7 @@ class Size:
 
     clients: int = 100            # many_clients: connections at once
     exchanges: int = 3            # many_clients: requests per connection
-    echo_bytes: int = 16 << 20    # slow_reader: bytes sent to echo before reading
+    echo_bytes: int = 16 << 20    # slow_reader: bytes sent to echo beyond what the kernel can hold
     top_requests: int = 400       # slow_reader: TOP 1000 requests sent before reading
     byte_pause: float = 0.002     # split: pause between one-byte segments
     jitter: bool = False          # split: random pauses (0-20 ms) instead of a fixed one
@@ -209,15 +209,17 @@ def one_byte_segments(port, size):
 
 
 def echo_slow_reader(port, size):
-    payload = os.urandom(size.echo_bytes)
     with connect(port, size, small_buffers=True) as sock:
+        kernel = kernel_buffering(sock)
+        payload = os.urandom(kernel + size.echo_bytes)
         before, got = send_while_reading(sock, payload, size.timeout)
     if got != payload:
         raise CaseFailed(f"sent {len(payload):,} bytes to echo, reading none until the server stopped taking "
                          f"them (after {before:,}), then read while sending the rest: "
                          + echo_difference(payload, got))
     if before >= len(payload):
-        raise CaseFailed(f"the server took all {len(payload):,} bytes from a client that read none: its "
+        raise CaseFailed(f"the server took all {len(payload):,} bytes from a client that read none, "
+                         f"{size.echo_bytes:,} more than the kernel's buffers can hold ({kernel:,}): its "
                          "output has no bound (session_read_buf offers 0 bytes when the output is full; "
                          "stop reading that client until it drains)")
 

@@ -111,6 +111,19 @@ def echo_difference(sent: bytes, got: bytes) -> str:
     return f"the echo differs from what was sent at byte {at:,} (of {len(sent):,})"
 
 
+def kernel_buffering(sock: socket.socket) -> int:
+    """The most bytes the kernel can hold between this client and a server on loopback that
+    reads none of them: this socket's send and receive buffers (as getsockopt reports them)
+    and the server's, which grow by themselves up to tcp_rmem's and tcp_wmem's third values
+    (per network namespace; long 6 MiB and 4 MiB by default, 32 MiB and 4 MiB on a Linux 6.18
+    machine this lab was tested on: read, never assumed)."""
+    def most(name: str) -> int:
+        with open(f"/proc/sys/net/ipv4/{name}") as values:
+            return int(values.read().split()[2])
+    return (most("tcp_rmem") + most("tcp_wmem") + sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            + sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+
+
 def send_while_reading(sock: socket.socket, payload: bytes, timeout: float) -> tuple[int, bytes]:
     """Send `payload` without reading until the server stops taking bytes (everything full),
     then read while sending the rest: (bytes sent before the first read, what came back)."""
