@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from labkit import build, paths
-from labkit.instructor import exports, isolation, release, run_lab, sandbox
+from labkit.instructor import exports, isolation, release, run_lab, sandbox, watch
 from labkit.instructor.check_cells import check_catalog
 from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
 from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released  # noqa: F401
@@ -375,14 +375,14 @@ class _Counted:
 ])
 def test_what_a_run_was_stopped_for_when_its_time_ran_out(tmp_path, tasks, oom_kills, refused, outcome, says):
     limits = sandbox.Limits(timeout_s=0.01)
-    ended, message = sandbox._watch(_Running(), tmp_path, limits, FIRST_GRADING_UID, "token",
+    ended, message = watch.watch(_Running(), tmp_path, limits, FIRST_GRADING_UID, "token",
                                     time.monotonic() - 1, _Counted(tasks, oom_kills, refused))
     assert (ended, says in message) == (outcome, True), message
 
 
 def test_a_run_that_touches_its_limit_once_is_not_a_bomb():
     """Crowded means near the limit, or refusing forks, for over a second."""
-    crowding = sandbox._Crowding(sandbox.Limits())
+    crowding = watch.Crowding(sandbox.Limits())
     assert [crowding.saw(count, refused, now) for count, refused, now in [
         (100, 0, 0.0), (4096, 1, 0.5), (2000, 1, 1.0), (2000, 1, 3.0),   # one refusal, then calm
         (3500, 1, 4.0), (3500, 1, 4.6), (3500, 1, 5.1),                  # near the limit for over 1 s

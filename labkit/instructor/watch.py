@@ -1,0 +1,108 @@
+"""Watching one graded run from outside until it ends or is stopped: its time, its disk, its
+memory, and whether it is a fork bomb (Crowding says how one is told from a notebook that
+runs the threaded server at 2,000 clients).  labkit.instructor.sandbox starts the run and
+calls watch(); `limits` is its sandbox.Limits."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from .uids import processes_of
+
+MIB = 1024 * 1024
+
+
+def tree_bytes(top: Path) -> int:
+    """Bytes allocated under `top` (sparse files count what they really use)."""
+    total = 0
+    for folder, _, files in os.walk(top):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except OSError:
+                pass  # removed while we walked
+    return total
+
+
+class Crowding:
+    """What the watch saw of a run's processes and threads: the most at once, and
+    whether it stayed crowded -- near its limit, or refused forks at it (the cgroup
+    counts those) -- for over a second.  A fork bomb is one of two things: a run that
+    stays crowded, or a run that ran out of memory with more than a quarter of its
+    limit running (a forked kernel costs about 1.2 MiB, so a bomb's memory runs out
+    near 2,500 of them, before a limit of 4096 can refuse a fork).  Notebooks 02 and
+    07 reach about 2,100 at once without a bomb: the threaded server at 2,000 clients
+    runs a thread for each."""
+
+    def __init__(self, limits):
+        self.limits, self.most, self.refused = limits, 0, 0
+        self.since: float | None = None
+
+    def saw(self, count: int, refused: int, now: float) -> bool:
+        """Count `count` tasks and `refused` forks so far; True once crowded for a second."""
+        self.most = max(self.most, count)
+        refusing, self.refused = refused > self.refused, max(refused, self.refused)
+        if count >= 0.8 * self.limits.processes or refusing:
+            self.since = self.since if self.since is not None else now
+            return now - self.since > 1.0
+        self.since = None
+        return False
+
+    def bomb(self, what: str, over_memory: bool = False) -> tuple[str, str]:
+        memory = (f" and used all of its {self.limits.run_memory_bytes // MIB} MiB of memory"
+                  if over_memory else "")
+        return "fork_bomb", (f"the notebook kept {self.most} {what} running (limit {self.limits.processes})"
+                             f"{memory}: a fork bomb? it was stopped")
+
+    def over_memory(self, what: str) -> tuple[str, str]:
+        """Why a run that lost a process to its memory limit was stopped."""
+        if self.most > self.limits.processes // 4:
+            return self.bomb(what, over_memory=True)
+        return "memory", (f"the run used more than its {self.limits.run_memory_bytes // MIB} MiB of memory (all "
+                          "its processes together): the kernel killed one of them, and the run was stopped")
+
+
+TASKS = "processes and threads"
+
+
+def watch(runner: subprocess.Popen, workdir: Path, limits, uid: int | None,
+          token: str, started: float, cgroup=None, crowding: Crowding | None = None) -> tuple[str, str]:
+    """Wait for the runner, stopping it on timeout, a full disk, a fork bomb, or the
+    first process its cgroup's memory limit made the kernel kill (what is left of a
+    run that lost a process to memory proves nothing, and holds a slot meanwhile)."""
+    crowding = crowding or Crowding(limits)
+    next_disk_check = 0.0
+    while True:
+        try:
+            runner.wait(timeout=0.5)
+            return "finished", ""
+        except subprocess.TimeoutExpired:
+            pass
+        now = time.monotonic()
+        over_time = now - started > limits.timeout_s
+        if uid is not None:
+            # The process limit holds, but hundreds of spinning processes would
+            # starve the other runs until the timeout: stop a bomb early.  With a
+            # cgroup, its count says it in one read (a scan of /proc under a bomb's
+            # load can take longer than the run's time limit).  Looked at before the
+            # time limit: a run crowded when its time runs out was a bomb, seen late
+            # because it starved this loop too.
+            if cgroup is not None:
+                count, refused, what = cgroup.tasks(), cgroup.refused_forks(), TASKS
+            else:
+                count, refused, what = len(processes_of(uid, token, None)), 0, "processes"
+            if crowding.saw(count, refused, now) or (over_time and crowding.since is not None):
+                return crowding.bomb(what)
+        if cgroup is not None and cgroup.oom_kills():
+            return crowding.over_memory(TASKS)
+        if over_time:
+            return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
+        if now >= next_disk_check:
+            next_disk_check = now + 2.0
+            used = tree_bytes(workdir)
+            if used > limits.workdir_bytes:
+                return "disk_full", (f"the notebook wrote {used // MIB} MiB into its working directory "
+                                     f"(limit {limits.workdir_bytes // MIB} MiB) and was stopped")
