@@ -40,9 +40,9 @@ def test_any_finite_number_made_first_passes_right_or_wrong(points, value):
     predictions.check(exported(predictions.made("x", value)))
 
 
-@pytest.mark.parametrize("value", [None, "5", float("nan"), float("inf"), True, [1]])
-def test_no_number_fails_with_an_assertion_saying_what_to_do(points, value):
-    with pytest.raises(AssertionError, match="write a number in predicted_x"):
+@pytest.mark.parametrize("value", [None, "5", float("nan"), float("inf"), True, [1], ["pool", 2]])
+def test_no_number_nor_list_of_names_fails_with_an_assertion_saying_what_to_do(points, value):
+    with pytest.raises(AssertionError, match="write your prediction in predicted_x"):
         predictions.check(exported(predictions.made("x", value)), variable="predicted_x")
 
 
@@ -78,6 +78,21 @@ def test_versus_shows_both_numbers_and_never_fails_on_a_missing_one(points, caps
     assert "no prediction" in said and outcome["measured"] is None and outcome["predicted"] is None
 
 
+@pytest.mark.parametrize("predicted, measured, says", [
+    # two names are not the same two names: compared by name, never by count
+    (["pool", "prefork"], ["epoll", "threaded"], "right: none; missed: epoll, threaded; wrong: pool, prefork"),
+    (["prefork", "pool"], ["pool", "prefork"], "right: pool, prefork; missed: none; wrong: none"),
+    (["pool"], ["pool", "prefork"], "right: pool; missed: prefork; wrong: none"),
+    ([], [], "you predicted none, you measured none (right: none; missed: none; wrong: none)"),
+])
+def test_a_list_of_names_is_compared_name_by_name(points, capsys, predicted, measured, says):
+    made = exported(predictions.made("stuck", predicted))
+    outcome = exported(predictions.versus(made, measured, what="stuck"))
+    assert says in capsys.readouterr().out
+    assert outcome["predicted"] == sorted(set(predicted)) and outcome["measured"] == sorted(set(measured))
+    predictions.check(made, outcome)  # any honest list made first passes
+
+
 def test_a_sweep_counts_its_points_measured_and_reused(points, tmp_path, monkeypatch):
     from labkit import experiments, launcher
 
@@ -95,7 +110,9 @@ def test_a_sweep_counts_its_points_measured_and_reused(points, tmp_path, monkeyp
 
 @pytest.mark.parametrize("value, why, says", [
     (10, "iterative waits out every client", "your prediction: 10 — iterative waits out every client (recorded before"),
-    (None, "", "your prediction: none yet (it is None): write a number before you run the sweep"),
+    (None, "", "your prediction: none yet (it is None): write your prediction before you run the sweep"),
+    (["prefork", "pool", "pool"], "", "your prediction: pool, prefork (recorded before"),
+    ([], "none waits", "your prediction: none — none waits"),
 ])
 def test_say_shows_a_prediction_as_a_sentence_not_a_dict(points, capsys, value, why, says):
     predictions.say(predictions.made("x", value, why))

@@ -15,8 +15,11 @@ file) when the prediction was made (labkit.sweep.points_done()).  versus() shows
 beside the measurement and returns plain data too, with `sweep_began_at`: the same count when
 the sweep that measured it began (the DataFrame's attrs, from labkit.sweep.run).
 
-check() is what a notebook's check calls: the prediction is a finite number, made before that
-sweep began.  Nothing here grades whether the prediction was right: the written question after
+A prediction is a number, or a list of names (which models will be stuck?): versus() then
+says which names were right, which were missing and which were wrong, never a ratio of counts.
+
+check() is what a notebook's check calls: the prediction is a finite number (or a list of
+names), made before that sweep began.  Nothing here grades whether the prediction was right: the written question after
 it asks what the difference teaches.
 """
 
@@ -37,24 +40,38 @@ def _is_number(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _is_names(value) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(name, str) for name in value)
+
+
+def _is_prediction(value) -> bool:
+    return _is_number(value) or _is_names(value)
+
+
+def _names(value) -> str:
+    return ", ".join(value) or "none"
+
+
 def made(name: str, value, why: str = "") -> dict:
     """The prediction `value` for `name` (and the student's one line `why`), with how many sweep
     points this kernel had already measured when it was made."""
     from .. import sweep  # here, not above: the grader's checks import this module without a sweep
 
-    return {"name": str(name), "value": _plain(value), "why": why if isinstance(why, str) else str(why),
+    value = sorted(set(value)) if _is_names(value) else _plain(value)
+    return {"name": str(name), "value": value, "why": why if isinstance(why, str) else str(why),
             "sweeps_before": sweep.points_done()}
 
 
 def say(prediction: dict) -> None:
     """Show a prediction as a sentence (it wraps in the page, where a printed dict ran off it)."""
     value, why = prediction.get("value"), prediction.get("why") or ""
-    if not _is_number(value):
-        _show(f"**your prediction**: none yet (it is {value!r}): write a number before you run the sweep")
+    if not _is_prediction(value):
+        _show(f"**your prediction**: none yet (it is {value!r}): write your prediction before you run the sweep")
         return
     seen = prediction.get("sweeps_before")
     when = "before this kernel measured any point" if seen == 0 else f"after {seen} point(s) of earlier sweeps"
-    _show(f"**your prediction**: {_format(value, '')}" + (f" — {why}" if why else "") + f" (recorded {when})")
+    shown = _names(value) if _is_names(value) else _format(value, "")
+    _show(f"**your prediction**: {shown}" + (f" — {why}" if why else "") + f" (recorded {when})")
 
 
 def _format(value, unit: str) -> str:
@@ -73,17 +90,24 @@ def versus(prediction: dict, measured, frame=None, unit: str = "", what: str = "
     predicted, measured = _plain(prediction.get("value")), _plain(measured)
     attrs = getattr(frame, "attrs", None) or {}
     began = attrs.get("points_before")
+    names = _is_names(measured)
     outcome = {"name": prediction.get("name", ""), "predicted": predicted,
-               "measured": float(measured) if _is_number(measured) else None,
+               "measured": sorted(set(measured)) if names else float(measured) if _is_number(measured) else None,
                "sweeps_before": prediction.get("sweeps_before"),
                "sweep_began_at": int(began) if isinstance(began, numbers.Integral) else None}
     label = what or outcome["name"] or "the quantity"
-    if not _is_number(predicted):
-        line = (f"**{label}**: you made no prediction (it is {predicted!r}): write your number in the "
-                f"prediction cell *before* the sweep next time; measured: **{_format(measured, unit)}**")
+    shown = _names(outcome["measured"]) if names else _format(measured, unit)
+    if not _is_prediction(predicted):
+        line = (f"**{label}**: you made no prediction (it is {predicted!r}): write it in the prediction cell "
+                f"*before* the sweep next time; measured: **{shown}**")
+    elif names:
+        said, seen = set(predicted) if _is_names(predicted) else set(), set(outcome["measured"])
+        line = (f"**{label}**: you predicted **{_names(sorted(said))}**, you measured **{shown}** "
+                f"(right: {_names(sorted(said & seen))}; missed: {_names(sorted(seen - said))}; "
+                f"wrong: {_names(sorted(said - seen))})")
     else:
-        line = f"**{label}**: you predicted **{_format(predicted, unit)}**, you measured **{_format(measured, unit)}**"
-        if _is_number(measured) and predicted != 0:
+        line = f"**{label}**: you predicted **{_format(predicted, unit)}**, you measured **{shown}**"
+        if _is_number(measured) and _is_number(predicted) and predicted != 0:
             line += f" (measured / predicted = {measured / predicted:,.2f})"
     _show(line)
     return outcome
@@ -102,7 +126,8 @@ def _show(line: str) -> None:
 
 
 def check(prediction, outcome=None, variable: str = "your prediction") -> None:
-    """Assert that `prediction` (from made()) is a finite number made before its sweep began.
+    """Assert that `prediction` (from made()) is a finite number, or a list of names, made before
+    its sweep began.
 
     `outcome` (from versus(), optional) says where that sweep began; without it the prediction
     must come before any sweep of the kernel.  `variable` names the student's variable in the
@@ -110,9 +135,10 @@ def check(prediction, outcome=None, variable: str = "your prediction") -> None:
     assert isinstance(prediction, dict) and "value" in prediction, (
         f"run the prediction cell: it records {variable} with predictions.made(...)")
     value = prediction.get("value")
-    assert _is_number(value), (
-        f"write a number in {variable} (it is {value!r}) and run the prediction cell before the sweep: "
-        "any honest guess passes, a right one earns nothing more")
+    assert _is_prediction(value), (
+        f"write your prediction in {variable} (it is {value!r}: a number, or a list of names where the cell "
+        "asks for one) and run the prediction cell before the sweep: any honest guess passes, a right one "
+        "earns nothing more")
     before = prediction.get("sweeps_before")
     assert isinstance(before, numbers.Integral) and not isinstance(before, bool) and before >= 0, \
         "the prediction's record is damaged: run the prediction cell again, as it is"
