@@ -7,8 +7,10 @@ graded_copy()    the student's notebook as it runs at grading: cells tagged
                  hidden-check removed, the visible check cells restored to the
                  instructor's (found by the checks they declare, not by cell
                  id, so an edited, moved, re-identified or deleted check cell
-                 comes back), and after each check's place a cell that
-                 exports the values it reads (labkit.instructor.exports).
+                 comes back), after each check's place a cell that
+                 exports the values it reads (labkit.instructor.exports), and
+                 first, the facts the student's own run recorded of their
+                 machine (labkit.facts), where the saved notebook holds some.
 The checks themselves run later in labkit.instructor.checker, never in the
 student's kernel; the hidden ones never appear in the student's notebook.
 """
@@ -20,6 +22,7 @@ import builtins
 import copy
 from dataclasses import dataclass, field
 
+from .. import facts
 from .release import HIDDEN_TAG
 
 EXPORT_TAG = "labkit-export"
@@ -196,6 +199,11 @@ def graded_copy(submitted, instructor) -> Prepared:
     if dropped:
         notes.append(f"{len(dropped)} cell(s) of yours tagged as the grader's own were removed")
     nb.cells = [cell for cell in nb.cells if cell not in dropped]
+    carried = facts.carried_cell_source(nb)  # what the student's own run saw of their machine
+    if carried is not None:
+        import nbformat
+
+        nb.cells.insert(0, nbformat.v4.new_code_cell(carried, metadata={"tags": [EXPORT_TAG]}))
 
     groups = check_groups(instructor)
     for cell in instructor.cells:  # the visible check cells, restored by what they check
