@@ -6,6 +6,7 @@ process or file of a grading uid is left afterwards.
 The class is built at test time from `labkit release` output, like
 test_grade.py's: each attacker is the untouched release plus one cell."""
 
+import contextlib
 import json
 import os
 import re
@@ -390,25 +391,16 @@ def test_a_run_that_touches_its_limit_once_is_not_a_bomb():
     assert crowding.most == 4096
 
 
-def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
-    """The fork-bomb watch reads the run's cgroup (pids.current, one read) rather than scanning
-    /proc, which a bomb's load can slow past the run's time limit: the count is /proc's."""
-    group = isolation.Cgroup.create(1 << 30, 100)
+@contextlib.contextmanager
+def in_a_cgroup(code: str, processes: int):
+    """(the cgroup, the Python process running `code` in it); both gone afterwards."""
+    group = isolation.Cgroup.create(1 << 30, processes)
     if group is None:
         pytest.fail("no cgroup can be made here as root: the fork-bomb watch cannot be tested")
-    code = ("import os, sys, threading, time\n"
-            "threads = [threading.Thread(target=time.sleep, args=(30,), daemon=True) for _ in range(3)]\n"
-            "[t.start() for t in threads]\n"
-            "for _ in range(2):\n"
-            "    if os.fork() == 0: time.sleep(30); os._exit(0)\n"
-            "print('ready', flush=True); time.sleep(30)\n")
     started = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
                                preexec_fn=lambda: [path.write_text(str(os.getpid())) for path in group.procs_files()])
     try:
-        assert started.stdout.readline().strip() == "ready"
-        pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children(recursive=True))]
-        from_proc = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
-        assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
+        yield group, started
     finally:
         os.killpg(started.pid, signal.SIGKILL)
         started.wait()
@@ -418,12 +410,25 @@ def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
         group.remove()
 
 
+def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
+    """The fork-bomb watch reads the run's cgroup (pids.current, one read) rather than scanning
+    /proc, which a bomb's load can slow past the run's time limit: the count is /proc's."""
+    code = ("import os, sys, threading, time\n"
+            "threads = [threading.Thread(target=time.sleep, args=(30,), daemon=True) for _ in range(3)]\n"
+            "[t.start() for t in threads]\n"
+            "for _ in range(2):\n"
+            "    if os.fork() == 0: time.sleep(30); os._exit(0)\n"
+            "print('ready', flush=True); time.sleep(30)\n")
+    with in_a_cgroup(code, processes=100) as (group, started):
+        assert started.stdout.readline().strip() == "ready"
+        pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children(recursive=True))]
+        from_proc = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
+        assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
+
+
 def test_a_runs_cgroup_counts_the_forks_its_limit_refused_as_the_forks_do():
     """The second sign of a bomb: pids.events counts each fork pids.max refused, exactly
     the forks that failed with EAGAIN in the process that asked."""
-    group = isolation.Cgroup.create(1 << 30, 4)
-    if group is None:
-        pytest.fail("no cgroup can be made here as root: the fork-bomb watch cannot be tested")
     code = ("import os, time\n"
             "failed = 0\n"
             "for _ in range(7):\n"
@@ -432,18 +437,9 @@ def test_a_runs_cgroup_counts_the_forks_its_limit_refused_as_the_forks_do():
             "    except BlockingIOError:\n"
             "        failed += 1\n"
             "print(failed, flush=True); time.sleep(30)\n")
-    started = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True,
-                               preexec_fn=lambda: [path.write_text(str(os.getpid())) for path in group.procs_files()])
-    try:
+    with in_a_cgroup(code, processes=4) as (group, started):
         failed = int(started.stdout.readline())
         assert (failed, group.refused_forks(), group.tasks()) == (4, 4, 4)  # itself and 3 children
-    finally:
-        os.killpg(started.pid, signal.SIGKILL)
-        started.wait()
-        deadline = time.monotonic() + 5
-        while group.tasks() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        group.remove()
 
 
 def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memory(tmp_path):

@@ -84,28 +84,14 @@ class Cgroup:
     def refused_forks(self) -> int:
         """How many forks and new threads this cgroup's pids.max refused so far ("max" in
         pids.events, v1 and v2 alike; 0 where the kernel has no pids.events)."""
-        try:
-            for line in (self.paths["pids"] / "pids.events").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "max":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
+        return _counter(self.paths["pids"] / "pids.events", "max")
 
     def oom_kills(self) -> int:
         """How many processes the kernel killed in this cgroup for want of memory (cgroup v1
         counts them in memory.oom_control from Linux 4.13 on; before that, 0: its
         memory.failcnt counts every time the limit was reached, reclaim included, not kills)."""
         name = "memory.events" if self.version == 2 else "memory.oom_control"
-        try:
-            for line in (self.paths["memory"] / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            pass
-        return 0
+        return _counter(self.paths["memory"] / name, "oom_kill")
 
     def refuse_forks(self) -> None:
         """Refuse every new process and thread from now on (pids.max may be set below
@@ -121,6 +107,18 @@ class Cgroup:
                 folder.rmdir()  # empty once every process of the run is gone
             except OSError:
                 pass
+
+
+def _counter(path: Path, key: str) -> int:
+    """The value of `key` in a cgroup's flat-keyed file ("key value" lines); 0 if absent."""
+    try:
+        for line in path.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key:
+                return int(value)
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 @dataclass
