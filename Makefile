@@ -93,8 +93,9 @@ lab: setup build
 # The suite in three phases, one after the other (tests/conftest.py says why).  First the tests
 # marked `quiet` (the notebook runs whose figures their tests read, exact counts), then the
 # other tests marked `measuring`, one at a time, then every other test on pytest-xdist's
-# workers (a file's tests on one worker: they share the fixtures the file makes once), its
-# longest files first (tests/conftest.py: LONGEST_FILES).  Running the serial tests beside
+# workers (a file's tests on one worker: they share the fixtures the file makes once; the
+# notebook-by-notebook files a group per notebook), its longest files first
+# (tests/conftest.py: LONGEST_FILES, BY_NOTEBOOK).  Running the serial tests beside
 # the parallel phase at nice 19 took the suite from 749 s to 562 s on 2 cores, but in three
 # runs out of three it made a different serial test fail (softirq work for the parallel
 # phase's loopback traffic, which no nice value holds back, reached them): not yet.

@@ -15,6 +15,7 @@ make)."""
 import fcntl
 import fnmatch
 import os
+import re
 import resource
 import subprocess
 
@@ -150,37 +151,68 @@ def _in_this_phase(config, items) -> None:
 
 
 # The parallel phase's longest files, longest first (seconds of work in one make test on 2
-# cores, 4 workers: release 350, browser 210, grade_dask 130, grade 120, grade_attacks 115,
-# capstone_grading 105, battery 85, capstone 70, server_limits 70).  pytest-xdist hands out
-# whole files (--dist loadfile) in collection order; make test turns off its reordering by
-# test count, which put the one-test files last: the capstone's grading then began five
-# minutes in and ended the phase alone, a minute after every other file.  Longest first is
-# the classic rule for keeping workers equally busy; a file missing here only runs later, so
-# a stale list costs time, never a test.
-LONGEST_FILES = ("test_release.py", "test_browser.py", "test_grade_dask.py", "test_grade.py",
-                 "test_grade_attacks.py", "test_capstone_grading.py", "test_battery.py", "test_capstone.py",
-                 "test_server_limits.py")
+# cores, 4 workers: release 426, browser 390, grade 172, grade_dask 160, capstone_grading
+# 150, grade_attacks 144, battery 81, server_limits 67, capstone 58).  pytest-xdist hands
+# out groups of tests (pytest_xdist_make_scheduler, below) in collection order: a file's tests
+# are one group, since they share the fixtures the file makes once; make test turns off xdist's
+# reordering
+# by test count, which put the one-test files last (the capstone's grading then began five
+# minutes in and ended the phase alone).  Longest first is the classic rule for keeping
+# workers equally busy; a file missing here only runs later, so a stale list costs time,
+# never a test.
+LONGEST_FILES = ("test_release.py", "test_browser.py", "test_grade.py", "test_grade_dask.py",
+                 "test_capstone_grading.py", "test_grade_attacks.py", "test_battery.py", "test_server_limits.py",
+                 "test_capstone.py")
+# Files whose tests each run one notebook: a group per notebook rather than per file (one
+# file's chain of eight notebooks took 426 s on one worker, most of the phase, while the
+# others had finished), at the price of each worker making the file's fixtures for itself.
+BY_NOTEBOOK = ("test_release.py", "test_browser.py")
+NOTEBOOK_IN_ID = re.compile(r"\[.*?(\d\d_[a-z_]+)")
+
+
+def group_of(nodeid: str) -> str:
+    """The xdist group of a test: its file, or its file and notebook (BY_NOTEBOOK)."""
+    file = nodeid.split("::", 1)[0]
+    notebook = NOTEBOOK_IN_ID.search(nodeid) if file.rsplit("/", 1)[-1] in BY_NOTEBOOK else None
+    return f"{file}::{notebook.group(1)}" if notebook else file
 
 
 def _longest_files_first(config, items) -> None:
-    """Reorder the parallel phase's tests so that LONGEST_FILES start first.  Each xdist worker
-    is handed two files at once, so the first round gives each worker one long file and one
-    short one: a worker never holds two long files while another is idle."""
+    """Order the parallel phase's tests by group (group_of), the groups of LONGEST_FILES
+    first.  Each xdist worker is handed two groups at once, so the first round gives each
+    worker one long group and one short one: a worker never holds two long ones while
+    another is idle."""
     if config.getoption("--phase") != "parallel":
         return
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
-    by_file: dict[str, list] = {}
+    by_group: dict[str, list] = {}
     for item in items:
-        by_file.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+        by_group.setdefault(group_of(item.nodeid), []).append(item)
     rank = {name: n for n, name in enumerate(LONGEST_FILES)}
-    longest = sorted((f for f in by_file if f.rsplit("/", 1)[-1] in rank), key=lambda f: rank[f.rsplit("/", 1)[-1]])
-    others = [f for f in by_file if f not in longest]
+
+    def file_rank(group: str) -> int:
+        return rank[group.split("::", 1)[0].rsplit("/", 1)[-1]]
+
+    longest = sorted((g for g in by_group if g.split("::", 1)[0].rsplit("/", 1)[-1] in rank), key=file_rank)
+    others = [g for g in by_group if g not in longest]
     order = longest[:workers] + others[:workers] + longest[workers:] + others[workers:]
-    items[:] = [item for name in order for item in by_file[name]]
+    items[:] = [item for name in order for item in by_group[name]]
 
 
 # ---------------------------------------------------------------------------
 # a students' edition (labkit release): the tests that wait for an exercise's answer
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadfile scheduling, a group (group_of) in place of a file.  Its own loadgroup
+    cannot do it with pytest 9, whose test ids no longer take the group xdist 3.8 appends."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -461,13 +461,15 @@ def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(r
 
 
 
-def test_the_editions_poll_server_says_at_its_first_client_that_exercise_1_2_is_not_done(released, tmp_path_factory):
+@pytest.mark.parametrize("name", ["02_multiplexing.ipynb"])  # the run that built the edition
+def test_the_editions_poll_server_says_at_its_first_client_that_exercise_1_2_is_not_done(released, tmp_path_factory,
+                                                                                         name):
     """Before exercise 1.2's check passes, the edition's poll backend is the stub: its server
     exits at the first ready descriptor with the stub's words (a sweep's poll points fail
     with them at once, as 02 shows), rather than spinning while clients wait out their timeouts."""
     import socket
 
-    student_run(released, "02_multiplexing.ipynb", tmp_path_factory)  # the edition, built
+    student_run(released, name, tmp_path_factory)  # the edition, built
     out, _ = released
     server = subprocess.Popen([str(out / "build" / "bin" / "poll"), "--port", "0", "--service", "echo"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
