@@ -124,6 +124,8 @@ def pytest_configure(config):
 
         os.environ["LABKIT_TEST_RUN"] = uuid.uuid4().hex[:12]
         config.labkit_own_test_run = True
+    if config.pluginmanager.hasplugin("xdist"):  # its hooks are known only where it is loaded
+        config.pluginmanager.register(_GroupScheduling(), "labkit-group-scheduling")
 
 
 def pytest_sessionfinish(session):
@@ -203,16 +205,20 @@ def _longest_files_first(config, items) -> None:
 # a students' edition (labkit release): the tests that wait for an exercise's answer
 
 
-def pytest_xdist_make_scheduler(config, log):
-    """xdist's loadfile scheduling, a group (group_of) in place of a file.  Its own loadgroup
+class _GroupScheduling:
+    """A plugin for the parallel phase only (pytest_configure registers it where xdist runs):
+    xdist's loadfile scheduling, a group (group_of) in place of a file.  xdist's own loadgroup
     cannot do it with pytest 9, whose test ids no longer take the group xdist 3.8 appends."""
-    from xdist.scheduler import LoadScopeScheduling
 
-    class ByGroup(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return group_of(nodeid)
+    @staticmethod
+    def pytest_xdist_make_scheduler(config, log):
+        from xdist.scheduler import LoadScopeScheduling
 
-    return ByGroup(config, log)
+        class ByGroup(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return group_of(nodeid)
+
+        return ByGroup(config, log)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -159,6 +159,7 @@ LEFT_OUT_JSON = "tests/edition_left_out.json"  # in the edition: the tests it le
 INSTRUCTOR_ONLY = {
     "tests/test_release.py": "checks the release against the instructor's solutions and hidden checks",
     "tests/test_grade.py": "grading: runs the instructor's notebooks and their hidden checks",
+    "tests/test_facts.py": "grades notebook 00's checks, its hidden one among them, on a student's own facts",
     "tests/test_grade_attacks.py": "grading's sandbox, run on the instructor's notebooks and hidden checks",
     "tests/test_grade_dask.py": "grading on a cluster, run on the instructor's notebooks and hidden checks",
     "tests/test_cluster_security.py": "the grading cluster's security, with test_grade_dask's cluster",
