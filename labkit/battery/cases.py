@@ -18,6 +18,7 @@ from typing import Callable
 
 from .client import (CaseFailed, Lines, connect, echo_difference, kernel_buffering, read_exactly, reset, said_by,
                      send_while_reading)
+from .spin_probe import SpinProbe
 
 GROUPS = {
     "protocol": "each service's requests, answered as the wire protocol says; a bad request gets ERR",
@@ -354,30 +355,6 @@ def many_clients_echo_at_once(port, size):
 
 SPIN_SHARE = 0.25  # a server using a quarter of what a spinning process got beside it, while clients wait in its
                   # queue, spins (one that waits uses next to none)
-
-
-class SpinProbe:
-    """A process that only spins, for as long as the block lasts: the CPU time it got is what
-    a spinning loop gets on this machine now (a whole CPU on a quiet one, a share of one on a
-    busy one), the yardstick for a server's own CPU time over the same window."""
-
-    def __enter__(self):
-        import subprocess
-        import sys
-
-        self.process = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-        self.started = self._cpu()
-        return self
-
-    def _cpu(self) -> float:
-        with open(f"/proc/{self.process.pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
-
-    def __exit__(self, *_):
-        self.got = self._cpu() - self.started
-        self.process.kill()
-        self.process.wait()
 
 
 def sheds_when_out_of_descriptors(port, size, server):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -109,6 +110,25 @@ class Cgroup:
                 pass
 
 
+def end_namespace(unshare_pid: int) -> None:
+    """Kill the process that is PID 1 of the run's PID namespace (unshare's one child): the
+    kernel then kills every other process in the namespace at once (zap_pid_ns_processes),
+    where a scan of /proc and a kill() each can fall behind a bomb's thousands of spinning
+    processes.  unshare's --kill-child cannot do it: the parent-death signal it sets is
+    cleared when setpriv changes the effective uid (commit_creds), so killing unshare leaves
+    its child running."""
+    try:
+        with open(f"/proc/{unshare_pid}/task/{unshare_pid}/children") as children:
+            init = [int(pid) for pid in children.read().split()]
+    except (OSError, ValueError):
+        return
+    for pid in init:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _counter(path: Path, key: str) -> int:
     """The value of `key` in a cgroup's flat-keyed file ("key value" lines); 0 if absent."""
     try:
@@ -149,7 +169,9 @@ class Walls:
             steps.append(f'exec {drop} "$@"')
         shell = ["sh", "-c", " && ".join(steps), "labkit-walls"]
         # The death signal: if the grader is killed (kill -9, a cluster worker lost mid-task),
-        # unshare dies with it and --kill-child takes the run's whole PID namespace along.
+        # unshare dies with it.  Its --kill-child does not reach the run, whose parent-death
+        # signal setpriv's change of uid clears (end_namespace says so): what the run left is
+        # killed when its uid is leased again (uids.UidLease).
         dies_with_grader = ["setpriv", "--pdeathsig", "KILL", "--"] if shutil.which("setpriv") else []
         if self.namespaces:
             return [*dies_with_grader, "unshare", "--mount", "--pid", "--fork", "--kill-child", "--mount-proc",

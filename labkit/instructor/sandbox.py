@@ -324,10 +324,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         if walls.cgroup is not None:
             walls.cgroup.refuse_forks()
         if walls.namespaces and runner.poll() is None:
-            # unshare --kill-child: its death ends the run's PID namespace, every process in it
-            # killed by the kernel at once, where a scan of /proc and kill() one by one could take
-            # longer than the clean-up's deadline beside a bomb's thousands of spinning processes
-            runner.kill()
+            isolation.end_namespace(runner.pid)  # every process of the run, killed by the kernel at once
         killed = kill_all(uid, token, runner.pid)
         if runner.poll() is None:
             runner.kill()  # unshare itself, once everything behind it is gone
