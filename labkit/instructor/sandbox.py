@@ -42,6 +42,7 @@ from .runner import RUNNER_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
 MIB = 1024 * 1024
+NAMESPACE_END_S = 60.0  # at most, for the kernel to end a stopped run's namespace
 
 
 @dataclass
@@ -323,9 +324,18 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         elapsed = time.monotonic() - started
         if walls.cgroup is not None:
             walls.cgroup.refuse_forks()
+        ended_by_kernel = 0
         if walls.namespaces and runner.poll() is None:
+            ended_by_kernel = len(processes_of(uid, token, runner.pid))  # what the feedback counts as killed
             isolation.end_namespace(runner.pid)  # every process of the run, killed by the kernel at once
-        killed = kill_all(uid, token, runner.pid)
+            try:
+                # unshare exits once its child, PID 1 of the namespace, has: the kernel lets that
+                # happen only after every other process of the namespace has exited, which beside
+                # thousands of dying ones on a busy machine takes longer than a scan would wait
+                runner.wait(timeout=NAMESPACE_END_S)
+            except subprocess.TimeoutExpired:
+                pass  # kill_all below says what is left
+        killed = max(ended_by_kernel, kill_all(uid, token, runner.pid))
         if runner.poll() is None:
             runner.kill()  # unshare itself, once everything behind it is gone
         runner.wait()
