@@ -348,7 +348,10 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
     assert stuck["status"] == "failed" and stuck["served_fraction"] < 0.5 and "ETIMEDOUT" in stuck["error"]
     shed = slow[("pool", "silent", 1)]
     assert shed["status"] == "ok" and shed["served_fraction"] == 1
-    assert shed["bad_closed_by_server"] == 2 == shed["server_shed_idle"]
+    # Shed once silent for the 1 s timeout, within the quick profile's 2 s of load: a silent client
+    # whose buffers filled after the first second is still inside its timeout when the load ends
+    # (CI, quiet phase: one of the two, once in six runs), so at least one, and both counters agree.
+    assert 1 <= shed["bad_closed_by_server"] == shed["server_shed_idle"] <= 2, shed
     assert slow[("pool", "silent", 0)]["served_fraction"] < 0.5  # no timeout: stuck
     for (model, kind, timeout), r in slow.items():
         if model == "epoll":
