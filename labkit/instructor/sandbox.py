@@ -57,7 +57,7 @@ class Limits:
     run_memory_bytes: int = 3072 * MIB  # memory in use by the whole run (its cgroup), where one can be made
     processes: int = 4096             # processes and threads (RLIMIT_NPROC counts threads): notebooks 02
                                       # and 07 run the threaded server at 2,000 clients, a thread each
-                                      # (sandbox._Crowding says how a bomb is told from that)
+                                      # (watch.Crowding says how a bomb is told from that)
     open_files: int = 4096
     file_bytes: int = 256 * MIB       # largest file a process may write
     workdir_bytes: int = 1024 * MIB   # the whole working directory, checked while it runs
