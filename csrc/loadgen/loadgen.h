@@ -100,6 +100,7 @@ struct outcome {
     long head_write_calls;         /* ... and for request lines written on their own */
     uint64_t send_ns;              /* strategies: time spent writing, summed over exchanges */
     long segments_out, data_segments_out; /* strategies: TCP_INFO deltas; -1 unknown */
+    long retransmitted_segments;   /* ... of them, retransmissions (tcpi_total_retrans) */
     struct failure_tally failures;
     atomic_bool bad_reply_reported;
     /* Latency from the intended start (open loop; = the send in closed

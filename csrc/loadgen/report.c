@@ -401,6 +401,8 @@ int report(const struct options *o, struct outcome *out)
         print_optional("write_calls_per_repetition", reps > 0, reps ? (double)out->write_calls / (double)reps : 0);
         print_optional_count("segments_out", out->segments_out >= 0, out->segments_out);
         print_optional_count("data_segments_out", out->data_segments_out >= 0, out->data_segments_out);
+        print_optional_count("retransmitted_segments", out->retransmitted_segments >= 0,
+                             out->retransmitted_segments);
         print_optional("data_segments_per_repetition", reps > 0 && out->data_segments_out >= 0,
                        reps ? (double)out->data_segments_out / (double)reps : 0);
         print_optional("server_reads_per_repetition", reps > 0, reps ? (double)out->server_reads / (double)reps : 0);

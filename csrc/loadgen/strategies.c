@@ -185,17 +185,24 @@ static int read_reply(struct writer *w, struct exchange *x)
     }
 }
 
-static void segments(int fd, long *all, long *data)
+/* A connection's segment counts from TCP_INFO (struct tcp_info, linux/tcp.h), -1 where
+ * it could not be read.  tcpi_segs_out and tcpi_data_segs_out count every segment the
+ * socket handed to IP, retransmissions included (__tcp_transmit_skb, net/ipv4/tcp_output.c);
+ * tcpi_total_retrans counts the retransmitted ones (__tcp_retransmit_skb), so a reader can
+ * tell the strategy's own segments from the network's repairs. */
+struct seg_counts {
+    long all, data, retrans;
+};
+
+static struct seg_counts segments(int fd)
 {
     struct tcp_info info;
     socklen_t len = sizeof info;
     memset(&info, 0, sizeof info);
-    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) < 0) {
-        *all = *data = -1;
-        return;
-    }
-    *all = (long)info.tcpi_segs_out;
-    *data = (long)info.tcpi_data_segs_out;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) < 0)
+        return (struct seg_counts){ -1, -1, -1 };
+    return (struct seg_counts){ (long)info.tcpi_segs_out, (long)info.tcpi_data_segs_out,
+                                (long)info.tcpi_total_retrans };
 }
 
 struct client {
@@ -206,7 +213,8 @@ struct client {
     long index;
     pthread_t thread;
     uint64_t *latency_ns;          /* its requests' latencies */
-    long requests_ok, requests_sent, server_reads, calls, head_calls, segs, data_segs;
+    long requests_ok, requests_sent, server_reads, calls, head_calls;
+    struct seg_counts segs;        /* TCP_INFO deltas over the exchanges */
     uint64_t connect_ns;           /* connect() .. established; 0: it did not connect */
     long long body_bytes_ok;
     uint64_t send_ns, first_send_ns, last_reply_ns;
@@ -224,8 +232,7 @@ static int run_connection(struct client *c, struct writer *w)
         setsockopt(w->fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit) < 0 ||
         setsockopt(w->fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit) < 0)
         return errno;
-    long segs0, data0, segs1, data1;
-    segments(w->fd, &segs0, &data0);
+    struct seg_counts before = segments(w->fd);
 
     for (long r = 0; r < o->requests; r++) {
         struct exchange x;
@@ -253,9 +260,11 @@ static int run_connection(struct client *c, struct writer *w)
         c->server_reads += x.server_reads;
         c->body_bytes_ok += (long long)x.body_len;
     }
-    segments(w->fd, &segs1, &data1);
-    c->segs = segs0 < 0 ? -1 : segs1 - segs0;
-    c->data_segs = data0 < 0 ? -1 : data1 - data0;
+    struct seg_counts after = segments(w->fd);
+    bool known = before.all >= 0 && after.all >= 0;
+    c->segs = known ? (struct seg_counts){ after.all - before.all, after.data - before.data,
+                                           after.retrans - before.retrans }
+                    : (struct seg_counts){ -1, -1, -1 };
     return 0;
 }
 
@@ -328,9 +337,10 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
         out->write_calls += c->calls;
         out->head_write_calls += c->head_calls;
         out->send_ns += c->send_ns;
-        out->segments_out = (out->segments_out < 0 || c->segs < 0) ? -1 : out->segments_out + c->segs;
-        out->data_segments_out = (out->data_segments_out < 0 || c->data_segs < 0) ? -1
-                                 : out->data_segments_out + c->data_segs;
+        bool known = out->segments_out >= 0 && c->segs.all >= 0;
+        out->segments_out = known ? out->segments_out + c->segs.all : -1;
+        out->data_segments_out = known ? out->data_segments_out + c->segs.data : -1;
+        out->retransmitted_segments = known ? out->retransmitted_segments + c->segs.retrans : -1;
         if (c->first_send_ns && (!out->first_send_ns || c->first_send_ns < out->first_send_ns))
             out->first_send_ns = c->first_send_ns;
         if (c->last_reply_ns > out->last_reply_ns)
