@@ -59,10 +59,11 @@ def _free_loopback_port():
 
 def _up_to_the_first_panel(notebook, folder):
     """A copy of the notebook's cells up to its first control panel, as a student has them
-    (no hidden check: those never reach a student's notebook, and grading runs them), with
-    parameters injected after its parameters cell, as papermill does: the quick profile,
-    and results kept in `folder`; None for a notebook without a panel.  The repository's
-    notebook and data/results/ stay untouched."""
+    but for the checks (no hidden check: those never reach a student's notebook; no visible
+    one: test_release runs every check, and in 07 each check runs its battery case again),
+    with parameters injected after its parameters cell, as papermill does: the quick
+    profile, and results kept in `folder`; None for a notebook without a panel.  The
+    repository's notebook and data/results/ stay untouched."""
     from labkit.instructor.release import HIDDEN_TAG
 
     nb = nbformat.read(notebook, as_version=4)
@@ -70,7 +71,8 @@ def _up_to_the_first_panel(notebook, folder):
                   if cell.cell_type == "code" and "ControlPanel(" in cell.source), None)
     if panel is None:
         return None
-    nb.cells = [cell for cell in nb.cells[:panel + 1] if HIDDEN_TAG not in cell.metadata.get("tags", [])]
+    nb.cells = [cell for cell in nb.cells[:panel + 1] if HIDDEN_TAG not in cell.metadata.get("tags", [])
+                and not cell.source.lstrip().startswith("@ex.check(")]
     where = next(i for i, cell in enumerate(nb.cells) if "parameters" in cell.metadata.get("tags", []))
     injected = f'profile = "quick"\nresults = {str(folder / "results.jsonl")!r}'
     nb.cells.insert(where + 1, nbformat.v4.new_code_cell(injected, metadata={"tags": ["injected-parameters"]}))
