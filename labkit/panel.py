@@ -23,6 +23,23 @@ from labkit.errors import LabError
 from labkit.friendly import error_html
 
 
+def _summary(df) -> tuple[str, str, list[str]]:
+    """The progress bar's style and the status line after a run, and each distinct sentence
+    of the points that wait for an unsolved exercise (labkit.exercises): those are not
+    counted as failed."""
+    status = df["status"] if "status" in df else None
+    if status is None:
+        return "success", f"done: {len(df)} points", []
+    waiting = df["waiting_for_exercise"].fillna("").astype(str) != "" if "waiting_for_exercise" in df \
+        else status != status
+    failed = int(((status != "ok") & ~waiting).sum())
+    labels = sorted(set(df.loc[waiting, "waiting_for_exercise"]))
+    parts = [f"done: {len(df)} points"] + ([f"{failed} failed"] if failed else []) + \
+        ([f"{int(waiting.sum())} not measurable until exercise {' and '.join(labels)}"] if labels else [])
+    style = "warning" if failed or labels else "success"
+    return style, ", ".join(parts), list(dict.fromkeys(df.loc[waiting, "error"]))
+
+
 def _show_in(area: w.Output, *objects) -> None:
     """Make `objects` the whole content of `area`.
 
@@ -152,9 +169,9 @@ class ControlPanel:
             return None
         finally:
             self.run_button.disabled = False
-        failed = int((self.df["status"] != "ok").sum()) if "status" in self.df else 0
-        self.progress.bar_style = "warning" if failed else "success"
-        self.status.value = f"done: {len(self.df)} points" + (f", {failed} failed" if failed else "")
+        self.progress.bar_style, self.status.value, waits = _summary(self.df)
+        if waits:  # the lab's stub, not the student's server: said once, with what to do
+            _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)))
         self._refresh_figure()
         self._refresh_table()
         return self.df

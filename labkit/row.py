@@ -53,6 +53,9 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("schema",                   SCHEMA),
     ("status",                   "ok"),
     ("error",                    ""),
+    # in a students' edition: the exercise whose stub the point would have run ("1.1"), so it
+    # was not measured (labkit.exercises); error says what to do
+    ("waiting_for_exercise",     ""),
     ("elapsed_s",                NAN,      "elapsed_s",                     _or_nan),
     ("requests_ok",              0,        "requests_ok",                   int),
     ("requests_failed",          0,        "requests_failed",               int),

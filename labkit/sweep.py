@@ -91,6 +91,7 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     # machine do not measure each other (or share them, and say so); the point keys stay.
     # (none where every point is already measured: nothing will run)
     to_measure = any(planned.key not in measured_ok for planned in runs)
+    _say_what_waits([planned for planned in runs if planned.key not in measured_ok])
     lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine and to_measure else None
     pinning = lease.pinning if lease else plan.pinning
     if lease:
@@ -143,6 +144,17 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     frame.attrs.update(reused=reused, planned=len(runs), results=str(path), points_before=points_before,
                        experiment=experiment)
     return frame
+
+
+def _say_what_waits(runs) -> None:
+    """Before anything runs: each unsolved exercise some of `runs` (measure.Runs) would run
+    the stub of, once, with how many points wait for it (measure.point records them so)."""
+    from . import exercises
+
+    waits = [exercises.blocking(server=planned.server, load=planned.load) for planned in runs]
+    for sentence in dict.fromkeys(wait.sentence for wait in waits if wait):
+        count = sum(1 for wait in waits if wait and wait.sentence == sentence)
+        say(f"{count} of {len(runs)} point(s) {sentence}")
 
 
 def run_each(plans, results=None, **options):

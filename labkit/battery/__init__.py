@@ -48,6 +48,13 @@ class Result:
     message: str = ""
     sanitized: bool = False
     unmeasurable: bool = False  # the machine cannot run it (the message says why): no verdict
+    waiting_for: str = ""       # ... because it runs this unsolved exercise's stub (labkit.exercises)
+
+    @property
+    def verdict(self) -> str:
+        return "passed" if self.passed else \
+            f"not measurable until exercise {self.waiting_for}" if self.waiting_for else \
+            "not measurable here" if self.unmeasurable else "FAILED"
 
     @property
     def label(self) -> str:
@@ -66,6 +73,14 @@ class Report:
     def failed(self) -> list[str]:
         return [r.label for r in self.results if not r.passed]
 
+    @property
+    def headline(self) -> str:
+        """"9 of 19 cases passed", and how many wait for which exercise, apart."""
+        waiting = [r for r in self.results if r.waiting_for]
+        labels = " and ".join(sorted({r.waiting_for for r in waiting}))
+        return (f"{sum(r.passed for r in self.results)} of {len(self.results)} cases passed"
+                + (f"; {len(waiting)} not measurable until exercise {labels}" if waiting else ""))
+
     def group(self, name: str) -> list[Result]:
         return [r for r in self.results if (r.case.group if not r.sanitized else "sanitizers") == name]
 
@@ -75,21 +90,19 @@ class Report:
         rows = []
         for r in self.results:
             group = "sanitizers" if r.sanitized else r.case.group
-            mark = "<b style='color:#1a7f37'>passed</b>" if r.passed else \
-                "<b style='color:#6e7781'>not measurable here</b>" if r.unmeasurable else \
-                "<b style='color:#cf222e'>FAILED</b>"
+            colour = "#1a7f37" if r.passed else "#6e7781" if r.unmeasurable else "#cf222e"
+            mark = f"<b style='color:{colour}'>{r.verdict}</b>"
             fix = "" if r.unmeasurable else \
                 f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>"
             said = "" if r.passed else \
                 f"<pre style='white-space:pre-wrap;word-break:normal;margin:0'>{html.escape(r.message)}</pre>{fix}"
             rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
                         f"<td>{r.seconds:.2f} s</td><td>{said}</td></tr>")
-        passed = sum(r.passed for r in self.results)
-        return (f"<p><b>{passed} of {len(self.results)} cases passed</b></p><table><tr><th>group</th><th>case</th>"
+        return (f"<p><b>{html.escape(self.headline)}</b></p><table><tr><th>group</th><th>case</th>"
                 f"<th>result</th><th>time</th><th>what happened</th></tr>{''.join(rows)}</table>")
 
     def __str__(self) -> str:
-        lines = [f"{sum(r.passed for r in self.results)} of {len(self.results)} cases passed"]
+        lines = [self.headline]
         for r in self.results:
             mark = "ok  " if r.passed else "n/a " if r.unmeasurable else "FAIL"
             lines.append(f"  {mark} {r.label} ({r.seconds:.2f} s)")
@@ -111,9 +124,13 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
              workers: int | None = 2) -> Result:
     """`case` against a fresh server started from `binary`; the server must outlive the case
     (and, built with sanitizers, report nothing)."""
+    from .. import exercises
     from ..instructor.c_exercises import ScratchServer
     from ..procs import takes_workers
 
+    wait = exercises.blocking_service(case.service)
+    if wait is not None:  # the lab's stub would answer, not the student's server: no verdict
+        return Result(case, False, 0.0, wait.sentence, sanitize, unmeasurable=True, waiting_for=wait.exercise.label)
     started = time.monotonic()
     args = ["--workers", str(workers)] if workers and takes_workers(binary) else []
     prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
@@ -122,7 +139,7 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
         if isinstance(room, str):
             return Result(case, False, 0.0, room, sanitize, unmeasurable=True)
         prefix = room + prefix
-    label = "your (ASan+UBSan)" if sanitize else "your"
+    label = "mine (your mine.c, ASan+UBSan)" if sanitize else "mine (your mine.c)"
     try:
         server = ScratchServer(binary, label, case.service, ready_timeout=10.0 if sanitize else 5.0, args=args,
                                prefix=prefix, env=_env(sanitize))
@@ -248,12 +265,15 @@ def check(source_text: str, group: str, hidden: bool = False) -> str:
     except BuildError as failed_build:  # the server's fault, not the check's: a failure, with gcc's words
         raise AssertionError(str(failed_build)[-4000:]) from None
     unmeasurable = [r for r in report.results if r.unmeasurable]
-    if unmeasurable:  # the machine's limit, not the student's server: an error, never a failure
-        raise LabError(f"{unmeasurable[0].label}: {unmeasurable[0].message}",
-                       "grade the sanitizers where an ASan build can start (see the message)")
-    failed = [r for r in report.results if not r.passed]
-    if failed:
+    failed = [r for r in report.results if not r.passed and not r.unmeasurable]
+    if failed:  # the server's own failures: a failure, whatever else could not be measured
         passed = [r.label for r in report.results if r.passed]
         raise AssertionError("\n".join(f"{r.label}: {r.message}\n  what to fix: {r.case.fix}" for r in failed)
-                             + (f"\npassed: {'; '.join(passed)}" if passed else ""))
+                             + (f"\npassed: {'; '.join(passed)}" if passed else "")
+                             + "".join(f"\n{r.label}: {r.verdict}" for r in unmeasurable))
+    if unmeasurable:  # the machine's limit or the lab's stub, not the student's server: an error, never a failure
+        first = unmeasurable[0]
+        raise LabError(f"{first.label}: {first.message}",
+                       f"solve exercise {first.waiting_for} first, then run this check again" if first.waiting_for
+                       else "grade the sanitizers where an ASan build can start (see the message)")
     return f"{len(report.results)} case(s) passed: " + "; ".join(r.label for r in report.results)

@@ -10,6 +10,28 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class Needs:
+    """What in the lab runs an exercise's function: a server whose service is one of
+    `services` (any, if empty), whose model is one of `models` (any, if empty) and that has
+    one of `server_flags` set (any, if empty), at least one of the three given; or a load
+    generator writing with one of `strategies`.  labkit.exercises reads it."""
+
+    services: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    server_flags: tuple[str, ...] = ()
+    strategies: tuple[str, ...] = ()
+
+    def server(self, model: str, service: str, flags: dict) -> bool:
+        if not (self.services or self.models or self.server_flags):
+            return False
+        return ((not self.services or service in self.services) and (not self.models or model in self.models)
+                and (not self.server_flags or any(flags.get(flag) for flag in self.server_flags)))
+
+    def load(self, options: dict) -> bool:
+        return options.get("strategy") in self.strategies
+
+
+@dataclass(frozen=True)
 class CExercise:
     """A C exercise whose answer is the lab's own function: the marked region of `function`
     in csrc/`source` is the solution, and the edition ships its stub.  In the edition the
@@ -21,8 +43,9 @@ class CExercise:
     notebook: str
     function: str
     source: str     # under csrc/
-    uses: str       # what in the lab runs it
+    uses: str       # what in the lab runs it, in words
     tests: tuple[str, ...]
+    needs: Needs = Needs()  # ... and as labkit.exercises matches it
 
 
 # Which tests need which answer was found by running the edition's tests with the stubs,
@@ -53,6 +76,8 @@ _POLL_KIND_TESTS = (  # parametrized by server kind: their [poll] and [poll-...]
     "tests/test_uploads.py::test_every_model_takes_bodies_of_0_1_1mib_and_10mib",
     "tests/test_uploads.py::test_pipelined_puts_on_one_connection_are_answered_in_order",
 )
+
+_LOOP_MODELS = ("select", "poll", "epoll", "epoll_et", "select_fork", "epoll_workers", "epoll_reuseport")
 
 C_EXERCISES = (
     CExercise("1.1", "01_proc_service", "procstat_parse", "services/procstat.c",
@@ -96,7 +121,7 @@ C_EXERCISES = (
         *(f"tests/test_protocol.py::test_client_that_never_reads_cannot_grow_the_server[[]{model}{san}[]]"
           for model in _TOP_MODELS_BUT_ITERATIVE for san in ("", "-san")),
         "tests/test_notebooks.py::test_01_*",
-    )),
+    ), Needs(services=("top",))),
     CExercise("1.2", "01_proc_service", "ev_poll", "loop/ev_poll.c",
               "the poll server model and the poll backend of csrc/bench", (
         *(f"{test}[[]{kind}" for test in _POLL_KIND_TESTS for kind in ("poll[]]", "poll-*")),
@@ -104,7 +129,7 @@ C_EXERCISES = (
         "tests/test_bench.py::test_throughput_has_a_row_per_model_and_stores_the_sweeps_rows",
         "tests/test_multiplexing.py::test_idle_point_holds_idle_connections_beside_an_open_loop",
         "tests/test_notebooks.py::test_02_*",
-    )),
+    ), Needs(models=("poll",))),
     CExercise("4.1", "04_write_strategies", "fill_iovec", "loadgen/strategies.c",
               "the load generator's --strategy writev", (
         "tests/test_independent_counts.py::test_tcp_segments_from_tcp_info_agree_with_nstat_in_the_clients_namespace"
@@ -115,11 +140,11 @@ C_EXERCISES = (
         "[[]writev-off-False[]]",
         "tests/test_write_strategies.py::test_write_calls_per_repetition_are_exact_by_perfs_count[[]writev-1[]]",
         "tests/test_notebooks.py::test_04_*",
-    )),
+    ), Needs(strategies=("writev",))),
     CExercise("6.2", "06_what_breaks_first", "shed_idle", "loop/loop.c",
               "--idle-timeout in the event-loop models (select, poll, epoll, epoll_et and their workers)", (
         *(f"tests/test_server_limits.py::test_idle_timeout_sheds_silent_clients_and_keeps_talkers[[]{model}-*"
-          for model in ("select", "poll", "epoll", "epoll_et", "select_fork", "epoll_workers", "epoll_reuseport")),
+          for model in _LOOP_MODELS),
         "tests/test_notebooks.py::test_06_*",
-    )),
+    ), Needs(models=_LOOP_MODELS, server_flags=("idle-timeout",))),
 )

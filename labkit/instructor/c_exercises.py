@@ -303,7 +303,7 @@ class ScratchServer:
         line = procs.read_ready_line(child.popen, ready_timeout).decode("utf-8", "replace").split()
         if len(line) != 2 or line[0] != "listening" or not line[1].isdigit():
             self.stop()
-            raise AssertionError(f"your {label} server did not print `listening <port>` within "
+            raise AssertionError(f"the {label} server did not print `listening <port>` within "
                                  f"{ready_timeout:g} s{self.died()}")
         self.port = int(line[1])
         self.server.port = self.port

@@ -18,10 +18,11 @@ raises stops papermill, so notebooks give every Python solution a STUB.
 
 The release is a whole tree, the students' edition: every file git tracks in the
 lab's checkout, the notebooks released as above, every C file under csrc/ with
-its marked regions replaced by their stubs (three of the C exercises' answers
+its marked regions replaced by their stubs (four of the C exercises' answers
 are the lab's own functions: C_EXERCISES), without the instructor's material
-(INSTRUCTOR_ONLY), with RELEASE.json naming the release, and a git repository
-of its own (one commit per release) to push or serve with nbgitpuller.
+(INSTRUCTOR_ONLY), with the students' README (students_readme) in place of the
+instructor's, RELEASE.json naming the release, and a git repository of its own
+(one commit per release) to push or serve with nbgitpuller.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import LabError
+from . import students_readme
 from .c_exercise_catalog import C_EXERCISES, CExercise
 
 HIDDEN_TAG = "hidden-check"
@@ -226,9 +228,32 @@ def _function_text(text: str, function: str) -> str:
 
 def exercise_state(exercise: CExercise, root: Path | str | None = None) -> str:
     """The sha256 of `exercise`'s function as csrc/ holds it now (the edition's stub, or the
-    student's own once it is in place)."""
-    text = (Path(root or paths.ROOT) / "csrc" / exercise.source).read_text()
+    student's own once it is in place): the csrc/ of the tree at `root`, or else the one
+    this user's programs are built from (a shared install's user: their own copy)."""
+    csrc = Path(root) / "csrc" if root else paths.CSRC
+    text = (csrc / exercise.source).read_text()
     return sha256(_function_text(text, exercise.function).encode())
+
+
+def still_stubbed(root: Path | str | None = None) -> list[CExercise]:
+    """The C exercises whose function in the edition at `root` (default: this tree) is still
+    the released stub (or is gone: nothing that runs it can work either); [] in the
+    instructor's checkout.  Each as C_EXERCISES declares it, what needs it included."""
+    path = Path(root or paths.ROOT) / LEFT_OUT_JSON
+    if not path.is_file():
+        return []
+    declared = {exercise.label: exercise for exercise in C_EXERCISES}
+    stubbed = []
+    for entry in json.loads(path.read_text()).get("exercises", []):
+        exercise = declared.get(entry["label"]) or CExercise(
+            entry["label"], entry["notebook"], entry["function"], entry["source"], entry["uses"], tuple(entry["tests"]))
+        try:
+            still_stub = exercise_state(exercise, root) == entry["stub_sha256"]
+        except (OSError, LabError):
+            still_stub = True
+        if still_stub:
+            stubbed.append(exercise)
+    return stubbed
 
 
 def left_out(root: Path | str | None = None) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -241,17 +266,10 @@ def left_out(root: Path | str | None = None) -> tuple[dict[str, str], list[tuple
         return {}, []
     listed = json.loads(path.read_text())
     waiting = list(listed.get("answers", {}).items())
-    for entry in listed.get("exercises", []):
-        exercise = CExercise(entry["label"], entry["notebook"], entry["function"], entry["source"], entry["uses"],
-                             tuple(entry["tests"]))
-        try:
-            still_stub = exercise_state(exercise, root) == entry["stub_sha256"]
-        except (OSError, LabError):
-            still_stub = True  # the file or function is gone: its tests cannot pass either
-        if still_stub:
-            why = (f"needs exercise {exercise.label} ({exercise.function}, notebook {exercise.notebook}): "
-                   f"csrc/{exercise.source} still has the stub, run by {exercise.uses}")
-            waiting += [(pattern, why) for pattern in exercise.tests]
+    for exercise in still_stubbed(root):
+        why = (f"needs exercise {exercise.label} ({exercise.function}, notebook {exercise.notebook}): "
+               f"csrc/{exercise.source} still has the stub, run by {exercise.uses}")
+        waiting += [(pattern, why) for pattern in exercise.tests]
     return dict(listed.get("removed", {})), waiting
 
 
@@ -345,6 +363,7 @@ def release(out: Path | str | None = None, notebooks: Path | str | None = None) 
     files[LEFT_OUT_JSON] = (json.dumps({"removed": dict(INSTRUCTOR_ONLY), "answers": dict(NEEDS_NOTEBOOK_ANSWERS),
                                         "exercises": exercises}, indent=2) + "\n").encode()
     files[RELEASE_JSON] = (json.dumps(info, indent=2) + "\n").encode()
+    files["README.md"] = students_readme.render(files[students_readme.TEMPLATE].decode()).encode()
 
     _clear(out)
     out.mkdir(parents=True, exist_ok=True)

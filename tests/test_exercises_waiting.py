@@ -1,0 +1,141 @@
+"""What waits for an unsolved C exercise, and what a student is told instead of a failure.
+
+labkit.exercises reads the edition's own record of its stubs (tests/edition_left_out.json,
+each stub's sha256) against csrc/ as it is now.  Here an edition is made of the lab's own
+csrc/ files with their functions recorded as the stubs, so every exercise is waiting; each
+table row says what would run, and which exercise it waits for.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from labkit import battery, exercises, paths
+from labkit.errors import LabError
+from labkit.instructor import release
+from labkit.instructor.c_exercise_catalog import C_EXERCISES
+from labkit.panel import _summary
+from labkit.procs import LoadSpec, ServerSpec
+
+BY_LABEL = {exercise.label: exercise for exercise in C_EXERCISES}
+
+
+def edition_of_stubs(root: Path, labels=tuple(BY_LABEL)) -> Path:
+    """A tree whose record says the lab's own functions of exercises `labels` are the stubs."""
+    entries = []
+    for exercise in C_EXERCISES:
+        source = root / "csrc" / exercise.source
+        source.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(paths.ROOT / "csrc" / exercise.source, source)
+        stub = release.exercise_state(exercise, root) if exercise.label in labels else "0" * 64
+        entries.append({"label": exercise.label, "notebook": exercise.notebook, "function": exercise.function,
+                        "source": exercise.source, "uses": exercise.uses, "tests": list(exercise.tests),
+                        "stub_sha256": stub})
+    record = root / release.LEFT_OUT_JSON
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"removed": {}, "answers": {}, "exercises": entries}))
+    return root
+
+
+WAITS = [
+    # server (model, service, flags), load strategy -> the exercise it waits for, and what runs it
+    (("epoll", "top", {}), None, "1.1", "the top service"),
+    (("mine", "top", {}), None, "1.1", "the top service"),
+    (("poll", "echo", {}), None, "1.2", "the poll server model"),
+    (("epoll", "echo", {"idle-timeout": 1}), None, "6.2", "the epoll server's --idle-timeout"),
+    (("epoll", "echo", {"idle-timeout": 0}), None, None, None),         # 0: never sheds, shed_idle not run
+    (("threaded", "echo", {"idle-timeout": 1}), None, None, None),      # not an event loop's shed_idle
+    (("threaded", "sink", {}), "writev", "4.1", "the load generator's writev strategy"),
+    (("threaded", "sink", {}), "single", None, None),
+    (("epoll", "echo", {}), None, None, None),
+]
+
+
+@pytest.mark.parametrize("server, strategy, label, what", WAITS)
+def test_what_runs_a_stub_waits_for_its_exercise(tmp_path, server, strategy, label, what):
+    root = edition_of_stubs(tmp_path)
+    model, service, flags = server
+    load = LoadSpec(1, 1, service, {"strategy": strategy} if strategy else {})
+    wait = exercises.blocking(server=ServerSpec(model, service, flags=flags), load=load, root=root)
+    assert (wait.exercise.label if wait else None, wait.what if wait else None) == (label, what)
+    if wait:
+        assert wait.sentence.startswith(f"not measurable until exercise {label}: {what} runs your ")
+        assert f"notebook {wait.exercise.notebook}" in wait.sentence
+
+
+def test_a_solved_exercise_no_longer_waits_and_the_instructors_tree_never_does(tmp_path):
+    root = edition_of_stubs(tmp_path, labels=("1.1",))
+    top = ServerSpec("epoll", "top")
+    assert exercises.blocking(server=top, root=root).exercise.label == "1.1"
+    procstat = root / "csrc" / BY_LABEL["1.1"].source
+    procstat.write_text(procstat.read_text().replace("procstat_parse(", "procstat_parse(/* mine */ ", 1))
+    assert exercises.blocking(server=top, root=root) is None
+    assert exercises.waiting(paths.ROOT) == []  # no record of stubs: the instructor's checkout
+
+
+def test_a_point_that_waits_is_not_run_and_says_which_exercise(tmp_path, monkeypatch):
+    from labkit import launcher, measure
+    from labkit.experiments import get
+
+    edition_of_stubs(tmp_path, labels=("1.1",))
+    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    plan = get("proc_top").resolve("quick", models=["epoll"])
+    before = set(launcher.live_children())
+    row = measure.point(plan.points()[0])
+    assert set(launcher.live_children()) == before  # nothing was started
+    assert (row["status"], row["waiting_for_exercise"]) == ("failed", "1.1")
+    assert row["error"].startswith("not measurable until exercise 1.1: the top service runs your procstat_parse()")
+
+
+SUMMARIES = [
+    # statuses, waiting_for_exercise -> the panel's status line
+    (["ok", "ok"], ["", ""], "success", "done: 2 points"),
+    (["ok", "failed"], ["", ""], "warning", "done: 2 points, 1 failed"),
+    (["failed", "failed", "failed"], ["1.1", "1.1", ""], "warning",
+     "done: 3 points, 1 failed, 2 not measurable until exercise 1.1"),
+]
+
+
+@pytest.mark.parametrize("statuses, waits, style, line", SUMMARIES)
+def test_the_panel_counts_waiting_points_apart_from_failed_ones(statuses, waits, style, line):
+    df = pd.DataFrame({"status": statuses, "waiting_for_exercise": waits,
+                       "error": ["why" if w else "" for w in waits]})
+    got_style, got_line, sentences = _summary(df)
+    assert (got_style, got_line) == (style, line)
+    assert sentences == (["why"] if any(waits) else [])
+
+
+def test_the_battery_says_a_top_case_waits_and_judges_the_rest(tmp_path, monkeypatch):
+    edition_of_stubs(tmp_path, labels=("1.1",))
+    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    top = next(case for case in battery.CASES if case.service == "top")
+    echo = next(case for case in battery.CASES if case.service == "echo" and case.group == "protocol")
+    report = battery.Report([battery.run_case(paths.BIN / "epoll", case) for case in (top, echo)])
+    waited, judged = report.results
+    assert (waited.passed, waited.unmeasurable, waited.waiting_for) == (False, True, "1.1")
+    assert waited.verdict == "not measurable until exercise 1.1" and "FAILED" not in report._repr_html_()
+    assert judged.passed, judged.message
+    assert report.headline == "1 of 2 cases passed; 1 not measurable until exercise 1.1"
+    only_top = next(group for group in battery.GROUPS
+                    if {case.service for case in battery.CASES if case.group == group} == {"top"})
+    with pytest.raises(LabError) as error:  # a check all of whose cases wait: an error to act on, never a failure
+        battery.check("int main(void) { return 0; }", only_top)
+    assert "solve exercise 1.1 first" in error.value.fix
+
+
+def test_a_sweep_says_before_it_runs_how_many_points_wait_and_records_them(tmp_path, monkeypatch, capsys):
+    from labkit import sweep
+    from labkit.experiments import get
+
+    edition_of_stubs(tmp_path, labels=("1.1",))
+    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    plan = get("proc_top").resolve("quick", models=["epoll"])
+    frame = sweep.run(plan, results=tmp_path / "results.jsonl", progress=False)
+    said = capsys.readouterr().out
+    assert f"{len(frame)} of {len(frame)} point(s) not measurable until exercise 1.1: the top service" in said
+    assert set(frame["status"]) == {"failed"} and set(frame["waiting_for_exercise"]) == {"1.1"}
