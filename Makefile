@@ -87,10 +87,15 @@ $(HUB_PROXY): tests/hub/package.json tests/hub/package-lock.json
 	  npm ci --prefix $(dir $@) --no-audit --no-fund --loglevel=error && touch $@; \
 	fi
 
+# JupyterLab's file browser shows the user's whole lab, not notebooks/ alone: the C files a
+# student edits and hands in (csrc/servers/mine.c, ...) are beside the notebooks.  Its root is
+# the user's lab (labkit.paths.HOME: this checkout, or a shared install's LABKIT_HOME).
 lab: setup build
 	@echo "JupyterLab prints a URL with ?token=...: open that URL in your browser."
 	@echo "Stop it with Ctrl-C (twice)."
-	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) notebooks/
+	@home=$$($(VENV)/bin/python -c 'from labkit import paths; print(paths.HOME)'); \
+	echo "JupyterLab's file browser: $$home (notebooks/ for the notebooks, csrc/ for the C)"; \
+	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) --ServerApp.root_dir="$$home"
 
 # The suite in three phases, one after the other (tests/conftest.py says why).  First the tests
 # marked `quiet` (the notebook runs whose figures their tests read, exact counts), then the

@@ -84,7 +84,7 @@ def start() -> Path:
         print(f"  made from the template {template()}")
     else:
         print(f"your server: {own}")
-    print("open it in JupyterLab's file browser (csrc/servers/mine.c) or a terminal's editor;")
+    print("open it in JupyterLab's file browser (csrc/servers/mine.c, beside notebooks/) or an editor;")
     print("after every edit, run my_server = capstone.source() again")
     return own
 
