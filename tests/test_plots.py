@@ -133,6 +133,17 @@ def test_saturated_points_are_marked_and_warned_about():
     assert "select @ 10 clients" in warning and "threaded" not in warning
 
 
+def test_a_failed_point_is_never_called_saturated():
+    """A point whose server refused every connection leaves the client busy reconnecting:
+    its reason is its error, not the client's CPU, so the warning names measured points only."""
+    df = synthetic(saturated=[("select", 10), ("threaded", 10)])
+    df.loc[(df["model"] == "threaded") & (df["clients"] == 10), "status"] = "failed"
+    warning = plots.saturation_warning(df)
+    assert "select @ 10 clients" in warning and "threaded" not in warning
+    df.loc[df["model"] == "select", "status"] = "failed"
+    assert plots.saturation_warning(df) is None
+
+
 @pytest.mark.parametrize("log_y", [False, True])
 def test_a_saturated_point_is_hollow_and_grey_in_the_bars_too(log_y):
     """The warning points at hollow grey marks in every server's chart: metric_by_point's
@@ -373,3 +384,24 @@ def test_topology_draws_a_box_per_namespace_joined_by_veths():
     texts = " ".join(a.text for a in fig.layout.annotations)
     assert "198.18.0.1/30" in texts and "netns lk000001m" in texts and "qdisc tbf" in texts
     assert "delay line 5ms" in fig.layout.title.text
+
+
+WHY_MISSING = [
+    # statuses, errors, counters_note, metric -> why the figure has nothing for it
+    (["failed", "failed"], ["the server did not start: port in use", ""], "perf: cycles not supported",
+     "lat_p99_us", "every point failed: the server did not start: port in use"),
+    (["failed", "failed"], ["refused", "reset"], "", "server_cs_per_request", "every point failed: refused; reset"),
+    (["ok", "ok"], ["", ""], "perf: cycles not supported", "lat_p99_us", "no point that was measured has a value"),
+    (["ok", "ok"], ["", ""], "perf: cycles not supported", "server_cycles_per_request", "perf: cycles not supported"),
+]
+
+
+@pytest.mark.parametrize("statuses, errors, note, metric, why", WHY_MISSING)
+def test_a_missing_figure_says_its_own_cause(statuses, errors, note, metric, why):
+    """A failed point's reason is its error, never a perf counter the machine lacks; a perf
+    note explains only a perf counter's column."""
+    df = pd.DataFrame({"model": ["epoll"] * 2, "clients": [1, 2], "status": statuses, "error": errors,
+                       "counters_note": [note] * 2, metric: [float("nan")] * 2})
+    assert plots.why_missing(df, metric).startswith(why)
+    said = plots.style.not_measurable(plots.why_missing(df, metric))
+    assert ("on this machine" in said) == (statuses[0] == "ok" and metric.startswith("server_"))

@@ -17,7 +17,7 @@ import pandas as pd
 
 from labkit.errors import LabError
 
-from .style import escape, label
+from .style import EVERY_POINT_FAILED, NO_VALUE, escape, label
 
 
 def experiment_of(df: pd.DataFrame):
@@ -128,14 +128,21 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
 
 
 def why_missing(df: pd.DataFrame, metric: str) -> str:
-    """Why `metric` has no values, in the words the sweep recorded."""
+    """Why `metric` has no values, in the words the sweep recorded: the points' own errors
+    when every point failed (a failed point measured nothing, whatever perf could count);
+    else, for a perf counter's column (server_..., client_...), perf's note."""
+    if "status" in df.columns and (df["status"] != "ok").all():
+        errors = [str(e) for e in df["error"].dropna().unique() if str(e).strip()] if "error" in df.columns else []
+        shown = "; ".join(e if len(e) <= 160 else e[:157] + "..." for e in errors[:2])
+        more = f"; and {len(errors) - 2} other reasons (hover the crosses)" if len(errors) > 2 else ""
+        return escape(f"{EVERY_POINT_FAILED}: {shown}{more}" if shown else f"{EVERY_POINT_FAILED} (hover the crosses)")
+    if not metric.startswith(("server_", "client_")):
+        return f"{NO_VALUE} for {metric}"
     notes = []
     if "counters_note" in df.columns:
         notes = [str(n) for n in df["counters_note"].dropna().unique() if str(n).strip()]
     if notes:
         return escape("; ".join(notes))
-    if "status" in df.columns and (df["status"] != "ok").all():
-        return "every point failed (hover the crosses for the reasons)"
     return f"perf reported {metric.split('_', 1)[-1]} as <not supported>"
 
 

@@ -142,10 +142,14 @@ def label(column: str) -> str:
     return column
 
 
+EVERY_POINT_FAILED = "every point failed"  # grid.why_missing: the machine is not the reason ...
+NO_VALUE = "no point that was measured has a value"  # ... nor here: it is no perf counter
+
+
 def not_measurable(why: str, separator: str = " ") -> str:
-    """'not measurable on this machine: <why>', without saying it twice when
-    the recorded note already starts with it."""
-    if why.startswith(NOT_MEASURABLE):
+    """'not measurable on this machine: <why>', without saying it twice when the recorded
+    note already starts with it, nor at all when the points failed (their errors say why)."""
+    if why.startswith((NOT_MEASURABLE, EVERY_POINT_FAILED, NO_VALUE)):
         return why
     return f"{NOT_MEASURABLE}:{separator}{why}"
 

@@ -112,7 +112,10 @@ def saturation_warning(df: pd.DataFrame, client_is_subject: bool = False) -> str
     busy sender is the measurement, and the line says so instead of warning."""
     if "client_saturated" not in df.columns:
         return None
-    saturated = df[df["client_saturated"].fillna(False).astype(bool)]
+    # a failed point's reason is its error (a server that refused every connection leaves the
+    # client busy reconnecting): the warning names only points that measured something
+    measured = df["status"] == "ok" if "status" in df.columns else True
+    saturated = df[df["client_saturated"].fillna(False).astype(bool) & measured]
     if saturated.empty:
         return None
     axes = point_axes(df, None)
