@@ -75,7 +75,8 @@ def test_a_solved_exercise_no_longer_waits_and_the_instructors_tree_never_does(t
     procstat = root / "csrc" / BY_LABEL["1.1"].source
     procstat.write_text(procstat.read_text().replace("procstat_parse(", "procstat_parse(/* mine */ ", 1))
     assert exercises.blocking(server=top, root=root) is None
-    assert exercises.waiting(paths.ROOT) == []  # no record of stubs: the instructor's checkout
+    if release.edition() is None:  # the instructor's checkout has no record of stubs: nothing waits
+        assert exercises.waiting(paths.ROOT) == []
 
 
 def test_a_point_that_waits_is_not_run_and_says_which_exercise(tmp_path, monkeypatch):

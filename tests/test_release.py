@@ -215,27 +215,39 @@ _STUDENT_RUNS: dict[str, list[dict]] = {}
 
 
 # The notebooks run in the edition itself (its labkit first on the path, its csrc with the
-# stubs, built there): those whose C exercises are the lab's own code or stop at once.
+# stubs, built there): those whose C exercises are the lab's own code or stop at once, and
+# those whose sweeps run the lab's code that the exercises complete (06's top points).
 IN_THE_EDITION = {
     "01_proc_service.ipynb": "exercises 1.1 and 1.2 are the lab's procstat_parse and ev_poll",
     "02_multiplexing.ipynb": "its poll model runs exercise 1.2's ev_poll, whose stub stops it at once, saying why",
     "03_uploads.ipynb": "a C exercise of its own (the lingering close), no answer in csrc/",
     "04_write_strategies.ipynb": "exercise 4.1's fill_iovec is the load generator's: writev fails at once",
+    "06_what_breaks_first.ipynb": "its offered-load and accept-queue sweeps run the top service (exercise 1.1), "
+                                  "its slow-client sweep an event loop's --idle-timeout (exercise 6.2)",
     "07_your_server.ipynb": "its server is the edition's template, the skeleton: the battery and mine's points fail",
 }
 
 
-# In the edition, the rows of the instructor's quick run that its programs would measure the
-# same (no stub in them) are resumed, and only the rest measured: 02's poll model links the
-# stub of ev_poll (csrc/Makefile: EXTRA_poll), its other models and its loads (echo, no
-# writev, so not fill_iovec's stub either) are the instructor's programs; in 04 only the
-# writev strategy calls fill_iovec (csrc/loadgen/strategies.c).
-RESUMED_IN_THE_EDITION = {
-    "02_multiplexing.ipynb": lambda row: row.get("model") != "poll",
-    "03_uploads.ipynb": lambda row: True,  # its exercise is C of its own: csrc/ is the instructor's
-    "04_write_strategies.ipynb": lambda row: row.get("strategy") != "writev",  # fill_iovec: writev's only
-    "07_your_server.ipynb": lambda row: row.get("model") != "mine",
-}
+def needs_an_exercise(row: dict) -> bool:
+    """Whether the point of `row` runs the function of a C exercise of the lab's own code
+    (C_EXERCISES, each with what needs it): in a fresh edition such a point waits for its
+    exercise (labkit.exercises) and is not measured."""
+    from labkit.instructor.c_exercise_catalog import C_EXERCISES
+
+    flags = {"idle-timeout": row.get("idle_timeout")}
+    return any(exercise.needs.server(row.get("model", ""), row.get("service", "top"), flags)
+               or exercise.needs.load({"strategy": row.get("strategy")}) for exercise in C_EXERCISES)
+
+
+def resumed_in_the_edition(row: dict) -> bool:
+    """In the edition, the rows of the instructor's quick run that its programs would measure
+    the same are resumed, and only the rest measured: a point that runs no exercise's
+    function (needs_an_exercise) runs the instructor's code, but for 07's `mine`, which in
+    the edition is the template's skeleton."""
+    return not needs_an_exercise(row) and row.get("model") != "mine"
+
+
+_STUDENT_RESULTS: dict[str, Path] = {}  # each student run's results file
 
 
 def student_run(released, name: str, tmp_path_factory) -> list[dict]:
@@ -247,15 +259,15 @@ def student_run(released, name: str, tmp_path_factory) -> list[dict]:
     measured with, so its sweeps resume from that run's rows (the same points, the same
     keys) and measure nothing again: what this run tests is the checks, and the measuring
     is test_notebooks'.  In the edition the stubs are built into the programs: it
-    measures for itself what they run (RESUMED_IN_THE_EDITION)."""
+    measures for itself what they run (resumed_in_the_edition)."""
     if name not in _STUDENT_RUNS:
         out, _ = released
         extra = {}
         if name not in IN_THE_EDITION:
             extra["results_from"] = run_quick(name).folder / "results.jsonl"
-        if name in RESUMED_IN_THE_EDITION:
+        elif (run_quick(name).folder / "results.jsonl").exists():
             rows = [line for line in (run_quick(name).folder / "results.jsonl").read_text().splitlines()
-                    if RESUMED_IN_THE_EDITION[name](json.loads(line))]
+                    if resumed_in_the_edition(json.loads(line))]
             resumed = tmp_path_factory.mktemp("resumed") / "results.jsonl"
             resumed.write_text("".join(line + "\n" for line in rows))
             extra["results_from"] = resumed
@@ -265,7 +277,9 @@ def student_run(released, name: str, tmp_path_factory) -> list[dict]:
                 done = subprocess.run(["make", "--no-print-directory", "build"], cwd=out, capture_output=True,
                                       text=True, timeout=600)
                 assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
-        _STUDENT_RUNS[name] = run_with_checks(out / "notebooks" / name, tmp_path_factory.mktemp("student"), **extra)
+        folder = tmp_path_factory.mktemp("student")
+        _STUDENT_RUNS[name] = run_with_checks(out / "notebooks" / name, folder, **extra)
+        _STUDENT_RESULTS[name] = folder / Path(name).stem / "results.jsonl"
     return _STUDENT_RUNS[name]
 
 
@@ -469,6 +483,13 @@ def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(r
     student = student_run(released, name, tmp_path_factory)
     assert sorted(r["check"] for r in student) == visible
     assert not_failed(student) == []
+    # every point that would run an exercise's stub waited for it, saying so; no other did
+    results = _STUDENT_RESULTS[name]
+    rows = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    wrong = [(row.get("model"), row.get("service"), row.get("waiting_for_exercise"), row.get("error", "")[:120])
+             for row in rows if needs_an_exercise(row) != bool(row.get("waiting_for_exercise"))
+             or (needs_an_exercise(row) and not row["error"].startswith("not measurable until exercise"))]
+    assert wrong == [], f"{len(wrong)} of {len(rows)} rows"
 
 
 
@@ -476,8 +497,8 @@ def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(r
 def test_the_editions_poll_server_says_at_its_first_client_that_exercise_1_2_is_not_done(released, tmp_path_factory,
                                                                                          name):
     """Before exercise 1.2's check passes, the edition's poll backend is the stub: its server
-    exits at the first ready descriptor with the stub's words (a sweep's poll points fail
-    with them at once, as 02 shows), rather than spinning while clients wait out their timeouts."""
+    exits at the first ready descriptor with the stub's words, rather than spinning while
+    clients wait out their timeouts (a sweep does not start it: its points wait for 1.2)."""
     import socket
 
     student_run(released, name, tmp_path_factory)  # the edition, built
