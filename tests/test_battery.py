@@ -23,6 +23,7 @@ from serverproc import Client
 
 KINDS = [(model, san) for san in (False, True) for model in serverproc.MODELS]
 NODELAY_PAUSE = 0.02   # between the two halves of a split request: two segments, two reads
+TOP_REPLY_TIMEOUT = 60.0  # the longest wait for one TOP 1000 reply (top_reader_that_waits_until_the_output_is_full)
 
 
 def connect(port: int) -> socket.socket:
@@ -103,6 +104,10 @@ def top_reader_that_waits_until_the_output_is_full(port):
     reply read: one complete reply per request, in order, and the connection still works."""
     requests = 1000
     sock = small_buffers(port)
+    # Each TOP reads /proc/PID/stat of every process on the machine: beside a graded fork bomb
+    # (thousands of processes) one reply took over serverproc.TIMEOUT in a CI run, so each
+    # wait here is a hang guard of TOP_REPLY_TIMEOUT; what is asserted is every reply, in order.
+    sock.settimeout(TOP_REPLY_TIMEOUT)
     sock.sendall(b"TOP 1000\n" * requests)
     time.sleep(0.5)  # the server fills its output, stops reading, and waits for us
     client = Client.__new__(Client)
