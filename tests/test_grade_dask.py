@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import certs, cluster, grade, release
+from labkit.instructor import certs, cluster, grade, release, sandbox
 from test_grade import FORK_BOMB, processes_of_grading_uids
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading workers run as root"),
@@ -32,12 +32,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="gr
 NOTEBOOK = "tiny_quiz"
 # Per notebook: the hanging student's run is stopped after this.  The fork bomb must be caught
 # before it, locally and on the cluster alike: its kernel started, then the bomb crowding the
-# process limit for over a second, or filling the run's memory with over a quarter of the
-# limit running (watch.Crowding).  How fast a bomb forks depends on the CPU it gets: on 2 cores
-# shared with three other test workers that took over 15 s once, and over 30 s in a CI run
-# of 2026-11-26 (the bomb was then a timeout on the cluster, an error locally), so 90: the
-# hanging student's wait is sleep, which the other workers use.
-TIMEOUT_S = 90
+# process limit for over a second (watch.Crowding).  How fast a bomb forks depends on the CPU it
+# gets: with the default limit of 4,096 it took over 30 s on 2 cores shared with three other
+# test workers (CI, 2026-11-26).  This class is about the cluster, not the bomb (test_grade.py
+# grades one at the default limit), so its runs have a limit of BOMB_LIMIT processes and
+# threads, which the bomb reaches in a second; the cluster must keep the grader's limits.
+TIMEOUT_S = 45
+BOMB_LIMIT = 128
 
 
 def instructor_notebook():
@@ -153,7 +154,8 @@ def dask_cluster(tmp_path_factory, course_certs):
 
 def grade_with(course, out, **options):
     return grade.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
-                       timeout_s=TIMEOUT_S, profile=None, progress=False, **options)
+                       timeout_s=TIMEOUT_S, profile=None, progress=False,
+                       limits=sandbox.Limits(processes=BOMB_LIMIT), **options)
 
 
 def comparable(book: pd.DataFrame) -> list[tuple]:
@@ -181,6 +183,9 @@ def test_the_cluster_writes_the_gradebook_local_grading_writes(graded_both_ways)
     assert by[("wrong", "answer_is_42")] == by[("wrong", "answer_is_even")] == "failed"
     assert by[("hanging", "answer_is_42")] == "timeout"
     assert by[("forking", "answer_is_42")] == "error"
+    for book in (local, remote):  # stopped as a bomb at the grader's limit, on the cluster too
+        message = book[book["student"] == "forking"]["message"].iloc[0]
+        assert "a fork bomb?" in message and f"(limit {BOMB_LIMIT})" in message, message
     out = graded_both_ways["out"] / "dask"
     assert (out / "feedback" / "correct.html").is_file() and (out / "executed" / "correct" / f"{NOTEBOOK}.ipynb").is_file()
     assert "on the Dask cluster at tls://127.0.0.1:" in graded_both_ways["text"]

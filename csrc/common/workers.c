@@ -72,6 +72,10 @@ int serve_with_workers(const struct server_config *cfg, int (*work)(const struct
     if (sv.children == NULL)
         die_errno("cannot watch for workers ending");
     int stop_fd = server_stop_fd(); /* before forking: the workers forget it */
+    /* Inherited by every worker: a SIGTERM before its work has a stop pipe of its own (or
+     * while children_fork holds it) ends the worker at once, and it still owes its counters
+     * line.  The parent keeps its stop pipe, so it never reports. */
+    server_report_counters_on_stop();
     if (cfg->own_listeners) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)

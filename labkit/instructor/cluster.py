@@ -9,7 +9,7 @@ cluster of grading machines, instead of `--jobs` threads on this one.
                                                     note, the executed notebook and the log
 
 A worker has one grading slot (`--resources grading=1`), so two runs never measure on
-one machine at once.  What a task needs travels with it; the instructor's notebooks are
+one machine at once.  What a task needs travels with it (the grader's limits too); the instructor's notebooks are
 written on the worker into a folder only root can read, never one a grading uid can.
 A worker that dies mid-task: Dask runs the task again on another worker, and the
 feedback says so (each start is logged as a Dask event); a task that fails twice (an
@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,7 @@ class Payload:
     handed_in: bool
     instructor: dict[str, bytes]     # every instructor notebook, by name: the checks and the hidden ones
     profile: str | None
-    timeout_s: float
+    limits: dict                     # the grader's sandbox.Limits, as fields: the same run on any worker
     identity: dict                   # the grader's lab
 
 
@@ -114,8 +115,7 @@ def grade_remote(payload: Payload) -> Result:
             target.write_bytes(data)
         submitted = student_dir / f"{payload.notebook}.ipynb" if payload.handed_in else None
         out = work / "out"
-        limits = sandbox.Limits()
-        limits.timeout_s = payload.timeout_s
+        limits = sandbox.Limits(**payload.limits)
         grader = Grader(instructor_dir, out, 1, payload.profile, limits)
         try:
             outcome = grader.grade(Task(payload.student, payload.notebook, submitted))
@@ -150,9 +150,10 @@ def _log_start(payload: Payload, worker: str) -> None:
 # the grader's side
 
 
-def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, identity: dict) -> Payload:
+def payload_for(task, instructor: dict[str, bytes], profile, limits, identity: dict) -> Payload:
     """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
-    read as local grading reads them (no link followed, sizes bounded)."""
+    read as local grading reads them (no link followed, sizes bounded), and the grader's limits
+    (a sandbox.Limits), which the worker's run keeps as a local run would."""
     from .grader import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, submitted_server
     from .submissions import Refused, read_regular
 
@@ -173,8 +174,8 @@ def payload_for(task, instructor: dict[str, bytes], profile, timeout_s: float, i
         server = submitted_server(task.submitted.parent) if task.notebook == CAPSTONE_NOTEBOOK else None
         if server is not None:  # none: the worker's grader puts the skeleton there, as local grading does
             files[str(CAPSTONE_SERVER)] = server
-    return Payload(task.student, task.notebook, files, task.submitted is not None, instructor, profile, timeout_s,
-                   identity)
+    return Payload(task.student, task.notebook, files, task.submitted is not None, instructor, profile,
+                   dataclasses.asdict(limits), identity)
 
 
 def connect(address: str, certs=None):
