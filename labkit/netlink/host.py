@@ -18,8 +18,17 @@ ROOT_FIX = ("namespaces and veth links need CAP_NET_ADMIN: run the lab as root (
             "container or VM where you are root")
 
 
+# `ip netns add` waited over 20 s on a busy 2-CPU machine (CI, 2026-11-26, while other runs made
+# and removed namespaces); it normally takes milliseconds.
+IP_TIMEOUT_S = 60
+
+
 def run_ip(*args: str, check: bool = True, enter=()) -> subprocess.CompletedProcess:
-    done = subprocess.run([*enter, "ip", *args], capture_output=True, text=True, timeout=20)
+    try:
+        done = subprocess.run([*enter, "ip", *args], capture_output=True, text=True, timeout=IP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise LabError(f"`ip {' '.join(args)}` did not finish within {IP_TIMEOUT_S} s: the machine is too busy",
+                       "run again when it is less busy; `labkit doctor --clean` removes what a crash left") from None
     if check and done.returncode != 0:
         message = done.stderr.strip() or done.stdout.strip()
         fix = ROOT_FIX if "permitted" in message.lower() else "run the same `ip` command by hand to see why"

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from labkit import paths
 from labkit.errors import LabError
 
-from .host import (CLIENT_ADDRESS, PREFIX_LEN, SERVER_ADDRESS, UserNamespace, delay_line_problem, netem_available,
-                   rate_bits, run_ip, unprivileged_fix, user_namespaces_allowed)
+from .host import (CLIENT_ADDRESS, IP_TIMEOUT_S, PREFIX_LEN, SERVER_ADDRESS, UserNamespace, delay_line_problem,
+                   netem_available, rate_bits, run_ip, unprivileged_fix, user_namespaces_allowed)
 from .leftovers import LIVE, start_reaper
 
 EMULATORS = ("auto", "netem", "delayline")
@@ -352,7 +352,7 @@ class Link:
     def _in(self, ns: str, *argv: str) -> subprocess.CompletedProcess:
         """`argv` run in namespace `ns` (its stdout, stderr, status)."""
         return subprocess.run([*self.enter, "ip", "netns", "exec", ns, *argv], capture_output=True, text=True,
-                              timeout=20)
+                              timeout=IP_TIMEOUT_S)
 
     def _sysctl(self, ns: str, setting: str) -> None:
         done = self._in(ns, "sysctl", "-qw", setting)
