@@ -65,3 +65,10 @@ def blocking_service(service: str, model: str = "mine", root: Path | str | None 
     """Whether a server of `model` running `service` would run an unsolved exercise's stub."""
     exercise = next((e for e in waiting(root) if e.needs.server(model, service, {})), None)
     return Waiting(exercise, f"the {service} service") if exercise else None
+
+
+def blocking_backend(backend: str, root: Path | str | None = None) -> Waiting | None:
+    """Whether csrc/bench's ev_bench for the event backend `backend` would run an unsolved
+    exercise's stub (labkit.bench.events)."""
+    exercise = next((e for e in waiting(root) if backend in e.needs.backends), None)
+    return Waiting(exercise, f"the event-loop benchmark's {backend} backend") if exercise else None

@@ -30,14 +30,39 @@ def _summary(df) -> tuple[str, str, list[str]]:
     status = df["status"] if "status" in df else None
     if status is None:
         return "success", f"done: {len(df)} points", []
-    waiting = df["waiting_for_exercise"].fillna("").astype(str) != "" if "waiting_for_exercise" in df \
-        else status != status
+    if "waiting_for_exercise" not in df:  # results saved before there was one: nothing waited
+        df = df.assign(waiting_for_exercise="")
+    waiting = df["waiting_for_exercise"].fillna("").astype(str) != ""
     failed = int(((status != "ok") & ~waiting).sum())
     labels = sorted(set(df.loc[waiting, "waiting_for_exercise"]))
     parts = [f"done: {len(df)} points"] + ([f"{failed} failed"] if failed else []) + \
         ([f"{int(waiting.sum())} not measurable until exercise {' and '.join(labels)}"] if labels else [])
     style = "warning" if failed or labels else "success"
     return style, ", ".join(parts), list(dict.fromkeys(df.loc[waiting, "error"]))
+
+
+def _why_failed(df, shown: int = 3) -> list[str]:
+    """Each distinct reason the failed points (not those that wait for an exercise) gave, in
+    their own words (the server's or the load generator's), once, with the points that gave
+    it: under the panel, where a student reads it (the figure's crosses say it on hover only)."""
+    failed = plots.failed_points(df)
+    if "waiting_for_exercise" in df:
+        waits = df.loc[df["status"] != "ok", "waiting_for_exercise"].fillna("").astype(str).to_numpy()
+        failed = failed[waits == ""]
+    if failed.empty:
+        return []
+    axes = [c for c in failed.columns if c not in ("model", "error", "repeat")]
+
+    def point(row) -> str:  # "epoll, offered rate (requests/s) 3000"
+        return ", ".join([*([str(row.model)] if "model" in failed else []),
+                          *(f"{plots.axis_title(df, c)} {plots.value_text(df, c, getattr(row, c))}" for c in axes)])
+
+    lines = []
+    for reason, rows in failed.groupby(failed["error"].fillna("no reason recorded").astype(str), sort=False):
+        points = list(dict.fromkeys(point(row) for row in rows.itertuples(index=False)))
+        named = "; ".join(points[:shown]) + (f"; and {len(points) - shown} more" if len(points) > shown else "")
+        lines.append(f"{len(rows)} failed ({named}): {reason}")
+    return lines
 
 
 def _show_in(area: w.Output, *objects) -> None:
@@ -170,8 +195,10 @@ class ControlPanel:
         finally:
             self.run_button.disabled = False
         self.progress.bar_style, self.status.value, waits = _summary(self.df)
-        if waits:  # the lab's stub, not the student's server: said once, with what to do
-            _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)))
+        failures = _why_failed(self.df)
+        if waits or failures:  # the lab's stub (said once, with what to do), then the points' own reasons
+            _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)
+                                       + "".join(f"<p><b>why:</b> {html.escape(line)}</p>" for line in failures)))
         self._refresh_figure()
         self._refresh_table()
         return self.df

@@ -79,6 +79,28 @@ def test_a_solved_exercise_no_longer_waits_and_the_instructors_tree_never_does(t
         assert exercises.waiting(paths.ROOT) == []
 
 
+def test_the_event_benchmark_says_its_poll_backend_waits_and_measures_the_others(tmp_path, monkeypatch, capsys):
+    from labkit import bench
+    from labkit.bench import ev_bench
+
+    edition_of_stubs(tmp_path, labels=("1.2",))
+    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    ran = []
+    real = ev_bench.run_tool
+    monkeypatch.setattr(ev_bench, "run_tool",
+                        lambda argv, *args, **kwargs: ran.append(Path(argv[0]).name) or real(argv, *args, **kwargs))
+    frame = bench.events(descriptors=(100,), runs=1, writes=100, save=False)
+    said = capsys.readouterr().out
+    assert said.startswith("not measurable until exercise 1.2: the event-loop benchmark's poll backend runs your ")
+    assert ran == ["ev_bench_select", "ev_bench_epoll"]  # poll's stub never ran
+    by = frame.set_index("backend")
+    assert (by.loc["poll", "status"], by.loc["poll", "waiting_for_exercise"]) == ("failed", "1.2")
+    assert by.loc["poll", "note"] == said.strip() and by.loc["poll", "ns_per_poll"] != by.loc["poll", "ns_per_poll"]
+    assert list(by.loc[["select", "epoll"], "status"]) == ["ok", "ok"]
+    subtitle = ev_bench.event_cost(frame).layout.title.subtitle.text
+    assert subtitle == "not measurable until exercise 1.2: poll", subtitle
+
+
 def test_a_point_that_waits_is_not_run_and_says_which_exercise(tmp_path, monkeypatch):
     from labkit import launcher, measure
     from labkit.experiments import get
@@ -116,12 +138,16 @@ def test_the_battery_says_a_top_case_waits_and_judges_the_rest(tmp_path, monkeyp
     monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
     top = next(case for case in battery.CASES if case.service == "top")
     echo = next(case for case in battery.CASES if case.service == "echo" and case.group == "protocol")
-    report = battery.Report([battery.run_case(paths.BIN / "epoll", case) for case in (top, echo)])
-    waited, judged = report.results
-    assert (waited.passed, waited.unmeasurable, waited.waiting_for) == (False, True, "1.1")
+    report = battery.Report([battery.run_case(paths.BIN / "epoll", case) for case in (top, echo, top)])
+    waited, judged, _ = report.results
+    assert (waited.passed, waited.unmeasurable, waited.waiting_for, waited.seconds) == (False, True, "1.1", None)
     assert waited.verdict == "not measurable until exercise 1.1" and "FAILED" not in report._repr_html_()
-    assert judged.passed, judged.message
-    assert report.headline == "1 of 2 cases passed; 1 not measurable until exercise 1.1"
+    assert judged.passed and judged.seconds > 0, judged.message
+    assert report.headline == "1 of 3 cases passed; 2 not measurable until exercise 1.1"
+    # why they wait is said once, above the table; their rows say they never ran (no time of 0.00 s)
+    for text in (report._repr_html_(), str(report)):
+        assert text.count("procstat_parse") == 1 and "0.00 s" not in text, text
+    assert str(report).splitlines()[:2] == [report.headline, f"not run: {waited.message}"]
     only_top = next(group for group in battery.GROUPS
                     if {case.service for case in battery.CASES if case.group == group} == {"top"})
     with pytest.raises(LabError) as error:  # a check all of whose cases wait: an error to act on, never a failure

@@ -2,6 +2,7 @@
 real (tiny) sweep on loopback into a temporary results file, and shows problems
 as what + fix instead of a traceback."""
 
+import html
 import json
 
 import ipywidgets as widgets
@@ -204,3 +205,31 @@ def test_a_help_line_shows_code_as_code_not_backticks():
     from labkit import panel
 
     assert panel.help_html("every body is `size`; 1 < 2") == "every body is <code>size</code>; 1 &lt; 2"
+
+
+def test_a_failed_points_reason_is_said_under_the_panel_in_its_own_words(panel, monkeypatch):
+    """The figure's crosses give a failed point's reason on hover only: the panel says each
+    reason once, in the words the sweep recorded, with the points that gave it."""
+    import pandas as pd
+
+    from labkit import panel as panel_module
+
+    said = "the server closed the connection after 3 of 8 replies (ECONNRESET)"
+
+    def sweep_run(plan, results=None, progress=None):
+        rows = [{"model": model, "clients": clients, "repeat": 0, "status": "ok" if model == "select" else "failed",
+                 "error": "" if model == "select" else said, "requests_ok": 4}
+                for model in ("select", "epoll") for clients in (2, 4)]
+        frame = pd.DataFrame(rows)
+        frame.attrs["experiment"] = panel.experiment
+        return frame
+
+    monkeypatch.setattr(panel_module.sweep, "run", sweep_run)
+    for drawn in ("_refresh_figure", "_refresh_table"):  # tested on measured rows above
+        monkeypatch.setattr(panel, drawn, lambda: None)
+    panel.set(models=["select", "epoll"], clients=[2, 4])
+    panel.run_button.click()
+    assert panel.status.value == "done: 4 points, 2 failed"
+    shown = "".join(output["data"]["text/html"] for output in panel.errors.outputs)
+    assert shown.count(html.escape(said)) == 1, shown
+    assert "2 failed (epoll, concurrent clients 2; epoll, concurrent clients 4)" in shown, shown

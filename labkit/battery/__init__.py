@@ -44,7 +44,7 @@ SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error
 class Result:
     case: Case
     passed: bool
-    seconds: float
+    seconds: float | None        # None: never run (the message says why)
     message: str = ""
     sanitized: bool = False
     unmeasurable: bool = False  # the machine cannot run it (the message says why): no verdict
@@ -84,6 +84,11 @@ class Report:
     def group(self, name: str) -> list[Result]:
         return [r for r in self.results if (r.case.group if not r.sanitized else "sanitizers") == name]
 
+    def reasons(self) -> list[str]:
+        """Why cases were not run, each sentence once (every case that waits for exercise 1.1
+        waits for the same reason; the report says it once, above its table)."""
+        return list(dict.fromkeys(r.message for r in self.results if r.seconds is None))
+
     def _repr_html_(self) -> str:
         import html
 
@@ -91,25 +96,31 @@ class Report:
         for r in self.results:
             group = "sanitizers" if r.sanitized else r.case.group
             colour = "#1a7f37" if r.passed else "#6e7781" if r.unmeasurable else "#cf222e"
-            mark = f"<b style='color:{colour}'>{r.verdict}</b>"
+            mark = f"<b style='color:{colour}'>{r.verdict}</b>"  # the words say it; the colour only repeats
             fix = "" if r.unmeasurable else \
                 f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>"
-            said = "" if r.passed else \
+            said = "" if r.passed else "not run: see why above" if r.seconds is None else \
                 f"<pre style='white-space:pre-wrap;word-break:normal;margin:0'>{html.escape(r.message)}</pre>{fix}"
             rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
-                        f"<td>{r.seconds:.2f} s</td><td>{said}</td></tr>")
-        return (f"<p><b>{html.escape(self.headline)}</b></p><table><tr><th>group</th><th>case</th>"
-                f"<th>result</th><th>time</th><th>what happened</th></tr>{''.join(rows)}</table>")
+                        f"<td>{_seconds(r)}</td><td>{said}</td></tr>")
+        why = "".join(f"<p><b>not run:</b> {html.escape(reason)}</p>" for reason in self.reasons())
+        return (f"<p><b>{html.escape(self.headline)}</b></p>{why}<table><caption>the battery's cases, one a row"
+                "</caption><tr><th>group</th><th>case</th><th>result</th><th>time</th><th>what happened</th></tr>"
+                f"{''.join(rows)}</table>")
 
     def __str__(self) -> str:
-        lines = [self.headline]
+        lines = [self.headline] + [f"not run: {reason}" for reason in self.reasons()]
         for r in self.results:
             mark = "ok  " if r.passed else "n/a " if r.unmeasurable else "FAIL"
-            lines.append(f"  {mark} {r.label} ({r.seconds:.2f} s)")
-            if not r.passed:
+            lines.append(f"  {mark} {r.label} ({_seconds(r)})")
+            if not r.passed and r.seconds is not None:
                 lines += [f"       {line}" for line in r.message.splitlines()[:12]]
                 lines += [] if r.unmeasurable else [f"       what to fix: {r.case.fix}"]
         return "\n".join(lines)
+
+
+def _seconds(result: Result) -> str:
+    return "not run" if result.seconds is None else f"{result.seconds:.2f} s"
 
 
 # ---------------------------------------------------------------------------
@@ -130,14 +141,14 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
 
     wait = exercises.blocking_service(case.service)
     if wait is not None:  # the lab's stub would answer, not the student's server: no verdict
-        return Result(case, False, 0.0, wait.sentence, sanitize, unmeasurable=True, waiting_for=wait.exercise.label)
+        return Result(case, False, None, wait.sentence, sanitize, unmeasurable=True, waiting_for=wait.exercise.label)
     started = time.monotonic()
     args = ["--workers", str(workers)] if workers and takes_workers(binary) else []
     prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
     if sanitize:
         room = _address_space_for_asan()
         if isinstance(room, str):
-            return Result(case, False, 0.0, room, sanitize, unmeasurable=True)
+            return Result(case, False, None, room, sanitize, unmeasurable=True)
         prefix = room + prefix
     label = "mine (your mine.c, ASan+UBSan)" if sanitize else "mine (your mine.c)"
     try:

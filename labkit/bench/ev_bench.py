@@ -1,16 +1,17 @@
 """events: csrc/bench/ev_bench.c (libevent's test/bench.c idea) for the select, poll and
 epoll backends as the watched descriptors grow: time per poll call and per event, and the
 figure of it (event_cost).  A backend that cannot watch that many descriptors (select past
-FD_SETSIZE) gets a row with NaN figures and its refusal, never a 0; one that fails (a
-students' edition whose poll backend is still an exercise's stub) gets NaN figures and its
-message, and the other backends are measured all the same."""
+FD_SETSIZE) gets a row with NaN figures and its refusal, never a 0; one that fails gets NaN
+figures and its message, and the other backends are measured all the same.  In a students'
+edition whose poll backend is still exercise 1.2's stub, poll is not run: its rows say why
+(labkit.exercises), and so does a line printed before anything runs."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
 
-from labkit import build, store, system
+from labkit import build, exercises, store, system
 from labkit.errors import LabError
 
 from .common import NAN, environment_columns, environment_line, pinning, prose, results_file, run_tool
@@ -44,10 +45,14 @@ def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, 
     rows = []
     for backend in backends:
         program = bin_dir / f"ev_bench_{backend}"
-        failed = None
+        waits = exercises.blocking_backend(backend)
+        failed = waits.sentence if waits else None  # said before anything runs; its rows carry it
+        if waits:
+            print(waits.sentence)
         for count in descriptors:
             row = {"backend": backend, "descriptors": count, "active": active, "writes": writes,
-                   "ns_per_poll": NAN, "ns_per_event": NAN, "status": "failed", "note": failed}
+                   "ns_per_poll": NAN, "ns_per_event": NAN, "status": "failed", "note": failed,
+                   "waiting_for_exercise": waits.exercise.label if waits else ""}
             if failed is None:
                 argv = [str(program), "--descriptors", str(count), "--active", str(active),
                         "--writes", str(writes), "--runs", str(runs)]
@@ -115,12 +120,16 @@ def event_cost(bench: "pd.DataFrame") -> "go.Figure":
                       title=f"time per poll call vs watched descriptors ({active} active)",
                       xaxis=dict(title="watched descriptors", type="log", dtick=1),
                       yaxis=dict(title="µs per poll call", type="log", dtick=1))
-    refused, failed = [], []
+    refused, failed, waiting = [], [], {}
     status = _status(bench)
+    waits = bench["waiting_for_exercise"].fillna("") if "waiting_for_exercise" in bench else None
     for backend, rows in bench.groupby("backend", sort=False):
         measured = rows.dropna(subset=["ns_per_poll"]).sort_values("descriptors")
         refused += [f"{backend} at {int(n):,}" for n in rows.loc[status[rows.index] == "refused", "descriptors"]]
-        if (status[rows.index] == "failed").any():
+        exercise = waits[rows.index].iloc[0] if waits is not None else ""
+        if exercise:
+            waiting.setdefault(exercise, []).append(backend)
+        elif (status[rows.index] == "failed").any():
             failed.append(backend)
         fig.add_trace(go.Scatter(
             x=measured["descriptors"], y=measured["ns_per_poll"] / 1000.0, mode="lines+markers",
@@ -131,6 +140,7 @@ def event_cost(bench: "pd.DataFrame") -> "go.Figure":
         said.append("refused (above FD_SETSIZE): " + ", ".join(refused))
     if failed:
         said.append("failed, not drawn (see its note): " + ", ".join(failed))
+    said += [f"not measurable until exercise {label}: {', '.join(names)}" for label, names in waiting.items()]
     if said:
         fig.update_layout(title_subtitle_text="; ".join(said))
     return fig

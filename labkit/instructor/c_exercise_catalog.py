@@ -13,13 +13,15 @@ from dataclasses import dataclass
 class Needs:
     """What in the lab runs an exercise's function: a server whose service is one of
     `services` (any, if empty), whose model is one of `models` (any, if empty) and that has
-    one of `server_flags` set (any, if empty), at least one of the three given; or a load
-    generator writing with one of `strategies`.  labkit.exercises reads it."""
+    one of `server_flags` set (any, if empty), at least one of the three given; a load
+    generator writing with one of `strategies`; or csrc/bench's ev_bench built for one of
+    `backends`.  labkit.exercises reads it."""
 
     services: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     server_flags: tuple[str, ...] = ()
     strategies: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
 
     def server(self, model: str, service: str, flags: dict) -> bool:
         if not (self.services or self.models or self.server_flags):
@@ -129,7 +131,7 @@ C_EXERCISES = (
         "tests/test_bench.py::test_throughput_has_a_row_per_model_and_stores_the_sweeps_rows",
         "tests/test_multiplexing.py::test_idle_point_holds_idle_connections_beside_an_open_loop",
         "tests/test_notebooks.py::test_02_*",
-    ), Needs(models=("poll",))),
+    ), Needs(models=("poll",), backends=("poll",))),
     CExercise("4.1", "04_write_strategies", "fill_iovec", "loadgen/strategies.c",
               "the load generator's --strategy writev", (
         "tests/test_independent_counts.py::test_tcp_segments_from_tcp_info_agree_with_nstat_in_the_clients_namespace"
