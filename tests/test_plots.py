@@ -405,3 +405,33 @@ def test_a_missing_figure_says_its_own_cause(statuses, errors, note, metric, why
     assert plots.why_missing(df, metric).startswith(why)
     said = plots.style.not_measurable(plots.why_missing(df, metric))
     assert ("on this machine" in said) == (statuses[0] == "ok" and metric.startswith("server_"))
+
+
+def test_every_figure_an_experiment_offers_has_an_axis_title_in_words():
+    """A column name (served_fraction, connect_p99_us) is not an axis title: each metric an
+    experiment's panel can draw has one in words, its unit where it has one."""
+    from labkit import experiments
+
+    offered = {figure.metric: name for name, experiment in experiments.catalogue().items()
+               for figure in experiment.figures}
+    raw = {metric: name for metric, name in offered.items() if "_" in plots.label(metric)}
+    assert raw == {}, f"metrics with no axis title in labkit/plots/style.py: {raw}"
+    for metric in offered:
+        if metric.endswith("_us"):
+            assert plots.label(metric).endswith("(µs)"), metric
+        if "_kib_" in metric:
+            assert "KiB" in plots.label(metric), metric
+
+
+@pytest.mark.parametrize("workers, drawn", [((4,), go.Bar), ((2, 4), go.Scatter)])
+def test_one_value_of_x_is_drawn_as_bars_side_by_side_not_markers_on_each_other(workers, drawn):
+    """The herd's quick profile has one worker count: four models' markers at one x sat on
+    each other; bars at that x stand apart.  Two or more values of x: lines, as declared."""
+    df = synthetic(models=("select_fork", "epoll_workers", "prefork"), clients=(20,), repeats=1)
+    df = pd.concat([df.assign(workers=w, server_cs_per_request=2.0 + w) for w in workers], ignore_index=True)
+    df = df.assign(rate=500, placement="same_host", link_delay_ms=0)
+    fig = experiments.get("herd").plot(of_experiment(df, "herd"), "server_cs_per_request")
+    traces = _model_traces(fig)
+    assert set(traces) == {"select_fork", "epoll_workers", "prefork"}
+    assert {type(t) for t in traces.values()} == {drawn}
+    assert fig.layout.yaxis.title.text.startswith("server context switches per")

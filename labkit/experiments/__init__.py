@@ -195,17 +195,20 @@ class Experiment:
 
     def plot(self, df, metric: str, **options):
         """The experiment's figure of `metric`: against its x axis, a line per model
-        (and per value of any other axis), or bars at each grid point."""
+        (and per value of any other axis), or bars at each grid point (the experiment's
+        chart, or where `df` has one value of x)."""
         from labkit import plots
 
         figure = self.figure_of(metric)
         options = {"log_y": figure.log_y, **options}
         others = [column for column in self.axis_columns if column not in ("model", self.x)]
-        if self.chart == "bars":
+        x = self.param(self.x).column
+        # one value of x (a quick profile's single worker count): lines would be points stacked
+        # on one another, so bars stand side by side at it instead
+        if self.chart == "bars" or (x in df and df[x].nunique() == 1 and df["model"].nunique() > 1):
             return plots.metric_by_point(df, metric, axes=[c for c in self.axis_columns if c != "model"],
                                          include_failed=figure.include_failed, **options)
-        return plots.metric_vs(df, metric, x=self.param(self.x).column, series=others,
-                               **{"log_x": self.log_x, **options})
+        return plots.metric_vs(df, metric, x=x, series=others, **{"log_x": self.log_x, **options})
 
 
 # ---------------------------------------------------------------------------

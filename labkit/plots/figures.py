@@ -15,7 +15,7 @@ from labkit.errors import LabError
 
 from .grid import (axes_of, axis_title, is_numeric, kind_of, point_axes, point_label, require, series_of,
                    setting, summarize, value_text, varying_axes, why_missing)
-from .style import (DASHES, FAILED_COLOR, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
+from .style import (DASHES, FAILED_COLOR, PATTERNS, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
                     escape, finish, label, not_measurable, set_title, wrap)
 
 
@@ -226,7 +226,9 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
                 color=colours, size=11, symbol=[f"{shape}-open" if grey else shape for grey in greyed]), **drawn))
         else:
             fig.add_trace(go.Bar(marker=dict(color=["rgba(0,0,0,0)" if grey else c for grey, c in zip(greyed, colours)],
-                                             line=dict(color=colours, width=2)), **drawn))
+                                             line=dict(color=colours, width=2),
+                                             pattern=dict(shape=PATTERNS[i % len(PATTERNS)], fillmode="overlay",
+                                                          fgcolor="white", fgopacity=0.7, solidity=0.2)), **drawn))
     if log_y:
         fig.update_layout(scattermode="group")
     if failures:

@@ -47,6 +47,8 @@ Y_TITLE_MOST = 30
 FAILED_COLOR = "#C00000"
 # Marks that tell traces apart where colour alone would not (coinciding lines, log-axis dots).
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "star", "hexagon")
+# ... and a bar's fill pattern per model, for the same reason (the legend shows it too)
+PATTERNS = ("", "/", ".", "x", "\\", "+", "-", "|")
 SATURATED_GREY = "#9e9e9e"
 
 TEMPLATE = go.layout.Template(layout=go.Layout(
@@ -104,6 +106,26 @@ _COLUMN_LABELS = {
     "data_segments_per_repetition": "TCP segments sent per repetition",
     "server_reads_per_repetition": "server reads per repetition",
     "server_read_syscalls_per_repetition": "server read system calls per repetition (perf)",
+    # what breaks first (experiment 6): labkit.row says how each is measured
+    "served_fraction": "share of the planned requests answered",
+    "completed_rps": "requests completed per second",
+    "inflight_mean": "requests in flight, mean",
+    "connect_p50_us": "connect time p50 (µs)",
+    "connect_p99_us": "connect time p99 (µs)",
+    "connects_over_1s": "connects that took over 1 s",
+    "bad_closed_by_server": "misbehaving connections the server closed",
+    "server_shed_idle": "connections the server shed as idle",
+    "futile_accepts_per_connection": "futile accepts per connection",
+    "wakeups_per_connection": "listener wake-ups per connection",
+    "busiest_worker_share": "busiest worker's share of the connections",
+    "tcp_listenoverflows": "accept queue overflows (TcpExtListenOverflows)",
+    "accept_queue_max": "accept queue, most seen (connections)",
+    "server_rss_kib_per_connection": "server memory per connection (KiB, RSS)",
+    "kernel_kib_per_connection": "kernel memory per connection (KiB)",
+    "kernel_slab_kib_per_connection": "kernel slab per connection (KiB)",
+    "kernel_kernelstack_kib_per_connection": "kernel stacks per connection (KiB)",
+    "kernel_pagetables_kib_per_connection": "page tables per connection (KiB)",
+    "tcp_retrans_segs": "TCP segments retransmitted",
 }
 
 
