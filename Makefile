@@ -49,11 +49,13 @@ system:
 
 # The venv is reinstalled only when the lock or the package metadata change.  It holds the
 # lock exactly, then labkit on top; pip check fails if the lock breaks pyproject.toml's ranges.
+# --no-deps: the lock is complete, and it leaves out on purpose what an extra would bring
+# back (scripts/lock-leaves-out.txt says what and why).
 $(STAMP): requirements.txt pyproject.toml
 	@test -n "$(PYTHON)" || { echo "error: the lab needs Python 3.11 or newer." \
 	  "Fix: sudo apt-get install python3.11-venv python3.11-dev (or set PYTHON=/path/to/python3.11)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q -r requirements.txt
+	$(PIP) install -q --no-deps -r requirements.txt
 	$(PIP) install -q --no-deps --no-build-isolation -e .
 	$(PIP) check
 	@touch $@

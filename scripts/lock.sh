@@ -9,6 +9,9 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 "$python" -m venv "$scratch/venv"
 "$scratch/venv/bin/pip" install -q --disable-pip-version-check ".[grading,test]"
+# what scripts/lock-leaves-out.txt says to leave out, and why
+left_out=$(grep -v -E '^\s*(#|$)' scripts/lock-leaves-out.txt | awk '{print $1}')
+"$scratch/venv/bin/pip" uninstall -q -y $left_out
 {
   echo "# The lock: every package make setup installs, pinned exactly (transitive ones too)."
   echo "# Written by make lock (scripts/lock.sh) from pyproject.toml's ranges; do not edit by hand."

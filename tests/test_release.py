@@ -561,13 +561,36 @@ def battery_in(edition: Path, server: str) -> tuple[list[list], str]:
     return json.loads(results), headline
 
 
+# The sweeps of notebooks 06 and 07 that run the top service (exercise 1.1), each as its
+# quick profile has it, at one of its points (a lab model, not 07's `mine`: in the edition
+# that is the template's skeleton).
+TOP_SWEEPS = [("offered_load", {"models": ["epoll"], "rate": [250]}),       # 06 and 07
+              ("accept_queue", {"models": ["epoll"], "backlog": [128]})]    # 06
+
+
+def top_points_in(edition: Path) -> list[list]:
+    """One point of each of TOP_SWEEPS measured by the edition's own labkit: [experiment,
+    status, waiting_for_exercise, error, requests_ok] each."""
+    script = ("import json\nfrom labkit import experiments, measure\n"
+              f"for name, given in {TOP_SWEEPS!r}:\n"
+              "    row = measure.point(experiments.resolve(name, 'quick', **given).points()[0])\n"
+              "    print(json.dumps([name, row['status'], row['waiting_for_exercise'], row['error'] or '', "
+              "row['requests_ok']]))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=edition, capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(edition)), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("[")]
+
+
 @pytest.mark.timeout(900)
-def test_in_the_edition_the_battery_waits_for_exercise_1_1_and_then_passes_the_reference(released, tmp_path):
+def test_in_the_edition_the_top_service_waits_for_exercise_1_1_and_then_is_measured(released, tmp_path):
     """A fresh edition runs the stub of procstat_parse (exercise 1.1) in its top service: the
     battery, on the instructor's reference server, says each top case is not measurable
-    until exercise 1.1 and passes every other case, blaming the server for nothing.  In a
-    copy of it where exercise 1.1 is solved (the lab's own procstat_parse in its csrc/, as
-    a passing check puts the student's there), the same battery passes every case."""
+    until exercise 1.1 and passes every other case, blaming the server for nothing; the
+    top sweeps of notebooks 06 and 07 wait the same way, running nothing.  In a copy of it
+    where exercise 1.1 is solved (the lab's own procstat_parse in its csrc/, as a passing
+    check puts the student's there), the same battery passes every case and the same
+    sweeps measure their points."""
     from capstone_servers import reference
 
     out, _ = released
@@ -577,6 +600,9 @@ def test_in_the_edition_the_battery_waits_for_exercise_1_1_and_then_passes_the_r
     assert all(r[4].startswith("not measurable until exercise 1.1: the top service") for r in top)
     assert [r for r in results if r[1] != "top" and not r[2]] == [], "a case the stub does not touch failed"
     assert headline.endswith(f"; {len(top)} not measurable until exercise 1.1"), headline
+    for name, status, waiting, error, answered in top_points_in(out):
+        assert (status, waiting, answered) == ("failed", "1.1", 0) and \
+            error.startswith("not measurable until exercise 1.1: the top service"), (name, error)
 
     solved = tmp_path / "edition"
     shutil.copytree(out, solved, symlinks=True, ignore=shutil.ignore_patterns(".git"))
@@ -584,6 +610,10 @@ def test_in_the_edition_the_battery_waits_for_exercise_1_1_and_then_passes_the_r
     shutil.copy(paths.ROOT / "csrc" / source, solved / "csrc" / source)
     results, headline = battery_in(solved, reference())
     assert [r for r in results if not r[2]] == [] and headline == f"{len(results)} of {len(results)} cases passed"
+    measured = top_points_in(solved)
+    assert [name for name, *_ in measured] == [name for name, _ in TOP_SWEEPS]
+    for name, status, waiting, error, answered in measured:  # the top replies were read: the stub is gone
+        assert (status, waiting, error) == ("ok", "", "") and answered > 0, (name, status, error)
 
 
 def test_the_editions_readme_is_the_students_with_every_c_exercise_and_nothing_of_grading(released):

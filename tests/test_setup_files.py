@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import tomllib
 from pathlib import Path
@@ -47,12 +48,13 @@ def declared(extras=("grading", "test")) -> list[Requirement]:
 
 def needed(roots: list[Requirement]) -> set[str]:
     """Every package `roots` bring, transitive ones included, as the installed packages'
-    own metadata says (markers evaluated here, with the extras each was asked for)."""
-    seen, todo = set(), list(roots)
+    own metadata says (markers evaluated here, with the extras each was asked for), but
+    for what the lock leaves out (left_out) and what only they would bring."""
+    seen, todo, leave = set(), list(roots), left_out()
     while todo:
         requirement = todo.pop()
         key = (canonicalize_name(requirement.name), frozenset(requirement.extras))
-        if key in seen:
+        if key in seen or key[0] in leave:
             continue
         seen.add(key)
         for line in importlib.metadata.distribution(requirement.name).requires or []:
@@ -63,9 +65,17 @@ def needed(roots: list[Requirement]) -> set[str]:
     return {name for name, _ in seen}
 
 
+def left_out() -> dict[str, str]:
+    """The packages the lock leaves out on purpose, and why (scripts/lock-leaves-out.txt)."""
+    lines = (ROOT / "scripts" / "lock-leaves-out.txt").read_text().splitlines()
+    return {canonicalize_name(line.split()[0]): line.split(None, 1)[1] for line in lines
+            if line.strip() and not line.lstrip().startswith("#")}
+
+
 def test_the_lock_holds_exactly_what_labkit_and_its_extras_bring():
-    """Complete (nothing installed that it does not pin) and nothing more; the venv is the
-    lock (make setup installed it), so the installed metadata is the lock's."""
+    """Complete (nothing installed that it does not pin) and nothing more, but for what it
+    leaves out on purpose (left_out); the venv is the lock (make setup installed it), so the
+    installed metadata is the lock's."""
     lock = parse_lock(LOCK.read_text().splitlines())
     brought = needed(declared()) | {"setuptools"}  # setuptools: cffi builds with it (declared too)
     assert sorted(brought - lock.keys()) == [], "not in the lock: run make lock"
@@ -97,6 +107,21 @@ def test_the_grading_cluster_is_an_extra_not_every_students():
     grading = {canonicalize_name(r.name) for r in declared(("grading",))} - base
     assert {"dask", "distributed", "cryptography"} <= grading
     assert not {"dask", "distributed", "cryptography"} & base
+
+
+def test_what_the_lock_leaves_out_is_not_installed_and_nbformat_imports_without_it():
+    """Each package left out says why, is in no lock line, is not installed (make setup would
+    not bring it), and importing nbformat does not reach for it."""
+    lock = parse_lock(LOCK.read_text().splitlines())
+    assert left_out() and all(why.strip() for why in left_out().values())
+    assert left_out().keys() & lock.keys() == set()
+    for name in left_out():
+        with pytest.raises(importlib.metadata.PackageNotFoundError):
+            importlib.metadata.version(name)
+    done = subprocess.run([sys.executable, "-c", "import sys, nbformat, jsonschema; "
+                           "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rfc3987_syntax', 'lark')))"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
 
 
 def test_the_lock_check_catches_a_missing_and_a_stray_package():
