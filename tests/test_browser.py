@@ -416,14 +416,30 @@ def _screenshot_of_output(page, code, path):
 MEASURED_LIVE = {"01_proc_service"}
 
 
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
-def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
-    from playwright.sync_api import expect, sync_playwright
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless Chromium for the tests of this module on this worker, each test's pages in
+    a browser context of its own (no cookie or storage shared): starting Chromium took about 4
+    CPU-s here, a JupyterLab page in it 1.5."""
+    from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.exists():
         pytest.fail(f"{CHROMIUM} is absent: `make setup` installs it on Debian (Ubuntu has it only as a "
                     "snap, unusable headless); or run make test PYTEST_ARGS='-m \"not browser\"'", pytrace=False)
+    playwright = sync_playwright().start()
+    try:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+    finally:
+        playwright.stop()
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda path: path.stem)
+def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, notebook):
+    from playwright.sync_api import expect
+
     base, token, work, env = jupyter_lab
     ran = run_quick(notebook.name)  # the executed notebook test_notebooks reads, made once
     executed = work / notebook.name
@@ -437,66 +453,65 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, notebook):
         with open(work / "results.jsonl", "a") as results, open(ran.folder / "results.jsonl") as measured:
             results.write(measured.read())  # the panel's first Run resumes from the quick run's rows
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        # a laptop's width; tall enough that a whole panel fits in one screenshot
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
-        # The first control panel, live, in a page of its own: the cells up to it run in this
-        # browser's kernel while the notebook as it ran is looked at in the other page.
-        live = browser.new_page(viewport={"width": 1400, "height": 1800}) if panel_copy else None
-        on_screen = live or page  # the page the test looks at
-        try:
-            if live:
-                _start_kernel_for(base, token, panel_copy)
-                _go(live, base, token, panel_copy, "panel")
-                clicked = _start_run_all(live)
-            on_screen = page
-            _go(page, base, token, executed, "as-it-ran")
-            _opened_as_it_ran(page, figures)
-            _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
-            _screenshot_of_output(page, _MAIN_TABLE[notebook.stem], ARTIFACTS / f"{notebook.stem}-table.png")
-            for code, name in _FIGURES.get(notebook.stem, []):
-                _screenshot_of_output(page, code, ARTIFACTS / f"{notebook.stem}-{name}.png")
-            page.screenshot(path=ARTIFACTS / f"{notebook.stem}-page.png")
-            if panel_copy is None:
-                assert notebook.stem == "00_setup", f"{notebook.name} shows no control panel"
-                return
+    # a laptop's width; tall enough that a whole panel fits in one screenshot
+    context = chromium.new_context(viewport={"width": 1400, "height": 1800})
+    page = context.new_page()
+    # The first control panel, live, in a page of its own: the cells up to it run in this
+    # browser's kernel while the notebook as it ran is looked at in the other page.
+    live = context.new_page() if panel_copy else None
+    on_screen = live or page  # the page the test looks at
+    try:
+        if live:
+            _start_kernel_for(base, token, panel_copy)
+            _go(live, base, token, panel_copy, "panel")
+            clicked = _start_run_all(live)
+        on_screen = page
+        _go(page, base, token, executed, "as-it-ran")
+        _opened_as_it_ran(page, figures)
+        _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
+        _screenshot_of_output(page, _MAIN_TABLE[notebook.stem], ARTIFACTS / f"{notebook.stem}-table.png")
+        for code, name in _FIGURES.get(notebook.stem, []):
+            _screenshot_of_output(page, code, ARTIFACTS / f"{notebook.stem}-{name}.png")
+        page.screenshot(path=ARTIFACTS / f"{notebook.stem}-page.png")
+        if panel_copy is None:
+            assert notebook.stem == "00_setup", f"{notebook.name} shows no control panel"
+            return
 
-            page.close()
-            page = on_screen = live
-            _wait_until_every_cell_ran(page, _RUN_ALL_SECONDS.get(notebook.stem, 300), since=clicked)
-            run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
-            expect(run_button).to_have_count(1)
-            panel = run_button.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), "
-                                       "' jp-OutputArea-output ')][1]")
-            run_button.scroll_into_view_if_needed()
-            expect(panel.get_by_text(re.compile("^done: "))).to_be_visible()
+        page.close()
+        page = on_screen = live
+        _wait_until_every_cell_ran(page, _RUN_ALL_SECONDS.get(notebook.stem, 300), since=clicked)
+        run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
+        expect(run_button).to_have_count(1)
+        panel = run_button.locator("xpath=ancestor::div[contains(concat(' ', @class, ' '), "
+                                   "' jp-OutputArea-output ')][1]")
+        run_button.scroll_into_view_if_needed()
+        expect(panel.get_by_text(re.compile("^done: "))).to_be_visible()
 
-            _bad_values_are_explained_where_typed(panel)
-            # A student's change: leave out the first model, press Run, and the
-            # chart is drawn again without it.
-            boxes = _field(panel, "models").locator(".widget-checkbox")
-            checked = [boxes.nth(i) for i in range(boxes.count()) if boxes.nth(i).locator("input").is_checked()]
-            left_out = kept = None
-            if len(checked) > 1:
-                left_out = checked[0].inner_text().strip()
-                kept = [box.inner_text().strip() for box in checked[1:]]
-                checked[0].locator("input").uncheck()
-            run_button.click()
-            expect(panel.get_by_text(re.compile("^done: "))).to_be_visible(timeout=120_000)
-            expect(panel.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
-            if left_out and len(kept) > 1:  # models told apart by the legend
-                legend = panel.locator(".js-plotly-plot .legendtext")
-                expect(legend.first).to_be_visible()
-                expect(legend.filter(has_text=re.compile(f"^{re.escape(left_out)}(,|$)"))).to_have_count(0)
-            elif left_out:  # one model left: the title names it, and no legend
-                title = panel.locator(".js-plotly-plot .gtitle").first
-                expect(title).to_contain_text(kept[0])
-                expect(title).not_to_contain_text(left_out)
-            expect(panel.locator("table")).to_have_count(1)  # the counters table
-            _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
-            panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
-        finally:
-            on_screen.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
-            browser.close()
-            _shut_down_kernels(base, token)
+        _bad_values_are_explained_where_typed(panel)
+        # A student's change: leave out the first model, press Run, and the
+        # chart is drawn again without it.
+        boxes = _field(panel, "models").locator(".widget-checkbox")
+        checked = [boxes.nth(i) for i in range(boxes.count()) if boxes.nth(i).locator("input").is_checked()]
+        left_out = kept = None
+        if len(checked) > 1:
+            left_out = checked[0].inner_text().strip()
+            kept = [box.inner_text().strip() for box in checked[1:]]
+            checked[0].locator("input").uncheck()
+        run_button.click()
+        expect(panel.get_by_text(re.compile("^done: "))).to_be_visible(timeout=120_000)
+        expect(panel.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
+        if left_out and len(kept) > 1:  # models told apart by the legend
+            legend = panel.locator(".js-plotly-plot .legendtext")
+            expect(legend.first).to_be_visible()
+            expect(legend.filter(has_text=re.compile(f"^{re.escape(left_out)}(,|$)"))).to_have_count(0)
+        elif left_out:  # one model left: the title names it, and no legend
+            title = panel.locator(".js-plotly-plot .gtitle").first
+            expect(title).to_contain_text(kept[0])
+            expect(title).not_to_contain_text(left_out)
+        expect(panel.locator("table")).to_have_count(1)  # the counters table
+        _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
+        panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
+    finally:
+        on_screen.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
+        context.close()  # its pages; Chromium serves the module's next test
+        _shut_down_kernels(base, token)
