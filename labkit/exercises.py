@@ -72,3 +72,18 @@ def blocking_backend(backend: str, root: Path | str | None = None) -> Waiting | 
     exercise's stub (labkit.bench.events)."""
     exercise = next((e for e in waiting(root) if backend in e.needs.backends), None)
     return Waiting(exercise, f"the event-loop benchmark's {backend} backend") if exercise else None
+
+
+def require_measured(rows) -> None:
+    """For a check: a LabError (the check's error, never its failure) with the sentence of
+    the points among `rows` (a sweep's DataFrame) that wait for an unsolved exercise: the
+    lab's stub kept them from being measured, not the student's code."""
+    from .errors import LabError
+
+    if "waiting_for_exercise" not in rows or rows.empty:
+        return
+    waits = rows[rows["waiting_for_exercise"].fillna("").astype(str) != ""]
+    if len(waits):
+        labels = " and ".join(sorted(set(waits["waiting_for_exercise"])))
+        raise LabError(f"{len(waits)} of {len(rows)} points: {waits['error'].iloc[0]}",
+                       f"solve exercise {labels} first, then run the sweep and this check again")

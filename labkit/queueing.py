@@ -190,7 +190,7 @@ def connect_times(df: pd.DataFrame, by=("model", "backlog")):
     fig.update_layout(template=plots.TEMPLATE, title="how long each connect took",
                       title_subtitle_text=f"dotted: when this kernel sends a dropped SYN again ({schedule})")
     if not fig.data:
-        plots.style.annotate(fig, "connect times: nothing measured (every point failed)")
+        plots.style.annotate(fig, plots.style.wrap(plots.grid.nothing_measured(df, "connect times"), 95))
     return fig
 
 

@@ -166,3 +166,20 @@ def test_a_sweep_says_before_it_runs_how_many_points_wait_and_records_them(tmp_p
     said = capsys.readouterr().out
     assert f"{len(frame)} of {len(frame)} point(s) not measurable until exercise 1.1: the top service" in said
     assert set(frame["status"]) == {"failed"} and set(frame["waiting_for_exercise"]) == {"1.1"}
+
+
+def test_a_check_on_points_that_wait_is_an_error_naming_the_exercise_not_a_failure():
+    """07's checks on mine's points: points the lab's stub kept from running raise a LabError
+    (the check's error: nothing the student did), and measured points pass through."""
+    import pandas as pd
+
+    sentence = "not measurable until exercise 1.1: the top service runs your procstat_parse() ..."
+    waiting = pd.DataFrame({"model": ["mine"] * 3, "status": ["failed"] * 3, "error": [sentence] * 3,
+                            "waiting_for_exercise": ["1.1"] * 3})
+    with pytest.raises(LabError) as error:
+        exercises.require_measured(waiting)
+    assert str(error.value.args[0]).startswith("3 of 3 points: not measurable until exercise 1.1: the top service")
+    assert "solve exercise 1.1 first" in error.value.fix
+    measured = waiting.assign(status="ok", error="", waiting_for_exercise="")
+    assert exercises.require_measured(measured) is None
+    assert exercises.require_measured(measured.drop(columns="waiting_for_exercise")) is None  # older results

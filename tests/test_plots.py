@@ -110,6 +110,23 @@ def test_unmeasurable_metric_says_why_instead_of_plotting_zero():
         assert 0 not in list(trace.y or [])
 
 
+WAITS = ("not measurable until exercise 1.1: the top service runs your procstat_parse() (csrc/services/procstat.c), "
+         "which is still the stub. Solve exercise 1.1 in notebook 01_proc_service first.")
+
+
+@pytest.mark.parametrize("draw", [lambda df: plots.metric_vs(df, "throughput_rps"),
+                                  lambda df: plots.metric_vs(df, "server_task-clock"),
+                                  lambda df: plots.latency_vs(df)], ids=["metric", "counter", "latency"])
+def test_a_figure_whose_every_point_waits_for_an_exercise_says_so_and_not_that_they_failed(draw):
+    """Points that wait for an unsolved exercise were never run: the figure gives the
+    exercise's sentence, not "every point failed" nor a counter's note."""
+    df = synthetic(failed=[(m, c, r) for m in ("iterative", "threaded", "select") for c in (3, 6, 10)
+                           for r in range(3)]).assign(error=WAITS, waiting_for_exercise="1.1")
+    text = " ".join(a.text for a in draw(df).layout.annotations).replace("<br>", " ")
+    assert "not measurable until exercise 1.1: the top service runs your procstat_parse()" in text, text
+    assert "failed" not in text and "this machine" not in text, text
+
+
 def test_partly_unmeasurable_metric_names_the_models_in_the_subtitle():
     df = synthetic(hardware=True)
     df.loc[df["model"] == "select", "server_cycles"] = math.nan

@@ -13,8 +13,8 @@ import plotly.graph_objects as go
 
 from labkit.errors import LabError
 
-from .grid import (axes_of, axis_title, is_numeric, kind_of, point_axes, point_label, require, series_of,
-                   setting, summarize, value_text, varying_axes, why_missing)
+from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_label, require,
+                   series_of, setting, summarize, value_text, varying_axes, why_missing)
 from .style import (DASHES, FAILED_COLOR, PATTERNS, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
                     escape, finish, label, not_measurable, set_title, wrap)
 
@@ -147,7 +147,7 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
             ))
     add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
     if not any_measured:
-        annotate(fig, "latency: nothing measured (every point failed)")
+        annotate(fig, wrap(nothing_measured(df, "latency"), 95))
     fig.update_xaxes(tickvals=sorted(df[x].unique()))
     finish(fig)
     return fig

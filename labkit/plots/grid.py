@@ -127,10 +127,32 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
                                        "measured", "failed", "saturated", "errors"])
 
 
+def waiting_reason(df: pd.DataFrame) -> str | None:
+    """The sentence(s) of the points that wait for an unsolved exercise (labkit.exercises),
+    when every point of `df` waits: then none failed, and that is why nothing is drawn."""
+    if "waiting_for_exercise" not in df.columns or df.empty:
+        return None
+    waits = df["waiting_for_exercise"].fillna("").astype(str)
+    if (waits == "").any():
+        return None
+    return "; ".join(dict.fromkeys(str(e) for e in df["error"].fillna("") if str(e).strip())) or None
+
+
+def nothing_measured(df: pd.DataFrame, what: str) -> str:
+    """What a figure of `what` says when no point was measured: the exercise the points wait
+    for, or that every point failed (their reasons are in the crosses and under the panel)."""
+    waiting = waiting_reason(df)
+    return f"{what}: {escape(waiting)}" if waiting else f"{what}: nothing measured ({EVERY_POINT_FAILED})"
+
+
 def why_missing(df: pd.DataFrame, metric: str) -> str:
-    """Why `metric` has no values, in the words the sweep recorded: the points' own errors
-    when every point failed (a failed point measured nothing, whatever perf could count);
-    else, for a perf counter's column (server_..., client_...), perf's note."""
+    """Why `metric` has no values, in the words the sweep recorded: the exercise every point
+    waits for; the points' own errors when every point failed (a failed point measured
+    nothing, whatever perf could count); else, for a perf counter's column (server_...,
+    client_...), perf's note."""
+    waiting = waiting_reason(df)
+    if waiting:
+        return escape(waiting if len(waiting) <= 320 else waiting[:317] + "...")
     if "status" in df.columns and (df["status"] != "ok").all():
         errors = [str(e) for e in df["error"].dropna().unique() if str(e).strip()] if "error" in df.columns else []
         shown = "; ".join(e if len(e) <= 160 else e[:157] + "..." for e in errors[:2])

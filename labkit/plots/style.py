@@ -166,12 +166,13 @@ def label(column: str) -> str:
 
 EVERY_POINT_FAILED = "every point failed"  # grid.why_missing: the machine is not the reason ...
 NO_VALUE = "no point that was measured has a value"  # ... nor here: it is no perf counter
+WAITING = "not measurable until exercise"  # ... nor here: the lab's stub (labkit.exercises.Waiting)
 
 
 def not_measurable(why: str, separator: str = " ") -> str:
     """'not measurable on this machine: <why>', without saying it twice when the recorded
     note already starts with it, nor at all when the points failed (their errors say why)."""
-    if why.startswith((NOT_MEASURABLE, EVERY_POINT_FAILED, NO_VALUE)):
+    if why.startswith((NOT_MEASURABLE, EVERY_POINT_FAILED, NO_VALUE, WAITING)):
         return why
     return f"{NOT_MEASURABLE}:{separator}{why}"
 
