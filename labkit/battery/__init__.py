@@ -99,7 +99,7 @@ class Report:
             mark = f"<b style='color:{colour}'>{r.verdict}</b>"  # the words say it; the colour only repeats
             fix = "" if r.unmeasurable else \
                 f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>"
-            said = "" if r.passed else "not run: see why above" if r.seconds is None else \
+            said = "" if r.passed else "see why above" if r.seconds is None else \
                 f"<pre style='white-space:pre-wrap;word-break:normal;margin:0'>{html.escape(r.message)}</pre>{fix}"
             rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
                         f"<td>{_seconds(r)}</td><td>{said}</td></tr>")
