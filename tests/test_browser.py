@@ -429,10 +429,36 @@ def chromium():
     playwright = sync_playwright().start()
     try:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        _warm_up(browser)
         yield browser
         browser.close()
     finally:
         playwright.stop()
+
+
+def _warm_up(browser) -> None:
+    """Have Chromium start its helper processes now, in the fixture, not during the first
+    test: its GPU process and its network and storage services start with the first page
+    drawn, and conftest.no_leftover_processes would take them for the test's leftovers
+    (a CI run of 2026-11-26).  A page drawn once, then its context closed; then wait until
+    Chromium's processes stop coming and going."""
+    import psutil
+
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_content("<p>warm-up</p>")
+    page.screenshot()
+    context.close()
+
+    def chromium_processes() -> set[int]:
+        return {p.pid for p in psutil.Process().children(recursive=True) if "chromium" in p.name()}
+
+    seen, since, deadline = chromium_processes(), time.monotonic(), time.monotonic() + 15
+    while time.monotonic() - since < 1.0 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        now = chromium_processes()
+        if now != seen:
+            seen, since = now, time.monotonic()
 
 
 @pytest.mark.timeout(600)
