@@ -234,12 +234,16 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
     writes = [r for r in rows if r["experiment"] == "write_strategies" and r["repetitions"] == 2000]  # the panel's
     nagle = [r for r in rows if r["experiment"] == "nagle"]
     # the segments cell: one 60,000-byte write is one or two segments on loopback, ~42 at MTU 1,500;
-    # 100 nodelay writes of 15 bytes behind 10 Mbit/s merge more with autocorking on than off
+    # 100 nodelay writes of 15 bytes behind 10 Mbit/s mostly merge, autocorking on or off (TCP
+    # Small Queues holds them too).  Which merges more is not asserted: on an idle 2-CPU machine
+    # on gave 6.0-6.8 segments and off 7.6-10.8 (five repeats each), but beside a process
+    # spinning on every CPU one repeat gave 8.4 on and 7.5 off (CI, 2026-11-26): the sender
+    # waiting for a CPU while its writes pile up merges them either way.
     big = {r["placement"]: r["data_segments_per_repetition"] for r in rows if r.get("shape") == "1x60000"}
     small = {r["link_autocorking"]: r["data_segments_per_repetition"] for r in rows
              if r["experiment"] == "write_strategies" and r["repetitions"] == 200}
     assert big["same_host"] <= 2 and 41 <= big["namespaces"] <= 45, big
-    assert small["on"] < small["off"] <= 100, small
+    assert set(small) == {"on", "off"} and all(1 <= n <= 25 for n in small.values()), small
     assert sorted((r["strategy"], r["shape"], r["nodelay"]) for r in writes) == sorted(
         (s, shape, n) for s in ("many", "writev", "single") for shape in ("15x100", "100x15") for n in ("off", "on"))
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
