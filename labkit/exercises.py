@@ -79,10 +79,9 @@ def require_measured(rows) -> None:
     the points among `rows` (a sweep's DataFrame) that wait for an unsolved exercise: the
     lab's stub kept them from being measured, not the student's code."""
     from .errors import LabError
+    from .plots import waits_for_exercise
 
-    if "waiting_for_exercise" not in rows or rows.empty:
-        return
-    waits = rows[rows["waiting_for_exercise"].fillna("").astype(str) != ""]
+    waits = rows[waits_for_exercise(rows)]
     if len(waits):
         labels = " and ".join(sorted(set(waits["waiting_for_exercise"])))
         raise LabError(f"{len(waits)} of {len(rows)} points: {waits['error'].iloc[0]}",

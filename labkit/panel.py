@@ -30,25 +30,21 @@ def _summary(df) -> tuple[str, str, list[str]]:
     status = df["status"] if "status" in df else None
     if status is None:
         return "success", f"done: {len(df)} points", []
-    if "waiting_for_exercise" not in df:  # results saved before there was one: nothing waited
-        df = df.assign(waiting_for_exercise="")
-    waiting = df["waiting_for_exercise"].fillna("").astype(str) != ""
+    waiting = plots.waits_for_exercise(df)
     failed = int(((status != "ok") & ~waiting).sum())
-    labels = sorted(set(df.loc[waiting, "waiting_for_exercise"]))
+    waits = df[waiting]  # none where the results have no such column (saved before there was one)
+    labels = sorted(set(waits["waiting_for_exercise"])) if len(waits) else []
     parts = [f"done: {len(df)} points"] + ([f"{failed} failed"] if failed else []) + \
-        ([f"{int(waiting.sum())} not measurable until exercise {' and '.join(labels)}"] if labels else [])
+        ([f"{len(waits)} not measurable until exercise {' and '.join(labels)}"] if labels else [])
     style = "warning" if failed or labels else "success"
-    return style, ", ".join(parts), list(dict.fromkeys(df.loc[waiting, "error"]))
+    return style, ", ".join(parts), list(dict.fromkeys(waits["error"])) if len(waits) else []
 
 
 def _why_failed(df, shown: int = 3) -> list[str]:
     """Each distinct reason the failed points (not those that wait for an exercise) gave, in
     their own words (the server's or the load generator's), once, with the points that gave
     it: under the panel, where a student reads it (the figure's crosses say it on hover only)."""
-    failed = plots.failed_points(df)
-    if "waiting_for_exercise" in df:
-        waits = df.loc[df["status"] != "ok", "waiting_for_exercise"].fillna("").astype(str).to_numpy()
-        failed = failed[waits == ""]
+    failed = plots.failed_points(df[~plots.waits_for_exercise(df)])
     if failed.empty:
         return []
     axes = [c for c in failed.columns if c not in ("model", "error", "repeat")]

@@ -41,6 +41,7 @@ from quickrun import OWN_HOME, PLOTLY, run_quick
 CHROMIUM = Path("/usr/bin/chromium")
 NOTEBOOKS = sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 ARTIFACTS = paths.BUILD / "test-artifacts"
+VIEWPORT = {"width": 1400, "height": 1800}
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -418,8 +419,8 @@ MEASURED_LIVE = {"01_proc_service"}
 
 @pytest.fixture(scope="module")
 def chromium():
-    """One headless Chromium for the tests of this module on this worker, each test's pages in
-    a browser context of its own (no cookie or storage shared): starting Chromium took about 4
+    """One headless Chromium for the tests of this module on this worker, each page in a
+    browser context of its own (no cookie or storage shared): starting Chromium took about 4
     CPU-s here, a JupyterLab page in it 1.5."""
     from playwright.sync_api import sync_playwright
 
@@ -444,11 +445,10 @@ def _warm_up(browser) -> None:
     Chromium's processes stop coming and going."""
     import psutil
 
-    context = browser.new_context()
-    page = context.new_page()
+    page = browser.new_page()
     page.set_content("<p>warm-up</p>")
     page.screenshot()
-    context.close()
+    page.close()
 
     def chromium_processes() -> set[int]:
         return {p.pid for p in psutil.Process().children(recursive=True) if "chromium" in p.name()}
@@ -479,16 +479,15 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
         with open(work / "results.jsonl", "a") as results, open(ran.folder / "results.jsonl") as measured:
             results.write(measured.read())  # the panel's first Run resumes from the quick run's rows
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    # A page per context, as Browser.new_page makes them: with both pages in one context, 06's
-    # test took 50 s here, with one each 17 s (Chromium may put two pages of one site in one
-    # renderer process, whose main thread then draws both).  A laptop's width; tall enough
-    # that a whole panel fits in one screenshot.
-    contexts = [chromium.new_context(viewport={"width": 1400, "height": 1800})
-                for _ in range(2 if panel_copy else 1)]
-    page = contexts[0].new_page()
+    # Each page in a context of its own (Browser.new_page makes one; closing the page closes
+    # it): with both pages in one context, 06's test took 50 s here, not 17 (Chromium may put
+    # two pages of one site in one renderer process, whose main thread then draws both).  A
+    # laptop's width; tall enough that a whole panel fits in one screenshot.
+    page = chromium.new_page(viewport=VIEWPORT)
     # The first control panel, live, in a page of its own: the cells up to it run in this
     # browser's kernel while the notebook as it ran is looked at in the other page.
-    live = contexts[1].new_page() if panel_copy else None
+    live = chromium.new_page(viewport=VIEWPORT) if panel_copy else None
+    opened = [p for p in (page, live) if p]
     on_screen = live or page  # the page the test looks at
     try:
         if live:
@@ -543,6 +542,6 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
         panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
     finally:
         on_screen.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
-        for context in contexts:  # and their pages; Chromium serves the module's next test
-            context.close()
+        for each in opened:  # and its context; Chromium serves the module's next test
+            each.close()
         _shut_down_kernels(base, token)

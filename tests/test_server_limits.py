@@ -40,11 +40,11 @@ WORKERS = 3
 COUNTERS = re.compile(r"^counters pid=(\d+) accepted=(\d+) futile_accepts=(\d+) "
                       r"listener_wakeups=(\d+) shed_idle=(\d+)$")
 TCP_LISTEN = "0A"  # /proc/net/tcp's st for LISTEN (include/net/tcp_states.h)
+TCP_ESTABLISHED = "01"
 # Where the tests that count every accept() listen: an address of loopback's 127.0.0.0/8 that
 # no other test uses.  On 127.0.0.1 a CI run counted 202 accepts for the 200 connections the
 # test made: its server had a port number another test's client was still connecting to.
 COUNTED_HOST = "127.0.99.1"
-TCP_ESTABLISHED = "01"
 
 
 def built(model: str) -> str:
@@ -524,7 +524,7 @@ def test_worker_counters_add_up_to_the_connections_made(model, san, tmp_path):
     lines = server.counters
     # one line per worker, nothing else; a missing one: the server's stderr says whether a worker
     # was killed for outliving the 800 ms after SIGTERM (csrc/common/workers.c) or died otherwise
-    assert len(server.stdout_after) == WORKERS, (server.stdout_after, Path(server.stderr_path).read_text()[-2000:])
+    assert len(server.stdout_after) == WORKERS, (server.stdout_after, server.stderr()[-2000:])
     assert {c.pid for c in lines} == workers  # the parent prints nothing
     assert sum(c.accepted for c in lines) == made == 200, lines
     assert all(c.shed_idle == 0 for c in lines)

@@ -9,8 +9,9 @@ cluster of grading machines, instead of `--jobs` threads on this one.
                                                     note, the executed notebook and the log
 
 A worker has one grading slot (`--resources grading=1`), so two runs never measure on
-one machine at once.  What a task needs travels with it (the grader's limits too); the instructor's notebooks are
-written on the worker into a folder only root can read, never one a grading uid can.
+one machine at once.  What a task needs travels with it, the grader's limits too; the
+instructor's notebooks are written on the worker into a folder only root can read, never
+one a grading uid can.
 A worker that dies mid-task: Dask runs the task again on another worker, and the
 feedback says so (each start is logged as a Dask event); a task that fails twice (an
 exception, or its workers dying) becomes that student's error rows.  The batch always
@@ -30,8 +31,7 @@ import os
 import shutil
 import sys
 import tempfile
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import LabError
@@ -175,7 +175,7 @@ def payload_for(task, instructor: dict[str, bytes], profile, limits, identity: d
         if server is not None:  # none: the worker's grader puts the skeleton there, as local grading does
             files[str(CAPSTONE_SERVER)] = server
     return Payload(task.student, task.notebook, files, task.submitted is not None, instructor, profile,
-                   dataclasses.asdict(limits), identity)
+                   asdict(limits), identity)
 
 
 def connect(address: str, certs=None):

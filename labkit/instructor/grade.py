@@ -187,7 +187,7 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
 
         if scheduler and todo:
             _grade_on_cluster(todo, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
-                              limits, certs)
+                              certs)
         elif todo:
             _grade_here(todo, grader, jobs, finished, progress)
     finally:
@@ -286,12 +286,12 @@ def _grade_here(tasks: list[Task], grader: Grader, jobs: int, finished, progress
 
 
 def _grade_on_cluster(tasks, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
-                      limits, certs) -> None:
+                      certs) -> None:
     """Each task on a Dask worker (cluster.run); the results written here as they come."""
     from . import cluster
 
     identity = cluster.lab_identity()
-    payloads = [cluster.payload_for(task, instructor_bytes, profile, limits, identity) for task in tasks]
+    payloads = [cluster.payload_for(task, instructor_bytes, profile, grader.limits, identity) for task in tasks]
     kept: dict[tuple[str, str], Outcome] = {}
 
     def on_result(task: Task, result) -> None:

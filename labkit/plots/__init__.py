@@ -22,7 +22,7 @@ labkit.netlink.topology; ev_bench's cost per poll call, labkit.bench.event_cost.
 
 from .figures import (latency_histogram, latency_percentiles, latency_vs, metric_by_point, metric_vs,
                       reference_line, spans_decades)
-from .grid import axes_of, axis_title, point_label, setting, summarize, value_text, why_missing
+from .grid import axes_of, axis_title, setting, summarize, value_text, waits_for_exercise, why_missing
 from .style import (FAILED_COLOR, LEGEND_BESIDE_MOST, MODEL_COLORS, SATURATED_GREY, SYMBOLS, TEMPLATE,
                     Y_TITLE_MOST, color, label, readable)
 from .tables import COUNTER_EVENTS, counters_note, counters_table, failed_points, saturation_warning, style_counters
@@ -31,6 +31,6 @@ __all__ = [
     "COUNTER_EVENTS", "FAILED_COLOR", "LEGEND_BESIDE_MOST", "MODEL_COLORS", "SATURATED_GREY", "SYMBOLS",
     "TEMPLATE", "Y_TITLE_MOST", "axes_of", "axis_title", "color", "counters_note", "counters_table",
     "failed_points", "label", "latency_histogram", "latency_percentiles", "latency_vs", "metric_by_point",
-    "metric_vs", "point_label", "readable", "reference_line", "saturation_warning", "setting", "spans_decades",
-    "style_counters", "summarize", "value_text", "why_missing",
+    "metric_vs", "readable", "reference_line", "saturation_warning", "setting", "spans_decades",
+    "style_counters", "summarize", "value_text", "waits_for_exercise", "why_missing",
 ]

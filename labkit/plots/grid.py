@@ -127,13 +127,18 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
                                        "measured", "failed", "saturated", "errors"])
 
 
+def waits_for_exercise(df: pd.DataFrame) -> pd.Series:
+    """Whether each row's point waits for an unsolved exercise (labkit.exercises), and so was
+    never run; False for every row of results saved before there was such a column."""
+    if "waiting_for_exercise" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return df["waiting_for_exercise"].fillna("").astype(str) != ""
+
+
 def waiting_reason(df: pd.DataFrame) -> str | None:
     """The sentence(s) of the points that wait for an unsolved exercise (labkit.exercises),
     when every point of `df` waits: then none failed, and that is why nothing is drawn."""
-    if "waiting_for_exercise" not in df.columns or df.empty:
-        return None
-    waits = df["waiting_for_exercise"].fillna("").astype(str)
-    if (waits == "").any():
+    if df.empty or not waits_for_exercise(df).all():
         return None
     return "; ".join(dict.fromkeys(str(e) for e in df["error"].fillna("") if str(e).strip())) or None
 
