@@ -248,25 +248,32 @@ def scratch_build(name: str, model: str, files: dict[Path, str], sanitize: bool 
     """Program `model` built in a scratch copy of csrc/ whose `files` (paths under csrc/ ->
     text) replace the lab's: (its path, None), or (its path, make's output) when it failed.
 
-    The copy is named after what it is built from (so the same text is built once, and
-    parallel graders share it under a lock) and only `files` differ in it.  The lab's built
-    `parts` come along, their times kept, so make compiles only what the files change
-    ("san" too for an ASan build; csrc/ is never touched)."""
+    The copy is named after what it is built from, and the kind of build (so the same text
+    is built once, and parallel graders share it under a lock); only `files` differ in it.
+    The lab's built `parts` of that kind come along ("san" for an ASan build, the others for
+    a plain one), their times kept, so make compiles only what the files change (csrc/ is
+    never touched).  A copied part may hold the lab's own `model` binary, built from other
+    text: the copy is taken as built only once make has run in it (its `built` stamp)."""
     key = _digest(model, *(f"{path}\0{text}" for path, text in sorted(files.items())),
                   *(p.read_text() for p in sorted(paths.CSRC.rglob("*.[ch]")) if p.relative_to(paths.CSRC) not in files))
-    scratch = SCRATCH / f"{name}-{key}"
+    scratch = SCRATCH / (f"{name}-{key}" + ("-san" if sanitize else ""))
     binary = scratch / "build" / ("san/bin" if sanitize else "bin") / model
+    built = scratch / "built"
     with _locked(scratch):
-        if binary.is_file():
+        if built.is_file() and binary.is_file():
             return binary, None
+        built.unlink(missing_ok=True)
         csrc = scratch / "csrc"
         shutil.rmtree(csrc, ignore_errors=True)  # a copy cut short by a kill is never built from
-        paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build",
-                              parts=tuple(part for part in parts if (paths.BUILD / part).is_dir()))
+        ours = tuple(part for part in parts if (part == "san") == sanitize and (paths.BUILD / part).is_dir())
+        paths.copy_built_tree(paths.CSRC, paths.BUILD, csrc, scratch / "build", parts=ours)
+        binary.unlink(missing_ok=True)  # the lab's, if a part held one: never linked from these files
         for path, text in files.items():
             (csrc / path).write_text(text)
         result = build.make(["-s", "--no-print-directory", *(["SAN=1"] if sanitize else []), str(binary)],
                             csrc, scratch / "build")
+        if result.returncode == 0:
+            built.write_text("")
     return binary, (result.stdout if result.returncode != 0 else None)
 
 
@@ -307,6 +314,10 @@ class ScratchServer:
                                  f"{ready_timeout:g} s{self.died()}")
         self.port = int(line[1])
         self.server.port = self.port
+
+    @property
+    def pid(self) -> int:
+        return self.server._child.popen.pid
 
     def cpu_s(self) -> float | None:
         """CPU seconds the server has used so far (None once it is gone)."""
