@@ -92,6 +92,19 @@ def test_a_notebook_with_an_unbalanced_marker_stops_the_release_before_writing(t
     assert not (tmp_path / "out").exists()
 
 
+def test_a_hidden_check_in_an_untagged_cell_stops_the_release_before_writing(tmp_path):
+    """hidden=True declares a check hidden to grading, but the release leaves out only cells
+    tagged hidden-check: untagged, the cell would reach the students, so it is refused."""
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_code_cell('@ex.check("harsher", points=1, hidden=True)\ndef _():\n    pass'))
+    nbformat.write(nb, notebooks / "bad.ipynb")
+    with pytest.raises(LabError, match=r"bad cell 0 .*hidden=True but is not tagged 'hidden-check'"):
+        release.release(tmp_path / "out", notebooks=notebooks)
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_folder_that_is_not_an_earlier_release_is_never_wiped(tmp_path):
     (tmp_path / "thesis.tex").write_text("years of work")
     with pytest.raises(LabError, match="is not an earlier release"):

@@ -44,6 +44,7 @@ from . import students_readme
 from .c_exercise_catalog import C_EXERCISES, CExercise
 
 HIDDEN_TAG = "hidden-check"
+_HIDDEN_CHECK = re.compile(r"\.check\([^)]*\bhidden\s*=\s*True")  # @ex.check("name", points=1, hidden=True)
 DEFAULT_OUT = paths.WORK / "release"
 RELEASE_MARK = ".labkit-release"  # a folder holding it may be replaced by the next release
 
@@ -129,6 +130,11 @@ def release_notebook(nb, name: str):
         if HIDDEN_TAG in cell.get("metadata", {}).get("tags", []):
             continue
         where = f"{name} cell {index} (id {cell.get('id', '?')})"
+        if _HIDDEN_CHECK.search(cell.source):  # untagged, it would go to the students as a visible check
+            raise LabError(f"{where} declares a check with hidden=True but is not tagged {HIDDEN_TAG!r}: "
+                           "the release would hand it to the students",
+                           f"add the tag {HIDDEN_TAG!r} to that cell (JupyterLab: the property inspector's "
+                           "cell tags), then release again")
         exercise = cell.get("metadata", {}).get("labkit", {}).get("exercise", "")
         cell.source, found = strip_solutions(cell.source, where, exercise)
         solutions += found
