@@ -25,3 +25,34 @@ def with_bug() -> str:
 
 def skeleton() -> str:
     return release.strip_solutions(reference(), "csrc/capstone/mine.c")[0]
+
+
+def _planted(anchor: str, bug: str) -> str:
+    text = reference()
+    assert text.count(anchor) == 1, f"the reference no longer has {anchor!r}: plant the bug elsewhere"
+    return text.replace(anchor, bug)
+
+
+# The reference with one bug each that answers every request right and takes a server down
+# anyway (the battery's resource cases, labkit/battery/resources.py): name -> the text.
+RESOURCE_BUGS = {
+    # a connected socket is writable almost always: a level-triggered loop that always asks wakes for ever
+    "always watches EPOLLOUT": lambda: _planted(
+        "(session_out_pending(c->session) > 0 ? EPOLLOUT : 0)", "EPOLLOUT"),
+    "polls with a zero timeout": lambda: _planted(
+        "epoll_wait(w->epfd, events, MAX_EVENTS, -1)", "epoll_wait(w->epfd, events, MAX_EVENTS, 0)"),
+    # a descriptor opened for each connection (an epoll instance of its own) and never closed
+    "keeps a descriptor per connection": lambda: _planted(
+        "*c = (struct conn){ .fd = fd, .session = s, .events = EPOLLIN };",
+        "*c = (struct conn){ .fd = fd, .session = s, .events = EPOLLIN };\n"
+        "        (void)epoll_create1(EPOLL_CLOEXEC); /* the bug: never closed */"),
+    "keeps each session": lambda: _planted("    session_free(c->session);\n    free(c);\n", "    free(c);\n"),
+    # each worker remembers the last connection it closed, and touches it at the next close
+    "uses a closed connection at the next close": lambda: _planted(
+        "static void close_conn(struct conn *c)\n{\n    close(c->fd);\n    session_free(c->session);\n    free(c);\n}",
+        "static __thread struct conn *closed_before; /* the bug: kept after free() */\n\n"
+        "static void close_conn(struct conn *c)\n{\n    struct conn *gone = closed_before;\n"
+        "    closed_before = c;\n    if (gone != NULL)\n"
+        "        gone->events = 0; /* a use after free, from this worker's second close on */\n"
+        "    close(c->fd);\n    session_free(c->session);\n    free(c);\n}"),
+}

@@ -14,12 +14,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import serverproc
-from capstone_servers import reference, skeleton, with_bug
+from capstone_servers import RESOURCE_BUGS, reference, skeleton, with_bug
 from labkit import battery, capstone, paths
 from labkit.errors import BuildError
 
@@ -28,7 +30,8 @@ def failed(report: battery.Report) -> set[str]:
     return set(report.failed)
 
 
-# The lab's models, whose behaviour other tests assert, through the whole visible battery:
+# The lab's models, whose behaviour other tests assert, through the visible battery but its
+# resource group (which every model meets below, test_every_lab_model_uses_nothing_idle...):
 # each fails exactly what its design cannot do.  iterative serves one client at a time, so
 # the clients behind a silent one wait for ever; every other design passes everything.
 LAB_MODELS = [
@@ -44,7 +47,8 @@ LAB_MODELS = [
 def test_the_battery_fails_a_lab_model_only_where_its_design_cannot_serve(model, fails):
     if model not in serverproc.MODELS:
         pytest.fail(f"{model} is not built here (make -C csrc print-MODELS): the battery cannot be checked on it")
-    report = battery.run_binaries(serverproc.bin_dir() / model, serverproc.bin_dir(san=True) / model)
+    report = battery.run_binaries(serverproc.bin_dir() / model, serverproc.bin_dir(san=True) / model,
+                                  [g for g in battery.GROUPS if g != "resources"])  # every model's: below
     print(report)
     assert failed(report) == fails, str(report)
     if fails:
@@ -65,7 +69,7 @@ def test_the_reference_solution_passes_every_case_visible_and_hidden():
 def test_the_partial_write_bug_fails_the_slow_reader_and_the_message_names_the_fix():
     """The classic bug passes every request/reply case, and loses bytes for a client that
     reads late: the echo case fails, and its message says what to fix."""
-    report = battery.run(with_bug(), [g for g in battery.GROUPS if g != "sanitizers"])
+    report = battery.run(with_bug(), [g for g in battery.GROUPS if g not in ("sanitizers", "resources")])
     print(report)
     assert "echo: reads nothing until the output is full" in failed(report)
     assert failed(report) <= {"echo: reads nothing until the output is full", "top: 1000-row replies read late"}
@@ -228,3 +232,148 @@ except Exception as problem:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[True, True" in done.stdout and "ERRED LabError True" in done.stdout, done.stdout
+
+
+# ---- what a server uses (labkit/battery/resources.py)
+
+IDLE = "idle clients: no CPU while they say nothing"
+# Every lab model through the resource cases, and those run under ASan too: each passes, but
+# the two designed to poll without ever sleeping (their lesson: seed 002's 2a and 2b).
+RESOURCE_FAILS = {
+    "busypoll": {IDLE},  # tries every socket in turn, round after round: a whole CPU while idle
+    "aio": {IDLE},       # polls each request's aio_error(), in a loop that never waits
+}
+
+
+def test_every_lab_model_uses_nothing_idle_and_gives_back_what_connections_took():
+    jobs = [(model, case, san) for model in serverproc.MODELS
+            for case, san in battery.cases(["resources", "sanitizers"]) if case.group == "resources"]
+
+    def one(job):
+        model, case, san = job
+        return model, battery.run_case(serverproc.bin_dir(san=san) / model, case, battery.VISIBLE, san)
+
+    serverproc.bin_dir(san=True)  # built once, before the threads
+    with ThreadPoolExecutor(4) as pool:  # mostly waiting: the idle case's seconds, the servers' closes
+        results = list(pool.map(one, jobs))
+    failed: dict[str, set] = {}
+    for model, result in results:
+        if not result.passed:
+            failed.setdefault(model, set()).add(result.label)
+    assert len(serverproc.MODELS) >= 15 and failed == RESOURCE_FAILS, "\n".join(
+        f"{model}: {r.label}: {r.message}" for model, r in results if not r.passed)
+    spun = next(r for model, r in results if model == "busypoll" and r.case.name == IDLE)
+    assert "it never sleeps while nothing happens" in spun.message, spun.message
+
+
+# Each planted bug (tests/capstone_servers.py): the cases it must fail, and words of the message.
+RESOURCE_VERDICTS = [
+    ("always watches EPOLLOUT", {IDLE}, "it never sleeps"),
+    ("polls with a zero timeout", {IDLE}, "it never sleeps"),
+    ("keeps a descriptor per connection", {f"{s}: descriptors back after connections come and go"
+                                           for s in ("top", "echo", "sink")}, "anon_inode:[eventpoll] x"),
+    ("keeps each session", {"memory back after connections come and go"}, "bytes a connection"),
+]
+
+
+@pytest.mark.parametrize("bug, fails, says", RESOURCE_VERDICTS, ids=[bug for bug, *_ in RESOURCE_VERDICTS])
+def test_a_server_that_answers_right_but_keeps_what_it_used_fails_exactly_that_case(bug, fails, says):
+    report = battery.run(RESOURCE_BUGS[bug](), "resources")
+    print(report)
+    assert failed(report) == fails, str(report)
+    for result in report.results:
+        if not result.passed:
+            assert says in result.message and result.case.fix in str(report), result.message
+
+
+def test_a_use_after_free_on_a_workers_later_connections_is_caught_under_asan():
+    """Each worker touches the connection it closed before: harmless at its first close, a
+    use after free from its second.  The protocol cases under ASan (a connection or two on
+    two workers) never get there; connections coming and going do, and the report names
+    the function.  (The ASan build is of this text: a scratch copy of the lab's build once
+    ran the lab's own ASan `mine` in its place.)"""
+    report = battery.run(RESOURCE_BUGS["uses a closed connection at the next close"](), "sanitizers")
+    print(report)
+    late = {f"{s}: descriptors back after connections come and go (ASan+UBSan)" for s in ("top", "echo", "sink")}
+    assert failed(report) & late and failed(report) <= late, str(report)
+    caught = next(r for r in report.results if not r.passed)
+    assert "heap-use-after-free" in caught.message and "in close_conn" in caught.message, caught.message
+
+
+def _deny_io_uring():
+    """Run in the child before exec: a seccomp filter that makes io_uring_setup fail with
+    EPERM (as Docker's default profile does since 25.0), everything else allowed."""
+    import ctypes
+    import platform
+
+    arch = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}[platform.machine()]  # AUDIT_ARCH_*
+    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
+    program = [(ld_w_abs, 0, 0, 4), (jeq_k, 0, 3, arch), (ld_w_abs, 0, 0, 0), (jeq_k, 0, 1, 425),
+               (ret_k, 0, 0, 0x00050000 | 1),  # SECCOMP_RET_ERRNO | EPERM
+               (ret_k, 0, 0, 0x7FFF0000)]      # SECCOMP_RET_ALLOW
+
+    class Filter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Filter))]
+
+    filters = (Filter * len(program))(*[Filter(*row) for row in program])
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS
+    assert libc.prctl(22, 2, ctypes.byref(Program(len(program), filters)), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
+
+
+def test_where_the_host_refuses_io_uring_an_io_uring_server_is_not_measurable_not_failed():
+    """A seccomp filter refuses io_uring_setup to the battery and its servers: the lab's uring
+    model (which cannot start there) is not measurable in every case, saying why, and its
+    check errs rather than fails; the epoll model beside it is judged as anywhere."""
+    if "uring" not in serverproc.MODELS:
+        pytest.fail("the uring model is not built here: the refusal cannot be checked")
+    script = f"""
+from pathlib import Path
+from labkit import battery
+from labkit.battery import host
+print("refused:", host.io_uring_refused())
+for model in ("uring", "epoll"):
+    report = battery.run_binaries(Path({str(serverproc.bin_dir())!r}) / model, None, "protocol")
+    print(model, [r.verdict for r in report.results])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          preexec_fn=_deny_io_uring)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout
+    assert "refused: not measurable here: this host refuses io_uring (io_uring_setup failed with EPERM" in said, said
+    assert "uring ['not measurable here', 'not measurable here'" in said and "FAILED" not in said, said
+    assert "epoll ['passed', 'passed', 'passed', 'passed']" in said, said
+
+
+def test_a_servers_descriptors_and_cpu_read_from_proc_agree_with_ss_and_the_kernels_clock():
+    """resources.Usage, the reading every resource verdict rests on, against tools the lab did
+    not write: the sockets it finds in the server's /proc/PID/fd are the ones `ss -p` says
+    the process holds (its listener and each accepted connection), and the CPU time it reads
+    for a process that only spins is what that process's own clock says it used."""
+    from labkit.battery import resources
+
+    with serverproc.running("epoll", service="echo") as server:
+        clients = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(5)]
+        for client in clients:  # each answered: each accepted
+            client.sendall(b"x")
+            assert client.recv(1) == b"x"
+        sockets = sum(t.startswith("socket:[") for t in resources.Usage(server.proc.pid).descriptors())
+        listed = subprocess.run(["ss", "-Htanp"], capture_output=True, text=True, check=True).stdout
+        held = sum(f"pid={server.proc.pid}," in line for line in listed.splitlines())
+        for client in clients:
+            client.close()
+    assert sockets == held == 1 + len(clients), (sockets, held)
+
+    spinner = subprocess.Popen([sys.executable, "-c", "import time\nend = time.thread_time() + 0.5\n"
+                                "while time.thread_time() < end: pass\nprint(time.process_time())"],
+                               stdout=subprocess.PIPE, text=True)
+    usage = resources.Usage(spinner.pid)
+    readings = []
+    while spinner.poll() is None:
+        readings.append(usage.cpu_s())
+        time.sleep(0.05)
+    own = float(spinner.stdout.read())
+    assert readings and own - 0.07 <= max(readings) <= own + 0.02, (max(readings), own)  # 10 ms ticks, 50 ms apart

@@ -44,7 +44,10 @@
  * The battery of tests runs on your model as on the lab's: every service's
  * protocol, pipelined requests, requests split across packets, a slow reader
  * (no byte may be lost), clients that reset, many clients at once, running
- * out of descriptors, SIGTERM (status 0 within a second), and all of it
+ * out of descriptors, SIGTERM (status 0 within a second), what your server
+ * uses (next to no CPU while its clients are silent; its descriptors and
+ * memory back where they were after connections come and go, through every
+ * kind of close), and the protocol, split, reset and come-and-go cases
  * again in the ASan+UBSan build (make SAN=1).
  *
  * Designs to choose from (notebooks/07_your_server.ipynb walks through them):

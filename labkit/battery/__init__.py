@@ -1,14 +1,16 @@
 """The battery: what a server must survive before its numbers mean anything.
 
-A case is a row of cases.CASES: its group, the service it runs, what an independent client
-(plain Python sockets, never the lab's load generator) does to a fresh server, and what
-to fix when it fails.  The lab's load sends one request and waits for its reply, so none
+A case is a row of CASES (cases.py's, then resources.py's): its group, the service it
+runs, what an independent client (plain Python sockets, never the lab's load generator)
+does to a fresh server, and what to fix when it fails.  The lab's load sends one request and waits for its reply, so none
 of this happens in a measurement; a server that mishandles it is wrong in every
 measurement anyway.  Each case gets a server of its own, started from the binary
 capstone.build_text() made of the text under test, and after the case that server must
 still be alive: a crash fails the case whatever the client saw.
 
-Three files: cases.py (the cases, their groups and sizes: what the battery does),
+The files: cases.py (what a server answers: the cases, their groups and sizes),
+resources.py (what it uses: CPU while idle, descriptors and memory as connections come
+and go), host.py (what this host refuses a server: such a case is not measurable here),
 client.py (plain sockets, every wait bounded), and this one (a fresh server per case,
 the report, the checks).  tests/test_capstone.py runs the battery on lab models whose
 behaviour the rest of the suite asserts (threaded, epoll, pool and uring pass every case;
@@ -29,12 +31,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..launcher import how_it_ended
-from .cases import CASES, FD_LIMIT, GROUPS, HIDDEN, SANITIZED_GROUPS, VISIBLE, Case, Size
+from . import cases as _protocol_cases, host, resources
+from .cases import FD_LIMIT, GROUPS, HIDDEN, SANITIZED_GROUPS, VISIBLE, Case, Size
 from .client import CaseFailed, said_by
 
 __all__ = ["CASES", "GROUPS", "HIDDEN", "VISIBLE", "Case", "CaseFailed", "Report", "Result", "Size", "cases",
            "check", "run", "run_binaries", "run_case"]
 
+CASES = _protocol_cases.CASES + resources.CASES  # what it answers (cases.py), then what it uses (resources.py)
 SAN_ENV = {"ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0:exitcode=66",
            "UBSAN_OPTIONS": "print_stacktrace=1:halt_on_error=1:exitcode=67"}
 SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -142,11 +146,14 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
     wait = exercises.blocking_service(case.service)
     if wait is not None:  # the lab's stub would answer, not the student's server: no verdict
         return Result(case, False, None, wait.sentence, sanitize, unmeasurable=True, waiting_for=wait.exercise.label)
+    refused = host.io_uring_refused() if host.uses_io_uring(binary) else None
+    if refused is not None:  # a correct io_uring server cannot start here: no verdict
+        return Result(case, False, None, refused, sanitize, unmeasurable=True)
     started = time.monotonic()
     args = ["--workers", str(workers)] if workers and takes_workers(binary) else []
     prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
     if sanitize:
-        room = _address_space_for_asan()
+        room = host.room_for_asan()
         if isinstance(room, str):
             return Result(case, False, None, room, sanitize, unmeasurable=True)
         prefix = room + prefix
@@ -162,13 +169,17 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
             message = _sigterm(server, case, size)
         else:
             try:
-                case.run(server.port, size, *([server] if case.server == "fd_limit" else []))
+                case.run(server.port, size, *([server] if case.server in ("fd_limit", "watched") else []))
             except (AssertionError, OSError) as failure:
                 message = said_by(failure)
                 # a server that exits closes its sockets before it can be reaped, so its client may
                 # see the reset first: a moment for its exit and last words to be the message
                 server.server.exit_status(within=0.5)
             died = server.died()
+            stderr = server.server.stderr_text() if died else ""
+            if any(marker in stderr for marker in SAN_MARKERS):  # its report's head, not the shadow bytes' tail
+                died = died.split(":\n", 1)[0] + ", the sanitizers reporting (the first lines):\n" + \
+                    _first_report(stderr)
             if died:
                 message = (message + "\n" if message else "") + f"the server is gone{died}"
     finally:
@@ -181,22 +192,6 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
             if any(marker in report for marker in SAN_MARKERS):
                 message = "the sanitizers reported (the first lines):\n" + _first_report(report)
     return Result(case, not message, time.monotonic() - started, message, sanitize)
-
-
-def _address_space_for_asan() -> list[str] | str:
-    """The launch prefix that gives an ASan build room for its shadow memory (terabytes,
-    reserved at start, not used), or why there is none: an address-space limit whose hard
-    value this process cannot raise (grading without a cgroup; `ulimit -v`)."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if soft == resource.RLIM_INFINITY:
-        return []
-    if hard == resource.RLIM_INFINITY:
-        return ["prlimit", "--as=unlimited:", "--"]
-    return (f"not measurable here: an ASan build reserves terabytes of address space at start, and this "
-            f"process may use at most {hard >> 20:,} MiB (RLIMIT_AS, `ulimit -v`). Run it where the limit is "
-            "unlimited; a grader gives it room where the run's cgroup bounds its memory (grade as root)")
 
 
 def _sigterm(server, case: Case, size: Size) -> str:
@@ -239,7 +234,8 @@ def cases(groups=None) -> list[tuple[Case, bool]]:
         if group not in wanted:
             continue
         if group == "sanitizers":
-            chosen += [(case, True) for case in CASES if case.group in SANITIZED_GROUPS]
+            chosen += [(case, True) for case in CASES
+                       if case.group in SANITIZED_GROUPS or case.name in resources.SANITIZED]
         else:
             chosen += [(case, False) for case in CASES if case.group == group]
     return chosen
@@ -286,5 +282,5 @@ def check(source_text: str, group: str, hidden: bool = False) -> str:
         first = unmeasurable[0]
         raise LabError(f"{first.label}: {first.message}",
                        f"solve exercise {first.waiting_for} first, then run this check again" if first.waiting_for
-                       else "grade the sanitizers where an ASan build can start (see the message)")
+                       else "run it on a host that allows what the message names")
     return f"{len(report.results)} case(s) passed: " + "; ".join(r.label for r in report.results)

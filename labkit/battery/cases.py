@@ -29,7 +29,10 @@ GROUPS = {
     "many_clients": "many connections at once, a silent one among them, every one answered",
     "out_of_descriptors": "more connections than descriptors (EMFILE): shed, not hung, and serving after",
     "sigterm": "SIGTERM with clients connected: exit status 0 within a second",
-    "sanitizers": "the protocol, pipelining, split and reset cases again, built with ASan and UBSan",
+    "resources": "what the server uses: no CPU while its clients are silent; its descriptors and memory back "
+                 "after connections come and go, through every kind of close",
+    "sanitizers": "the protocol, pipelining, split and reset cases, and connections coming and going, again, "
+                  "built with ASan and UBSan",
 }
 
 
@@ -45,12 +48,18 @@ class Size:
     jitter: bool = False          # split: random pauses (0-20 ms) instead of a fixed one
     resets: int = 1               # resets: clients that reset, one after another
     idle_over_limit: int = 40     # out_of_descriptors: idle connections beyond the descriptor limit
+    idle_clients: int = 10        # resources: silent connections while the server's CPU is measured
+    idle_seconds: float = 1.5     # resources: ... for this long
+    churn: int = 200              # resources: connections that come and go, for the descriptors
+    memory_churn: int = 600       # resources: ... for memory, a round (a warm-up, then two rounds)
+    churn_threads: int = 4        # resources: ... this many at a time
     timeout: float = 5.0          # every single wait
 
 
 VISIBLE = Size()
 HIDDEN = Size(clients=300, exchanges=5, echo_bytes=48 << 20, top_requests=1000, jitter=True, resets=5,
-              idle_over_limit=120, timeout=8.0)
+              idle_over_limit=120, idle_clients=50, idle_seconds=4.0, churn=1000, memory_churn=2000, churn_threads=8,
+              timeout=8.0)
 FD_LIMIT = 64  # out_of_descriptors: the server's RLIMIT_NOFILE
 
 
@@ -61,7 +70,7 @@ class Case:
     service: str
     run: Callable          # run(port, size[, server]) -> None; raises CaseFailed (or AssertionError)
     fix: str               # what to look at when it fails
-    server: str = "plain"  # plain | fd_limit (also handed the server) | sigterm
+    server: str = "plain"  # plain | fd_limit, watched (also handed the server) | sigterm
 
 
 
