@@ -47,6 +47,11 @@ RESOURCE_BUGS = {
         "*c = (struct conn){ .fd = fd, .session = s, .events = EPOLLIN };\n"
         "        (void)epoll_create1(EPOLL_CLOEXEC); /* the bug: never closed */"),
     "keeps each session": lambda: _planted("    session_free(c->session);\n    free(c);\n", "    free(c);\n"),
+    # ... or only the session of a connection that was reset: one path of the seven kinds of close
+    "keeps the session of a reset connection": lambda: _planted(
+        "    if (ready & (EPOLLERR | EPOLLHUP)) {\n        close_conn(c);",
+        "    if (ready & (EPOLLERR | EPOLLHUP)) {\n        close(c->fd); /* the bug: its session is never freed */\n"
+        "        free(c);"),
     # each worker remembers the last connection it closed, and touches it at the next close
     "uses a closed connection at the next close": lambda: _planted(
         "static void close_conn(struct conn *c)\n{\n    close(c->fd);\n    session_free(c->session);\n    free(c);\n}",

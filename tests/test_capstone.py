@@ -273,6 +273,7 @@ RESOURCE_VERDICTS = [
     ("keeps a descriptor per connection", {f"{s}: descriptors back after connections come and go"
                                            for s in ("top", "echo", "sink")}, "anon_inode:[eventpoll] x"),
     ("keeps each session", {"memory back after connections come and go"}, "bytes a connection"),
+    ("keeps the session of a reset connection", {"memory back after connections come and go"}, "bytes a connection"),
 ]
 
 
