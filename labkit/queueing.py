@@ -70,13 +70,12 @@ def latency_vs_offered(df: pd.DataFrame, percentiles=("p50", "p99", "p999")):
     percentile, and a dotted vertical line at each model's knee."""
     from . import plots
 
-    fig = plots.latency_vs(df, x="rate", percentiles=percentiles, x_title="offered rate (requests/s)")
+    fig = plots.latency_vs(df, x="rate", percentiles=percentiles, x_title="offered rate (requests/s)", log_y=True)
     found = knees(df).dropna(subset=["knee_rps"])
     for rate, same in found.groupby("knee_rps", sort=True):  # models with the same knee share one label
         models = list(same["model"])
         _mark_on_log_x(fig, rate, f"knee: {', '.join(models)}", plots.color(models[0]) if len(models) == 1 else "#555")
     fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
     fig.update_layout(title="request latency vs offered rate (dotted: each model's knee)")
     return fig
 

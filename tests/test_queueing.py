@@ -112,3 +112,18 @@ def test_03s_connect_timeout_and_06s_retry_times_come_from_one_function(monkeypa
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
     assert "queueing.syn_retry_times(" in (notebooks / "06_what_breaks_first.ipynb").read_text()
     assert "failures.connect_timeout(" in (notebooks / "03_uploads.ipynb").read_text()
+
+
+def test_a_failed_point_of_the_latency_against_offered_load_shows_on_its_log_axis():
+    """A point whose every repeat failed sits below the measured ones: on the log axis this
+    figure has, at a positive latency (a negative one would be drawn nowhere, leaving only
+    "failed" in the legend, as it once did for mine's points in notebook 07)."""
+    rows = pd.DataFrame([dict(model=m, rate=r, status=st, repeat=0, error=e, lat_p50_us=v, lat_p99_us=v,
+                              lat_p999_us=v, completed_rps=r if st == "ok" else math.nan)
+                         for m, r, st, v, e in (("epoll", 500, "ok", 700.0, ""), ("epoll", 3000, "ok", 9e5, ""),
+                                                ("mine", 500, "failed", math.nan, "the server died"),
+                                                ("mine", 3000, "failed", math.nan, "the server died"))])
+    fig = queueing.latency_vs_offered(rows)
+    assert fig.layout.yaxis.type == "log"
+    [cross] = [t for t in fig.data if t.name == "failed"]
+    assert list(cross.x) == [500, 3000] and all(0 < y < 700.0 for y in cross.y), list(cross.y)

@@ -125,13 +125,16 @@ def _line_name(df: pd.DataFrame, model: str | None, series: list[str], values: t
 
 
 def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
-               x_title: str | None = None) -> go.Figure:
-    """Latency percentiles against column `x`: one colour per model, one dash per percentile."""
+               x_title: str | None = None, log_y: bool = False) -> go.Figure:
+    """Latency percentiles against column `x`: one colour per model, one dash per percentile.
+    log_y: a log latency axis, set before the failed points are placed below the rest."""
     dashes = ["solid", "dash", "dot", "dashdot"]
     x_title = x_title or axis_title(df, x)
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, title=f"request latency vs {x_title}",
                       xaxis_title=x_title, yaxis_title="latency (µs)")
+    if log_y:
+        fig.update_yaxes(type="log")
     any_measured = False
     for dash, pct in zip(dashes, percentiles):
         column = f"lat_{pct}_us"
