@@ -1,0 +1,128 @@
+"""How sure a percentile is: distribution-free confidence intervals from order statistics.
+
+A percentile of n samples is one of them, an order statistic.  Whatever the distribution
+(and latency is far from normal: long-tailed, often with several modes), the number B of
+samples that fall below the true q-quantile is Binomial(n, q), so the true quantile lies
+between the l-th and the u-th smallest samples exactly when l <= B <= u - 1:
+
+    P(X(l) <= x_q <= X(u)) = P(l <= B <= u - 1)        (B ~ Binomial(n, q))
+
+for any continuous distribution (J.-Y. Le Boudec, Performance Evaluation of Computer and
+Communication Systems, EPFL Press 2010, Theorem 2.1; the same argument as the sign test).
+quantile_interval() picks the ranks that leave at most half the missing confidence in each
+tail, and says the confidence it reached, which discreteness makes a little higher than
+asked -- or lower, when there are too few samples for it, and then the interval is the
+widest the samples allow and says it is not enough:
+
+- the median of 3 repeats: (1, 3) is the best there is, [min, max], and it is a 75%
+  interval, not 95% (1 - 2 x 0.5^3); 6 repeats give 97%;
+- p99.9 of 1,000 requests: the upper rank would be past the last sample (the true p99.9
+  lies above all 1,000 with probability 0.999^1000 = 37%); [X(997), X(1000)] holds it
+  with 61% confidence: this run cannot bound its p99.9 at 95%, and says so.
+
+Invariants: no assumption about the distribution; the confidence returned is the one the
+ranks give (computed, not the one asked for); an interval short of the confidence asked
+says so (enough is False), never passes for a 95% one."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+    confidence: float            # what the ranks give: P(low <= true value <= high)
+    asked: float = CONFIDENCE    # what was asked for
+
+    def __contains__(self, value: float) -> bool:
+        return self.low <= value <= self.high
+
+    @property
+    def enough(self) -> bool:
+        """Whether the samples reached the confidence asked (else: too few for it)."""
+        return self.confidence >= self.asked - 1e-12
+
+
+def _binomial_cdf(n: int, q: float):
+    """F(k) = P(Binomial(n, q) <= k), as a function; exact, summed outward from the mode
+    (terms below 1e-300 of the mode's are left out: they change nothing in float64)."""
+    mode = min(n, int((n + 1) * q))
+    log_mode = (math.lgamma(n + 1) - math.lgamma(mode + 1) - math.lgamma(n - mode + 1)
+                + (mode * math.log(q) if mode else 0.0) + ((n - mode) * math.log1p(-q) if n - mode else 0.0))
+    pmf = {mode: math.exp(log_mode)}
+    ratio = q / (1 - q)
+    k, p = mode, pmf[mode]
+    while k < n and p > 1e-300:
+        p *= (n - k) / (k + 1) * ratio
+        k += 1
+        pmf[k] = p
+    k, p = mode, pmf[mode]
+    while k > 0 and p > 1e-300:
+        p *= k / (n - k + 1) / ratio
+        k -= 1
+        pmf[k] = p
+    first, last = min(pmf), max(pmf)
+    cumulative, total = {}, 0.0
+    for k in range(first, last + 1):
+        total += pmf[k]
+        cumulative[k] = total
+
+    def cdf(k: int) -> float:
+        if k < first:
+            return 0.0
+        return 1.0 if k >= last else min(1.0, cumulative[k])
+    return cdf
+
+
+def quantile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int, int, float]:
+    """1-based ranks (l, u) of the order statistics that bound the q-quantile of n samples,
+    each tail holding at most (1 - confidence) / 2 where the samples allow it (else the
+    first or the last sample), and the coverage they reach."""
+    if n < 1 or not 0 < q < 1:
+        raise ValueError(f"need n >= 1 samples and 0 < q < 1 (got n={n}, q={q})")
+    tail = (1 - confidence) / 2
+    cdf = _binomial_cdf(n, q)
+    # l is valid when P(B <= l - 1) <= tail: the largest is the first k with F(k) > tail;
+    # u is valid when P(B >= u) <= tail: the smallest is one past the first k with F(k) >= 1 - tail
+    low = max(1, min(n, _first(lambda k: cdf(k) > tail, n)))
+    high = min(n, _first(lambda k: cdf(k) >= 1 - tail, n) + 1)
+    reached = cdf(high - 1) - cdf(low - 1)
+    return low, high, reached
+
+
+def _first(holds, n: int) -> int:
+    """The smallest k in 0..n for which holds(k), a test that once true stays true (F rises)."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if holds(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def quantile_interval(samples: Sequence[float], q: float, confidence: float = CONFIDENCE) -> Interval:
+    """The interval that holds the true q-quantile of what `samples` were drawn from, with
+    the confidence the ranks reach (see the module's doc)."""
+    ordered = sorted(samples)
+    low, high, reached = quantile_ranks(len(ordered), q, confidence)
+    return Interval(ordered[low - 1], ordered[high - 1], reached, confidence)
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> Interval:
+    """The interval of the median of a few repeats: [min, max] of 3 repeats is a 75% one."""
+    return quantile_interval(values, 0.5, confidence)
+
+
+def differ(a: Interval, b: Interval) -> bool:
+    """Whether two results differ beyond their noise: their intervals do not overlap.  A
+    conservative test (two 95% intervals that just touch mean a difference at well beyond
+    95%), so "no difference this run can see" is the answer whenever they overlap."""
+    return a.high < b.low or b.high < a.low

@@ -1,0 +1,94 @@
+"""labkit.uncertainty: the intervals every figure's uncertainty will rest on, held to what
+they claim.  The coverage tests simulate what a run measures, from distributions whose
+quantiles are known, with a fixed seed: 2,000 runs each, and the share of runs whose 95%
+interval holds the true value must be 93-97% (the binomial noise of 2,000 runs is about
+0.5%; the ranks' discreteness makes the coverage a little above 95%, and the interval says
+by how much)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from labkit import uncertainty
+
+RUNS = 2000
+
+
+def exponential(rng, shape):  # an M/M/1 response time's shape: its q-quantile is -ln(1 - q)
+    return rng.exponential(1.0, shape)
+
+
+def lognormal(rng, shape):    # a long tail, nothing like a normal: its q-quantile is exp(z_q)
+    return rng.lognormal(0.0, 1.0, shape)
+
+
+Z = {0.5: 0.0, 0.99: 2.3263478740408408, 0.999: 3.090232306167813}  # the standard normal's quantiles
+
+# distribution, samples a run has, the percentile, its true value
+COVERAGE = [
+    (exponential, 10_000, 0.99, -math.log(0.01)),     # a point's p99, from its requests
+    (exponential, 20_000, 0.999, -math.log(0.001)),   # p99.9 needs tens of thousands
+    (lognormal, 2_000, 0.5, math.exp(Z[0.5])),        # a median
+    (lognormal, 5_000, 0.99, math.exp(Z[0.99])),
+]
+
+
+@pytest.mark.parametrize("draw, n, q, truth", COVERAGE, ids=[f"{d.__name__}-{n}-p{q * 100:g}"
+                                                             for d, n, q, _ in COVERAGE])
+def test_a_95_percent_interval_holds_the_true_percentile_in_93_to_97_percent_of_runs(draw, n, q, truth):
+    rng = np.random.default_rng(20261126)
+    low, high, reached = uncertainty.quantile_ranks(n, q)
+    held = 0
+    for _ in range(RUNS // 100):  # 100 runs at a time: each a row of n samples
+        runs = np.partition(draw(rng, (100, n)), [low - 1, high - 1], axis=1)
+        held += int(np.sum((runs[:, low - 1] <= truth) & (truth <= runs[:, high - 1])))
+    coverage = held / RUNS
+    assert 0.93 <= coverage <= 0.97, (coverage, low, high)
+    assert abs(coverage - reached) < 0.015, (coverage, reached)  # what it says it reaches, it reaches
+
+
+def test_the_median_of_a_few_repeats_says_how_sure_it_is():
+    """[min, max] of 3 repeats is the best 3 allow: a 75% interval, and it says so; 6
+    repeats reach 97%.  Simulated: the share of runs holding the true median is that."""
+    rng = np.random.default_rng(3)
+    for repeats, reached in ((3, 0.75), (6, 0.96875)):
+        runs = [uncertainty.median_interval(list(values)) for values in lognormal(rng, (RUNS, repeats))]
+        assert all(r.confidence == pytest.approx(reached) for r in runs)
+        assert all(r.enough == (repeats >= 6) and r.low <= r.high for r in runs)
+        coverage = sum(1.0 in r for r in runs) / RUNS  # the lognormal's median is 1
+        assert abs(coverage - reached) < 0.03, (repeats, coverage)
+
+
+# samples, percentile: the ranks (1-based), exact, and whether they reach 95%
+RANKS = [
+    (3, 0.5, (1, 3), False),          # 1 - 2 x 0.5^3 = 75%
+    (6, 0.5, (1, 6), True),           # 1 - 2 x 0.5^6 = 96.9%
+    (10, 0.5, (2, 9), True),          # the sign test's table: 97.9%
+    (1000, 0.999, (997, 1000), False),  # p99.9 of 1,000 requests: 61%, not 95%
+    (10_000, 0.99, (9880, 9920), True),
+]
+
+
+@pytest.mark.parametrize("n, q, ranks, enough", RANKS)
+def test_the_ranks_are_the_binomials(n, q, ranks, enough):
+    low, high, reached = uncertainty.quantile_ranks(n, q)
+    assert (low, high) == ranks
+    # the coverage, summed here term by term: P(low <= B <= high - 1), B ~ Binomial(n, q)
+    exact = sum(math.comb(n, k) * q ** k * (1 - q) ** (n - k) for k in range(low, high))
+    assert reached == pytest.approx(exact, rel=1e-9)
+    assert (reached >= 0.95) == enough
+
+
+def test_two_results_differ_only_when_their_intervals_do_not_overlap():
+    a = uncertainty.Interval(10.0, 12.0, 0.95)
+    assert uncertainty.differ(a, uncertainty.Interval(12.5, 13.0, 0.95))
+    assert not uncertainty.differ(a, uncertainty.Interval(11.9, 13.0, 0.95))
+    assert not uncertainty.differ(a, a)
+
+
+def test_bad_input_says_what_is_needed():
+    with pytest.raises(ValueError, match="need n >= 1 samples and 0 < q < 1"):
+        uncertainty.quantile_ranks(0, 0.5)
+    with pytest.raises(ValueError, match="0 < q < 1"):
+        uncertainty.quantile_ranks(10, 1.0)
