@@ -378,3 +378,16 @@ def test_a_servers_descriptors_and_cpu_read_from_proc_agree_with_ss_and_the_kern
         time.sleep(0.05)
     own = float(spinner.stdout.read())
     assert readings and own - 0.07 <= max(readings) <= own + 0.02, (max(readings), own)  # 10 ms ticks, 50 ms apart
+
+
+def test_a_check_after_the_battery_runs_only_what_did_not_pass_on_that_text():
+    """07's checks follow its battery run on the same text: what passed there is reported as
+    passed then (and says so), what failed is run again, and another text runs afresh."""
+    text = RESOURCE_BUGS["keeps each session"]() + "\n/* this test's own text: no other test ran it here */\n"
+    first = battery.run(text, "resources")
+    assert failed(first) == {"memory back after connections come and go"} and not any(r.earlier for r in first.results)
+    again = battery.run(text, "resources")
+    assert [r.earlier for r in again.results] == [r.passed for r in first.results]
+    assert "an earlier run of this text" in str(again) and failed(again) == failed(first)
+    other = battery.run(text + "\n", "protocol")
+    assert other.passed and not any(r.earlier for r in other.results)

@@ -53,6 +53,7 @@ class Result:
     sanitized: bool = False
     unmeasurable: bool = False  # the machine cannot run it (the message says why): no verdict
     waiting_for: str = ""       # ... because it runs this unsolved exercise's stub (labkit.exercises)
+    earlier: bool = False       # passed on an earlier run of the same text, in this process (run())
 
     @property
     def verdict(self) -> str:
@@ -124,7 +125,8 @@ class Report:
 
 
 def _seconds(result: Result) -> str:
-    return "not run" if result.seconds is None else f"{result.seconds:.2f} s"
+    return "not run" if result.seconds is None else \
+        f"{result.seconds:.2f} s" + (", an earlier run of this text" if result.earlier else "")
 
 
 # ---------------------------------------------------------------------------
@@ -250,15 +252,38 @@ def run_binaries(plain: Path | None, sanitized: Path | None, groups=None, size: 
     return report
 
 
+# (the text's digest, case, sanitized, size) -> a passed result, in this process.  Notebook
+# 07's checks follow its battery run on the same `my_server`: a case that passed on that
+# text is not run again (an edited server is another text).  A failure is never kept: run
+# again, the case gets a fresh try.
+_PASSED: dict[tuple, Result] = {}
+
+
 def run(source_text: str, groups=None, hidden: bool = False) -> Report:
     """Build `source_text` as the model `mine` (plain, and with ASan + UBSan when the
-    sanitizers group is chosen) and run the battery's `groups` (default: all) on it."""
+    sanitizers group is chosen) and run the battery's `groups` (default: all) on it; a
+    case this process saw pass on the same text is reported as passed then (_PASSED)."""
+    import dataclasses
+    import hashlib
+
     from .. import capstone
 
-    chosen = cases(groups)
-    plain = capstone.build_text(source_text) if not all(s for _, s in chosen) else None
-    sanitized = capstone.build_text(source_text, sanitize=True) if any(s for _, s in chosen) else None
-    return run_binaries(plain, sanitized, groups, HIDDEN if hidden else VISIBLE)
+    size = HIDDEN if hidden else VISIBLE
+    digest = hashlib.sha256(source_text.encode()).hexdigest()
+    chosen = [(case, sanitize, (digest, case.name, sanitize, size)) for case, sanitize in cases(groups)]
+    todo = [sanitize for _, sanitize, key in chosen if key not in _PASSED]
+    plain = capstone.build_text(source_text) if False in todo else None
+    sanitized = capstone.build_text(source_text, sanitize=True) if True in todo else None
+    report = Report()
+    for case, sanitize, key in chosen:
+        if key in _PASSED:
+            report.results.append(dataclasses.replace(_PASSED[key], earlier=True))
+            continue
+        result = run_case(sanitized if sanitize else plain, case, size, sanitize)
+        if result.passed:
+            _PASSED[key] = result
+        report.results.append(result)
+    return report
 
 
 def check(source_text: str, group: str, hidden: bool = False) -> str:
