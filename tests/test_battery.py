@@ -24,7 +24,7 @@ from serverproc import Client
 
 KINDS = [(model, san) for san in (False, True) for model in serverproc.MODELS]
 NODELAY_PAUSE = 0.02   # between the two halves of a split request: two segments, two reads
-ECHO_PAST_THE_KERNEL = 4 << 20  # bytes beyond what the kernel can hold: a bounded server cannot take them all
+ECHO_PAST_THE_KERNEL = 1 << 20  # bytes beyond what the kernel can hold: a bounded server cannot take them all
 TOP_REPLY_TIMEOUT = 60.0  # the longest wait for one TOP 1000 reply (top_reader_that_waits_until_the_output_is_full)
 
 

@@ -49,7 +49,7 @@ class Size:
     resets: int = 1               # resets: clients that reset, one after another
     idle_over_limit: int = 40     # out_of_descriptors: idle connections beyond the descriptor limit
     idle_clients: int = 10        # resources: silent connections while the server's CPU is measured
-    idle_seconds: float = 1.5     # resources: ... for this long
+    idle_seconds: float = 1.0     # resources: ... for this long
     churn: int = 120              # resources: connections that come and go, for the descriptors
     memory_churn: int = 300       # resources: ... for memory, a round (a warm-up, then two rounds)
     churn_threads: int = 4        # resources: ... this many at a time
@@ -58,7 +58,7 @@ class Size:
 
 VISIBLE = Size()
 HIDDEN = Size(clients=300, exchanges=5, echo_bytes=48 << 20, top_requests=1000, jitter=True, resets=5,
-              idle_over_limit=120, idle_clients=50, idle_seconds=4.0, churn=600, memory_churn=1000, churn_threads=8,
+              idle_over_limit=120, idle_clients=50, idle_seconds=2.5, churn=300, memory_churn=600, churn_threads=8,
               timeout=8.0)
 FD_LIMIT = 64  # out_of_descriptors: the server's RLIMIT_NOFILE
 
