@@ -57,7 +57,7 @@ def tcp_ext(pid: int | str = "self") -> dict[str, float]:
 def accept_queues(pid: int | str, port: int) -> list[int]:
     """The accept queue of every socket listening on `port` in `pid`'s namespace (one per
     listener: an SO_REUSEPORT server has several)."""
-    queues = []
+    queues: dict[str, int] = {}  # by inode: the kernel may list a socket twice while others come and go
     for table in ("tcp", "tcp6"):
         try:
             lines = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
@@ -65,10 +65,10 @@ def accept_queues(pid: int | str, port: int) -> list[int]:
             continue
         for line in lines:
             fields = line.split()
-            # sl local_address rem_address st tx_queue:rx_queue ...
-            if len(fields) > 4 and fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
-                queues.append(int(fields[4].split(":")[1], 16))
-    return queues
+            # sl local_address rem_address st tx_queue:rx_queue tr:when retrnsmt uid timeout inode ...
+            if len(fields) > 9 and fields[3] == _TCP_LISTEN and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                queues[fields[9]] = int(fields[4].split(":")[1], 16)
+    return list(queues.values())
 
 
 def somaxconn() -> float:
