@@ -147,7 +147,7 @@ def kernel_can_hold(sock: socket.socket) -> int:
     """The most bytes the kernel may hold between this client and a server that reads none:
     this socket's buffers and the server's, which grow by themselves up to the third values
     of tcp_rmem and tcp_wmem.  Read from /proc, never assumed: tcp_rmem's is 32 MiB on the
-    Linux 6.18 machines this suite runs on (6 MiB before), and a fixed 32 MB payload was
+    Linux 6.18 machines this suite runs on (long 6 MiB by default), and a fixed 32 MB payload was
     once taken whole by a correct server whose receive buffer had grown that far."""
     def third(name: str) -> int:
         return int(Path(f"/proc/sys/net/ipv4/{name}").read_text().split()[2])
