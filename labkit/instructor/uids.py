@@ -38,7 +38,10 @@ class UidLease:
     Two graders at once (two courses, or a test suite beside a real batch)
     must never share a uid: the clean-up kills every process of the uid.  A
     uid is ours while we hold an flock on /tmp/labkit-grade-uid-<uid>.lock;
-    processes a crashed grader left under it are killed when it is leased."""
+    processes a crashed grader left under it are killed when it is leased.  The
+    files stay (empty, one per uid ever leased), as cpu_leases' do: a grader that
+    removed its file on leaving could do so while another waits on it, and a third
+    would then lock a new file of the same name, so two would hold one uid."""
 
     LOCKS = Path("/tmp")
     SPAN = 1000
