@@ -8,8 +8,10 @@ offered to write() as written (tests/data/capstone/no_partial_write.c).  The bat
 is checked first on the lab's own models, whose behaviour the rest of the suite asserts:
 a bug in a case would show there.  The two graded as a class are test_capstone_grading's."""
 
+import html
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -60,6 +62,13 @@ def test_the_reference_solution_passes_every_case_visible_and_hidden():
     visible = battery.run(reference())
     print(visible)
     assert visible.passed, str(visible)
+    # what it used, said beside each passed resource case, in the table and in its text
+    used = {r.case.name: r.measured for r in visible.results if r.case.group == "resources"}
+    assert re.search(r"s of CPU in [\d.]+ s with 10 silent clients", used[IDLE]), used
+    assert "descriptors after 120 connections came and went" in \
+        used["top: descriptors back after connections come and go"]
+    assert re.search(r"moved it by [+-]\d+ KiB, then [+-]\d+ KiB", used["memory back after connections come and go"])
+    assert used[IDLE] in repr(visible) and html.escape(used[IDLE]) in visible._repr_html_()
     assert {r.case.group for r in visible.results} | {"sanitizers"} == set(battery.GROUPS)
     hidden = battery.run(reference(), [g for g in battery.GROUPS if g != "sanitizers"], hidden=True)
     print(hidden)

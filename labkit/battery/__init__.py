@@ -2,9 +2,9 @@
 
 A case is a row of CASES (cases.py's, then resources.py's): its group, the service it
 runs, what an independent client (plain Python sockets, never the lab's load generator)
-does to a fresh server, and what to fix when it fails.  The lab's load sends one request and waits for its reply, so none
-of this happens in a measurement; a server that mishandles it is wrong in every
-measurement anyway.  Each case gets a server of its own, started from the binary
+does to a fresh server, and what to fix when it fails.  The lab's load sends one request
+and waits for its reply, so none of this happens in a measurement; a server that
+mishandles it is wrong in every measurement anyway.  Each case gets a server of its own, started from the binary
 capstone.build_text() made of the text under test, and after the case that server must
 still be alive: a crash fails the case whatever the client saw.
 
@@ -54,6 +54,7 @@ class Result:
     unmeasurable: bool = False  # the machine cannot run it (the message says why): no verdict
     waiting_for: str = ""       # ... because it runs this unsolved exercise's stub (labkit.exercises)
     earlier: bool = False       # passed on an earlier run of the same text, in this process (run())
+    measured: str = ""          # what a passed case measured of the server (the resource cases say)
 
     @property
     def verdict(self) -> str:
@@ -104,7 +105,7 @@ class Report:
             mark = f"<b style='color:{colour}'>{r.verdict}</b>"  # the words say it; the colour only repeats
             fix = "" if r.unmeasurable else \
                 f"<p style='margin:.3em 0 0 0'><b>what to fix:</b> {html.escape(r.case.fix)}</p>"
-            said = "" if r.passed else "see why above" if r.seconds is None else \
+            said = html.escape(r.measured) if r.passed else "see why above" if r.seconds is None else \
                 f"<pre style='white-space:pre-wrap;word-break:normal;margin:0'>{html.escape(r.message)}</pre>{fix}"
             rows.append(f"<tr><td>{group}</td><td>{html.escape(r.label)}</td><td>{mark}</td>"
                         f"<td>{_seconds(r)}</td><td>{said}</td></tr>")
@@ -117,11 +118,13 @@ class Report:
         lines = [self.headline] + [f"not run: {reason}" for reason in self.reasons()]
         for r in self.results:
             mark = "ok  " if r.passed else "n/a " if r.unmeasurable else "FAIL"
-            lines.append(f"  {mark} {r.label} ({_seconds(r)})")
+            lines.append(f"  {mark} {r.label} ({_seconds(r)})" + (f": {r.measured}" if r.passed and r.measured else ""))
             if not r.passed and r.seconds is not None:
                 lines += [f"       {line}" for line in r.message.splitlines()[:12]]
                 lines += [] if r.unmeasurable else [f"       what to fix: {r.case.fix}"]
         return "\n".join(lines)
+
+    __repr__ = __str__  # the text a notebook shows beside the table (text/plain): the same words
 
 
 def _seconds(result: Result) -> str:
@@ -165,13 +168,14 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
                                prefix=prefix, env=_env(sanitize))
     except AssertionError as failure:
         return Result(case, False, time.monotonic() - started, str(failure), sanitize)
-    message = ""
+    message = measured = ""
     try:
         if case.server == "sigterm":
             message = _sigterm(server, case, size)
         else:
             try:
-                case.run(server.port, size, *([server] if case.server in ("fd_limit", "watched") else []))
+                said = case.run(server.port, size, *([server] if case.server in ("fd_limit", "watched") else []))
+                measured = said if isinstance(said, str) else ""
             except (AssertionError, OSError) as failure:
                 message = said_by(failure)
                 # a server that exits closes its sockets before it can be reaped, so its client may
@@ -193,7 +197,8 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
             report = server.server.stderr_text()
             if any(marker in report for marker in SAN_MARKERS):
                 message = "the sanitizers reported (the first lines):\n" + _first_report(report)
-    return Result(case, not message, time.monotonic() - started, message, sanitize)
+    return Result(case, not message, time.monotonic() - started, message, sanitize,
+                  measured="" if message else measured)
 
 
 def _sigterm(server, case: Case, size: Size) -> str:

@@ -292,6 +292,8 @@ def idle_clients_use_no_cpu(port, size, server):
                          f"halfway through a request), the server used {used:.2f} s of CPU in {elapsed:.1f} s "
                          f"({100 * used / elapsed:.0f}% of one CPU; a server that waits in the kernel uses "
                          f"under {100 * IDLE_CPU_SHARE:.0f}%): it never sleeps while nothing happens")
+    return (f"{used:.2f} s of CPU in {elapsed:.1f} s with {size.idle_clients} silent clients "
+            f"({100 * used / elapsed:.0f}% of one CPU; read in the kernel's 10 ms ticks)")
 
 
 def descriptors_come_back(service: str):
@@ -306,6 +308,7 @@ def descriptors_come_back(service: str):
                              f"({', '.join(kinds_for(TRAFFIC[service]))}), the server holds {len(after)} descriptors, "
                              f"{len(after) - len(before)} more than before them ({len(before)}); the extra ones "
                              f"in /proc/{server.pid}/fd (and its children's): {extra}")
+        return f"{len(after)} descriptors after {size.churn:,} connections came and went, {len(before)} before them"
     run.__name__ = f"{service}_descriptors_come_back"
     return run
 
@@ -343,6 +346,8 @@ def memory_comes_back(port, size, server):
                          f"({sum(grown) / (2 * size.memory_churn):,.0f} bytes a connection; more than "
                          f"{MEMORY_GROWTH_BYTES >> 20} MiB a round is no noise): something of each closed connection "
                          "is kept")
+    return (f"resident memory {before / 2**20:.1f} MiB; each round of {size.memory_churn:,} connections moved it "
+            f"by {grown[0] / 2**10:+.0f} KiB, then {grown[1] / 2**10:+.0f} KiB (in 4 KiB pages)")
 
 
 _DESCRIPTORS_FIX = (
