@@ -304,15 +304,44 @@ def graded_class(tmp_path_factory, released, instructor):
     write_student(submissions, "compile_error", broken_c)
     write_student(submissions, "fork_bomb", insert_after(solved(released, instructor), "checks.Checker(",
                                                          FORK_BOMB))
+    # The endless loop's class of one, graded beside this class: it waits out its limit asleep,
+    # and one after the other the two took 147 s of CI's parallel phase, side by side 81.
+    endless = subprocess.Popen(grade_command(endless_loop_class(root / "endless", released, instructor),
+                                            root / "endless" / "out", "--timeout", str(ENDLESS_LIMIT_S)),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     started = time.monotonic()
-    result = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(root / "out"),
-                             "--jobs", "2", "--timeout", "240", "--notebooks", NOTEBOOK],
+    result = subprocess.run(grade_command(submissions, root / "out", "--jobs", "2", "--timeout", "240"),
                             capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - started
+    _, endless_err = endless.communicate(timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert endless.returncode == 0, endless_err[-3000:]
     book = pd.read_csv(root / "out" / "gradebook.csv", keep_default_na=False)
     return {"book": book, "out": root / "out", "wall": wall, "port": port, "stdout": result.stdout,
-            "stderr": result.stderr, "submissions": submissions}
+            "stderr": result.stderr, "submissions": submissions,
+            "endless": pd.read_csv(root / "endless" / "out" / "gradebook.csv", keep_default_na=False)}
+
+
+def grade_command(submissions: Path, out: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(out), "--notebooks", NOTEBOOK,
+            *options]
+
+
+# The limit must leave the cells before the loop time to end: 20 s did not, once, on 2 cores
+# beside the parallel phase and a nice-19 spinner on each (a CI run of 2026-11-26).
+ENDLESS_LIMIT_S = 60
+
+
+def endless_loop_class(folder: Path, released, instructor) -> Path:
+    """A class of one whose notebook, solved, loops for ever (asleep) before its second C
+    exercise, after the first one's checks have run: the folder of submissions."""
+    looping = solved(released, instructor)
+    cell = cell_with(looping, "my_ev_poll = r")
+    # a loop that never ends, asleep: the time limit is wall-clock time, and a spinning one
+    # would only take a core from the tests running beside it for the whole limit
+    cell.source = "import time\nwhile True:  # the student's endless loop\n    time.sleep(0.1)\n" + cell.source
+    write_student(folder / "class", "endless_loop", looping)
+    return folder / "class"
 
 
 PROCSTAT = ("procstat_parse_tricky_names", "procstat_parse_live_process", "procstat_parse_edge_cases")
@@ -390,24 +419,13 @@ def test_feedback_executed_notebooks_and_summary(graded_class, instructor):
 
 @pytest.mark.slow
 @ROOT_ONLY
-@pytest.mark.timeout(300)
-def test_an_endless_loop_times_out_and_keeps_the_checks_before_it(tmp_path, released, instructor):
-    looping = solved(released, instructor)
-    cell = cell_with(looping, "my_ev_poll = r")  # the second C exercise: the first one's checks have run
-    # a loop that never ends, asleep: the time limit is wall-clock time, and a spinning one
-    # would only take a core from the tests running beside it for the whole limit
-    cell.source = "import time\nwhile True:  # the student's endless loop\n    time.sleep(0.1)\n" + cell.source
-    write_student(tmp_path / "class", "endless_loop", looping)
-    # The limit must leave the cells before the loop time to end: 20 s did not, once, on 2
-    # cores beside the parallel phase and a nice-19 spinner on each (a CI run of 2026-11-26).
-    limit_s = 60
-    book, text = grade.grade(tmp_path / "class", tmp_path / "out", timeout_s=limit_s, notebooks=[NOTEBOOK],
-                             progress=False)
+def test_an_endless_loop_times_out_and_keeps_the_checks_before_it(graded_class, instructor):
+    book = graded_class["endless"]
     rows = rows_of(book, "endless_loop")
     before = PROCSTAT
     assert all(rows[c][0] == "passed" for c in before), rows
     after = [c for c in rows if c not in before]
-    assert all(rows[c][0] == "timeout" and f"{limit_s} s time limit" in rows[c][2] for c in after), rows
+    assert all(rows[c][0] == "timeout" and f"{ENDLESS_LIMIT_S} s time limit" in rows[c][2] for c in after), rows
     assert book["points"].sum() == points_of(instructor, PROCSTAT)
     assert processes_of_grading_uids() == []
 
