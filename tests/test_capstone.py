@@ -6,7 +6,8 @@ Two student models are kept: the template's reference solution (threads plus epo
 as a student would) and the same with a classic bug, flush_output() reporting everything it
 offered to write() as written (tests/data/capstone/no_partial_write.c).  The battery itself
 is checked first on the lab's own models, whose behaviour the rest of the suite asserts:
-a bug in a case would show there.  The two graded as a class are test_capstone_grading's."""
+a bug in a case would show there.  The one with the bug is graded as a class in
+test_capstone_grading."""
 
 import html
 import os

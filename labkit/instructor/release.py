@@ -175,8 +175,8 @@ INSTRUCTOR_ONLY = {
                                "them (the lingering close's among them)",
     "tests/test_capstone.py": "checks the capstone's battery with the template's reference solution (the answer) "
                               "and a variant of it with a classic bug",
-    "tests/test_capstone_grading.py": "grades notebook 07 with the template's reference solution (the answer) "
-                                      "and a variant of it with a classic bug",
+    "tests/test_capstone_grading.py": "grades notebook 07 with a variant of the template's reference solution "
+                                      "(the answer) with a classic bug",
     "tests/capstone_servers.py": "the template's reference solution (the answer) and a variant of it with a "
                                  "classic bug, for the two tests above",
     "tests/test_lms.py": "grades a class collected from LMS downloads: students made of the instructor's "
