@@ -35,7 +35,9 @@ import pytest
 
 from labkit import paths
 
-PAPERMILL = Path(sys.executable).with_name("papermill")
+# papermill, the kernel on Unix sockets (labkit/notebook_run.py says why: a TCP port chosen for a
+# kernel was taken by another test's connections before the kernel bound it, in a CI run)
+PAPERMILL = [sys.executable, "-m", "labkit.notebook_run"]
 # A hang guard, not a timing: a quick run takes about a minute at most on a quiet 2-core machine
 # (make test lists each one's time among its slowest), and 07's, run in the parallel phase beside
 # three other workers, or any run on a machine another suite shares, may take two or three.
@@ -64,7 +66,7 @@ def kernel_env(tmp_path: Path) -> dict:
     """The environment for papermill: the `labkit` kernel (made here if the setup
     has not installed it) and a temporary results file."""
     env = dict(os.environ, LABKIT_RESULTS=str(tmp_path / "results.jsonl"))
-    listed = subprocess.run([str(PAPERMILL.with_name("jupyter")), "kernelspec", "list", "--json"],
+    listed = subprocess.run([str(Path(sys.executable).with_name("jupyter")), "kernelspec", "list", "--json"],
                             capture_output=True, text=True, check=True)
     if "labkit" not in json.loads(listed.stdout)["kernelspecs"]:
         spec = tmp_path / "jupyter" / "kernels" / "labkit"
@@ -80,11 +82,11 @@ def papermill(source: Path, workdir: Path, env: dict, limit_s: float = QUICK_RUN
     """papermill `source` in `workdir`, quick profile, within `limit_s` (over it, its whole
     process group is killed and the test fails); the executed notebook's path."""
     out = workdir / "out.ipynb"
-    # --no-request-save-on-cell-execute: the notebook is written once, at the end, not after
-    # every cell (a failed run fails the test, so nothing reads a partial one): 07's quick run
-    # used 27.8 CPU-s with a save after every cell, 24.8 without (its output is 1.3 MB)
-    run = subprocess.Popen([str(PAPERMILL), str(source), str(out), "-p", "profile", "quick", "-k", "labkit",
-                            "--cwd", str(workdir), "--no-request-save-on-cell-execute", "--no-progress-bar"],
+    # The notebook is written once, at the end, not after every cell (notebook_run's default: a
+    # failed run fails the test, so nothing reads a partial one): 07's quick run used 27.8 CPU-s
+    # with a save after every cell, 24.8 without (its output is 1.3 MB)
+    run = subprocess.Popen([*PAPERMILL, str(source), str(out), "-p", "profile", "quick", "-k", "labkit",
+                            "--cwd", str(workdir)],
                            cwd=workdir, env=env, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -1,7 +1,8 @@
 """A notebook run never leaves a server, client or perf process behind.
 
-These tests run notebook 01 through papermill -- the path instructors use --
-with a sweep long enough to be caught mid-measurement, then end the run the
+These tests run notebook 01 through papermill -- the path instructors use, here
+as grading and export run it, its kernel on Unix sockets (labkit/notebook_run.py)
+-- with a sweep long enough to be caught mid-measurement, then end the run the
 two brutal ways: papermill killed with SIGKILL, and papermill's own execution
 timeout.  Each makes sure the end lands in the sweep (its server model and
 load generator running), not in a cell before it; afterwards no lab process
@@ -23,7 +24,7 @@ import pytest
 from labkit import netlink, paths
 
 NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
-PAPERMILL = Path(sys.executable).with_name("papermill")
+PAPERMILL = [sys.executable, "-m", "labkit.notebook_run"]
 
 pytestmark = pytest.mark.slow
 
@@ -128,7 +129,7 @@ def start_long_run(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen, str]:
     marker = str(tmp_path / "results.jsonl")
     env = dict(os.environ, LABKIT_RESULTS=marker)
     cmd = [
-        str(PAPERMILL), NOTEBOOK.name, "out.ipynb", "-k", "labkit",
+        *PAPERMILL, NOTEBOOK.name, "out.ipynb", "-k", "labkit",
         "-p", "profile", "quick", "-p", "repeats", "50", "-p", "requests", "400",
         "-y", f"{{models: [{SWEPT_MODEL}], clients: [50]}}", *extra,
     ]

@@ -19,6 +19,7 @@ so the same notebook exports to the same file names every time.
 from __future__ import annotations
 
 import html
+import importlib.util
 import os
 import re
 import subprocess
@@ -442,8 +443,7 @@ def execute(notebooks: list[Path], into: Path, profile: str = "quick", kernel: s
     `timeout_s` is stopped with its whole process group."""
     into = Path(into)
     into.mkdir(parents=True, exist_ok=True)
-    papermill = Path(sys.executable).with_name("papermill")
-    if not papermill.exists():
+    if importlib.util.find_spec("papermill") is None:
         raise LabError("papermill is not installed in this Python", f"{sys.executable} -m pip install papermill")
     kernel = kernel or _lab_kernel()
     executed = []
@@ -455,7 +455,8 @@ def execute(notebooks: list[Path], into: Path, profile: str = "quick", kernel: s
         results = into / f"{source.stem}.results.jsonl"
         results.unlink(missing_ok=True)
         env = dict(os.environ, LABKIT_RESULTS=str(results))
-        command = [str(papermill), str(source), str(target), "-p", "profile", profile,
+        # papermill, its kernel on Unix sockets (labkit/notebook_run.py says why)
+        command = [sys.executable, "-m", "labkit.notebook_run", str(source), str(target), "-p", "profile", profile,
                    "-k", kernel, "--cwd", str(into)]
         run = launcher.spawn(command, "papermill", None, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)
