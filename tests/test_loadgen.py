@@ -151,6 +151,16 @@ def serve_sink(conn):
         conn.sendall(b"OK %d %d\n" % (size, reads))
 
 
+def serve_spin(conn):
+    """The spin service without the spinning: 'SPIN <us>' gets 'OK <us>' at once."""
+    pending = b""
+    while True:
+        line, pending = read_line(conn, pending)
+        if line is None:
+            return
+        conn.sendall(b"OK %s\n" % line.split()[1])
+
+
 def serve_reset(conn):
     """Read the request, then reset the connection (RST, not FIN)."""
     conn.recv(4096)
@@ -259,6 +269,7 @@ RUSAGE_KEYS = {"user_s", "sys_s", "voluntary_ctxt_switches", "involuntary_ctxt_s
     ("top", serve_top, ["--k", 5]),
     ("echo", serve_echo, ["--size", 100_000]),   # larger than one recv: interleaved I/O
     ("sink", serve_sink, ["--size", 300_000]),
+    ("spin", serve_spin, ["--spin-us", 250, "--spin-dist", "exp"]),
 ])
 def test_every_service_succeeds_with_full_report(loadgen, server, service, handler, extra):
     srv = server(handler)
@@ -292,6 +303,8 @@ def test_every_service_succeeds_with_full_report(loadgen, server, service, handl
     assert report["rusage"]["max_rss_kb"] > 0
     if service == "sink":
         assert report["sink_server_reads_mean"] >= 1
+    if service == "spin":
+        assert (report["spin_us"], report["spin_dist"], report["size_bytes"]) == (250, "exp", None)
 
 
 def test_all_clients_connect_before_the_first_request(loadgen, server):
@@ -425,6 +438,11 @@ def test_garbled_echo_is_a_bad_reply(loadgen, server):
     (["--port", 9, "--clients", 2, "--requests", 1, "--timeout", "-1"], "--timeout '-1'"),
     (["--port", 9, "--clients", 2, "--requests", 1, "--bogus"], "unknown option"),
     (["--port", 9, "--clients", 2], "--requests is required"),
+    (["--port", 9, "--clients", 2, "--requests", 1, "--spin-us", 10], "add --service spin"),
+    (["--port", 9, "--clients", 2, "--requests", 1, "--service", "spin", "--spin-us", 1000001], "--spin-us"),
+    (["--port", 9, "--clients", 2, "--requests", 1, "--service", "spin", "--spin-dist", "gamma"],
+     "--spin-dist 'gamma': expected fixed or exp"),
+    (["--port", 9, "--clients", 2, "--requests", 1, "--arrivals", "poisson"], "add --rate"),
     (["--port", 9, "--clients", 2, "--requests", 1, "--host", "no.such.host.invalid"],
      "--host"),
 ])

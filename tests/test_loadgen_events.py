@@ -275,6 +275,9 @@ def test_both_engines_print_the_same_keys(server):
     (["--engine", "events", "--duration", 1], "--duration and --requests"),
     (["--engine", "events", "--warmup", "1.5"], "seconds need an 's'"),
     (["--engine", "events", "--idle", -1], "--idle '-1'"),
+    (["--engine", "events", "--rate", 100, "--arrivals", "bursty"], "--arrivals 'bursty': expected even or poisson"),
+    (["--engine", "events", "--rate", 1000, "--clients", 3, "--requests", 10_000_000, "--arrivals", "poisson"],
+     "at most 20000000 requests"),
 ])
 def test_bad_event_arguments_exit_2_with_a_message(args, complaint):
     code, report, err = run_loadgen(build_loadgen(), "--port", 9, "--clients", 2,

@@ -278,6 +278,28 @@ def test_sink_bad_put_gets_err(kind, request_bytes):
         assert client.closed_by_server()
 
 
+# ---- spin ----
+
+BAD_SPINS = [b"SPIN\n", b"SPIN -1\n", b"SPIN 1000001\n", b"SPIN 1 2\n", b"SPIN x\n", b"PUT 5\n"]
+
+
+def test_spin_answers_each_request_after_its_time_and_refuses_bad_ones(kind):
+    with start(kind, service="spin") as server:
+        with Client(server.port) as client:
+            started = time.monotonic()
+            client.send(b"SPIN 20000\nSPIN 0\r\nSPIN 30000\n")  # pipelined, in one segment
+            assert [client.line() for _ in range(3)] == [b"OK 20000", b"OK 0", b"OK 30000"]
+            assert time.monotonic() - started >= 0.05
+        for bad in BAD_SPINS:  # one connection each (the iterative model serves one at a time)
+            with Client(server.port) as client:
+                client.send(bad)
+                assert client.line().startswith(b"ERR "), bad
+                assert client.closed_by_server(), bad
+        with Client(server.port) as client:
+            client.send(b"SPIN 1\n")
+            assert client.line() == b"OK 1"
+
+
 # ---- the command line ----
 
 @pytest.mark.parametrize("model", [m for m in serverproc.MODELS if m not in serverproc.WORKER_MODELS])

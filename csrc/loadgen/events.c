@@ -13,8 +13,9 @@
  * server that accepts in order, like the iterative one, meets the bad ones
  * first).  Then, in closed loop, each active
  * connection runs its exchanges back to back; in open loop exchange g of
- * the run is due at start + g / rate, exchange j of connection c being
- * g = j * clients + c.  A connection still busy when its next exchange is
+ * the run falls due on the run's schedule (arrivals.h: evenly, one every
+ * 1/rate, or as a Poisson process of that rate), exchange j of connection c
+ * being g = j * clients + c.  A connection still busy when its next exchange is
  * due sends it as soon as the reply arrives, and that exchange's latency
  * counts from when it was due (corrected for coordinated omission), beside
  * the send-to-reply figure (uncorrected).  Idle connections stay HELD,
@@ -32,7 +33,7 @@
  * and CLOSED once its last exchange is over.  Active slots do not connect
  * before the gate (there is nothing to hold); idle and bad connections still
  * do.  Closed loop: each slot does its exchanges back to back, each on a new
- * connection.  Open loop: exchange g is due at start + g / rate as above, and
+ * connection.  Open loop: exchange g falls due as above, and
  * its connect happens when it falls due (or as soon as its slot is free, if
  * the slot is still busy then).  The connect is part of the exchange:
  * latency_us counts from the due time (closed loop: from the connect()
@@ -91,8 +92,8 @@
  * t, t + N, t + 2N ..., each thread its own epoll set, timer and counts.
  * They share only what must be one: the gate (a barrier, then one start
  * time for all), the open loop's schedule (thread t sends exchange g when
- * its connection g % clients is one of its own, at the same start + g /
- * rate), the warm-up count, the failure tally and the count of active
+ * its connection g % clients is one of its own, at the one due time the
+ * schedule gives g), the warm-up count, the failure tally and the count of active
  * connections still open (idle ones are held until every thread is done).
  * Their counts and histograms are added up at the end, so the summary is
  * the one a single thread would print.
@@ -148,6 +149,7 @@ struct run {
     pthread_barrier_t bad_gate;    /* every thread's bad connections connected (--bad) */
     uint64_t start_ns;             /* the gate opened (set by one thread, between two waits) */
     uint64_t deadline_ns;          /* open loop: the run ends by then (set with start_ns) */
+    struct arrivals arrivals;      /* open loop: when each exchange of the run falls due */
     _Atomic uint64_t warm_ns;      /* --warmup N: when the N-th exchange completed */
     atomic_long completed;         /* exchanges completed, for --warmup N */
     atomic_long active_open;       /* active connections of the whole run not yet closed */
@@ -173,7 +175,6 @@ struct driver {
     long active_open;              /* active connections not yet closed */
     bool open_loop;
     uint64_t start_ns;             /* when the gate opened; 0 until then */
-    double ns_per_request;         /* open loop: 1e9 / rate */
     long cursor;                   /* open loop: the next exchange of the run to fall due */
     long run_planned;              /* exchanges in the whole run */
     uint64_t next_bad_tick;        /* slow/drip: the next read or byte; 0 = none */
@@ -250,7 +251,7 @@ static void conn_retire(struct driver *d, struct conn *c, int failure)
 /* When exchange g of the run is due (open loop). */
 static uint64_t due_time(const struct driver *d, long g)
 {
-    return d->start_ns + (uint64_t)((double)g * d->ns_per_request);
+    return d->start_ns + arrivals_at(&d->run->arrivals, g);
 }
 
 /* ------------------------------------------- --reconnect: a connection per exchange */
@@ -398,7 +399,7 @@ static void conn_send(struct driver *d, struct conn *c)
 static void exchange_begin(struct driver *d, struct conn *c, uint64_t due)
 {
     uint64_t now = now_ns();
-    exchange_start(&c->x, d->w, c->id);
+    exchange_start(&c->x, d->w, c->id, c->next);
     d->out->requests_sent++;
     c->phase = BUSY;
     c->due_ns = due ? due : now;
@@ -553,7 +554,7 @@ static void bad_start(struct driver *d)
         if (c->phase != HELD)
             continue;
         c->phase = MISBEHAVING;
-        exchange_start(&c->x, d->w, c->id);
+        exchange_start(&c->x, d->w, c->id, 0);
         if (d->o->bad_kind == BAD_DRIP) {
             set_interest(d, c, EPOLLIN | EPOLLRDHUP);
         } else {
@@ -672,13 +673,7 @@ static long inflight_now(const struct driver *d, uint64_t now)
         return n;
     }
     /* g_due: the last exchange of the run due by now (-1: none yet). */
-    long g_due = now < d->start_ns ? -1 : (long)((double)(now - d->start_ns) / d->ns_per_request);
-    if (g_due >= d->run_planned)
-        g_due = d->run_planned - 1;
-    while (g_due >= 0 && due_time(d, g_due) > now)
-        g_due--;
-    while (g_due + 1 < d->run_planned && due_time(d, g_due + 1) <= now)
-        g_due++;
+    long g_due = now < d->start_ns ? -1 : arrivals_due_by(&d->run->arrivals, now - d->start_ns) - 1;
     for (long i = 0; i < d->active; i++) {
         const struct conn *c = &d->conns[i];
         if (c->phase == CLOSED || (c->phase == CONNECTING && !d->o->reconnect) || g_due < c->id)
@@ -889,7 +884,7 @@ static void *run_driver(void *arg)
     if (pthread_barrier_wait(&d->run->gate) == PTHREAD_BARRIER_SERIAL_THREAD) {
         d->run->start_ns = now_ns();
         if (d->open_loop && d->run_planned > 0)
-            d->run->deadline_ns = d->run->start_ns + (uint64_t)((double)(d->run_planned - 1) * d->ns_per_request)
+            d->run->deadline_ns = d->run->start_ns + arrivals_at(&d->run->arrivals, d->run_planned - 1)
                                 + (uint64_t)(o->timeout_s * 1e9);
     }
     pthread_barrier_wait(&d->run->gate);
@@ -941,6 +936,9 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         pthread_barrier_init(&run.bad_gate, NULL, (unsigned)threads) != 0)
         die("pthread_barrier_init failed");
     out->requests_planned = run_planned;
+    if (o->rate_rps > 0 && arrivals_init(&run.arrivals, o->arrivals, o->rate_rps, run_planned, o->seed) < 0)
+        die("no memory for a Poisson schedule of %ld exchanges (at most %ld: lower --rate or --duration)",
+            run_planned, ARRIVALS_MAX_POISSON);
 
     /* One driver per thread, each with counts of its own (its buffer is too
      * big for a thread's stack); thread 0 is this one. */
@@ -953,7 +951,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         outcome_init(&parts[t]);
         drivers[t] = (struct driver){
             .o = o, .w = w, .addr = addr, .out = &parts[t], .run = &run, .thread = t, .threads = threads,
-            .open_loop = o->rate_rps > 0, .ns_per_request = o->rate_rps > 0 ? 1e9 / o->rate_rps : 0,
+            .open_loop = o->rate_rps > 0,
             .run_planned = run_planned,
         };
     }
@@ -1015,6 +1013,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         out->measure_from_ns = run.start_ns;
     pthread_barrier_destroy(&run.gate);
     pthread_barrier_destroy(&run.bad_gate);
+    arrivals_free(&run.arrivals);
     free(ids);
     free(drivers);
 }

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const service_names[] = { "top", "echo", "sink" };
+const char *const service_names[] = { "top", "echo", "sink", "spin" };
 const char *const vary_names[] = { "none", "uniform", "log" };
+const char *const spin_dist_names[] = { "fixed", "exp" };
 
-void exchange_start(struct exchange *x, const struct workload *w, long c)
+void exchange_start(struct exchange *x, const struct workload *w, long c, long j)
 {
     x->w = w;
     x->body_len = workload_body_size(w, c);
@@ -23,6 +24,11 @@ void exchange_start(struct exchange *x, const struct workload *w, long c)
         x->head_len = (size_t)snprintf(x->head, sizeof x->head, "TOP %ld\n", w->k);
     else if (w->service == SERVICE_SINK)
         x->head_len = (size_t)snprintf(x->head, sizeof x->head, "PUT %zu\n", x->body_len);
+    x->spin_us = 0;
+    if (w->service == SERVICE_SPIN) {
+        x->spin_us = workload_spin_us(w, c, j);
+        x->head_len = (size_t)snprintf(x->head, sizeof x->head, "SPIN %ld\n", x->spin_us);
+    }
     x->sent = 0;
     x->echoed = 0;
     x->line_len = 0;
@@ -121,6 +127,20 @@ static enum reply_status sink_line(struct exchange *x, const char *line)
     return REPLY_DONE;
 }
 
+/* spin: "OK <us>", the service time sent. */
+static enum reply_status spin_line(struct exchange *x, const char *line)
+{
+    unsigned long long us;
+    const char *p = line + 3;
+    if (strncmp(line, "ERR", 3) == 0)
+        return bad(x, "the server answered ERR");
+    if (strncmp(line, "OK ", 3) != 0 || !take_number(&p, '\0', &us))
+        return bad(x, "the reply is not 'OK <us>'");
+    if (us != (unsigned long long)x->spin_us)
+        return bad(x, "OK names a service time other than the one sent");
+    return REPLY_DONE;
+}
+
 /* Feed reply bytes.  Bytes after a complete reply are a protocol error:
  * the server spoke out of turn. */
 enum reply_status exchange_received(struct exchange *x, const char *data, size_t n)
@@ -143,8 +163,9 @@ enum reply_status exchange_received(struct exchange *x, const char *data, size_t
         }
         x->line[x->line_len] = '\0';
         x->line_len = 0;
-        enum reply_status st = w->service == SERVICE_TOP ? top_line(x, x->line)
-                                                         : sink_line(x, x->line);
+        enum reply_status st = w->service == SERVICE_TOP  ? top_line(x, x->line)
+                             : w->service == SERVICE_SPIN ? spin_line(x, x->line)
+                                                          : sink_line(x, x->line);
         if (st == REPLY_BAD)
             x->bad_line = x->line;
         if (st == REPLY_DONE && i + 1 < n)
@@ -159,7 +180,7 @@ void workload_make(struct workload *w, enum service service, long k, long size,
                    enum size_vary vary, unsigned long seed)
 {
     *w = (struct workload){ .service = service, .k = k, .vary = vary, .seed = seed };
-    if (service == SERVICE_TOP)
+    if (service == SERVICE_TOP || service == SERVICE_SPIN)
         return;
     w->size = (size_t)size;
     w->payload = malloc(w->size);
@@ -194,7 +215,7 @@ static uint64_t mix(uint64_t z)
 
 size_t workload_body_size(const struct workload *w, long c)
 {
-    if (w->service == SERVICE_TOP)
+    if (w->service == SERVICE_TOP || w->service == SERVICE_SPIN)
         return 0;
     if (w->vary == VARY_NONE || w->size <= VARY_MIN_SIZE)
         return w->size;
@@ -206,4 +227,16 @@ size_t workload_body_size(const struct workload *w, long c)
         size = exp(log(lo) + u * (log(hi) - log(lo)));
     size_t n = (size_t)(size + 0.5);
     return n < VARY_MIN_SIZE ? VARY_MIN_SIZE : n > w->size ? w->size : n;
+}
+
+long workload_spin_us(const struct workload *w, long c, long j)
+{
+    if (w->spin_dist == SPIN_FIXED)
+        return w->spin_us;
+    /* Exponential by inverse transform, -ln(u) with u in (0, 1], rounded to the
+     * microsecond the protocol carries (the mean moves by under 0.5 us). */
+    uint64_t bits = mix(mix(w->seed * 0x100000001b3ull ^ (uint64_t)c) ^ (uint64_t)j);
+    double u = (double)((bits >> 11) + 1) / 9007199254740992.0;
+    double us = -log(u) * (double)w->spin_us;
+    return us >= (double)SPIN_MAX_US ? SPIN_MAX_US : (long)(us + 0.5);
 }

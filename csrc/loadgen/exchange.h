@@ -12,7 +12,7 @@
 
 #define MAX_REPLY_LINE 1024 /* LAB.md: a line over 1 KiB is malformed */
 
-enum service { SERVICE_TOP, SERVICE_ECHO, SERVICE_SINK };
+enum service { SERVICE_TOP, SERVICE_ECHO, SERVICE_SINK, SERVICE_SPIN };
 extern const char *const service_names[];
 
 /* How the echo/sink body size varies between connections: not at all, or
@@ -22,6 +22,13 @@ enum size_vary { VARY_NONE, VARY_UNIFORM, VARY_LOG };
 extern const char *const vary_names[];
 #define VARY_MIN_SIZE 1024
 
+/* spin: each request's service time, the mean of --spin-us: the same for all
+ * (fixed) or drawn per exchange from the exponential distribution (exp),
+ * reproducibly from the seed, the connection and the exchange's number. */
+enum spin_dist { SPIN_FIXED, SPIN_EXP };
+extern const char *const spin_dist_names[];
+#define SPIN_MAX_US 1000000L           /* the service's bound on one request */
+
 /* What the exchanges of this run send; read-only, shared by all clients. */
 struct workload {
     enum service service;
@@ -30,6 +37,8 @@ struct workload {
     enum size_vary vary;
     unsigned long seed;
     unsigned char *payload;        /* echo/sink body bytes, `size` of them */
+    long spin_us;                  /* spin: the mean service time, microseconds */
+    enum spin_dist spin_dist;
 };
 
 /* Fill in the request for a service (the payload is malloc'd; dies if it
@@ -38,8 +47,10 @@ void workload_make(struct workload *w, enum service service, long k, long size,
                    enum size_vary vary, unsigned long seed);
 void workload_free(struct workload *w);
 /* The body size of connection c's exchanges: the same for every run with
- * the same seed (0 for top). */
+ * the same seed (0 for top and spin). */
 size_t workload_body_size(const struct workload *w, long c);
+/* spin: the service time of exchange j of connection c, microseconds. */
+long workload_spin_us(const struct workload *w, long c, long j);
 
 enum reply_status { REPLY_MORE, REPLY_DONE, REPLY_BAD };
 
@@ -47,7 +58,7 @@ enum reply_status { REPLY_MORE, REPLY_DONE, REPLY_BAD };
  * the reply parsed so far. */
 struct exchange {
     const struct workload *w;
-    char head[32];                 /* "TOP k\n" or "PUT size\n"; empty for echo */
+    char head[32];                 /* "TOP k\n", "PUT size\n" or "SPIN us\n"; empty for echo */
     size_t head_len;
     size_t body_len;               /* echo/sink body bytes; 0 for top */
     size_t sent;                   /* request bytes sent (head, then body) */
@@ -57,12 +68,13 @@ struct exchange {
     long lines;                    /* top: process lines so far */
     unsigned long long last_ticks; /* top: utime+stime of the previous line */
     long server_reads;             /* sink: the reads the server reported */
+    long spin_us;                  /* spin: the service time asked for */
     const char *why;               /* what was wrong with a bad reply */
     const char *bad_line;          /* and the reply line it was in, if any */
 };
 
-/* Start an exchange of connection c (its body size: workload_body_size). */
-void exchange_start(struct exchange *x, const struct workload *w, long c);
+/* Start exchange j (0, 1 ...) of connection c (its body size: workload_body_size). */
+void exchange_start(struct exchange *x, const struct workload *w, long c, long j);
 /* The request bytes not yet sent, as up to two pieces; returns how many. */
 int exchange_unsent(const struct exchange *x, struct iovec iov[2]);
 void exchange_did_send(struct exchange *x, size_t n);

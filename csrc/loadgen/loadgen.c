@@ -4,6 +4,7 @@
  *           [--service top|echo|sink] [--k K] [--size BYTES]
  *           [--timeout S] [--connect-timeout S]
  *           [--engine threads|events] [--threads N] [--rate R] [--duration S]
+ *           [--arrivals even|poisson]
  *           [--warmup S|N] [--reconnect] [--idle N] [--vary uniform|log] [--seed N]
  *           [--bad N [--bad-kind silent|slow|drip] [--bad-interval S]]
  *           [--nodelay on|off] [--strategy many|writev|single|msg_more|cork
@@ -27,7 +28,8 @@
  * open loop beyond what the server can do still ends by the last due time +
  * --timeout, with the exchanges never sent counted (requests_not_sent).
  * Closed loop: each connection does its exchanges back to back.  Open loop
- * (--rate): exchanges are due at fixed times spread over the connections,
+ * (--rate): exchanges are due at times spread over the connections, evenly
+ * or as a Poisson process (--arrivals, arrivals.h), fixed before the run,
  * and latency is measured from when each was due, so a server that stalls
  * cannot hide the requests it held back (coordinated omission, as in wrk2);
  * the send-to-reply figure is reported beside it.
@@ -87,13 +89,17 @@ static void usage(FILE *to)
     fprintf(to,
         "usage: loadgen --port P --clients N (--requests R | --rate X --duration S) [options]\n"
         "  --host H               server address (default 127.0.0.1; ::1 works)\n"
-        "  --service top|echo|sink  workload (default top)\n"
+        "  --service top|echo|sink|spin  workload (default top)\n"
         "  --k K                  top: processes per reply, 1..1000 (default 2)\n"
         "  --size BYTES           echo/sink: payload per request (default 64)\n"
         "  --vary none|uniform|log  echo/sink: each connection's payload size drawn from\n"
         "                         1024..--size, uniformly or log-uniformly (uploads);\n"
         "                         none (the default): every payload is --size bytes\n"
         "  --seed N               the draw's seed: the same seed, the same sizes (default 1)\n"
+        "  --spin-us US           spin: each request keeps the server busy US microseconds on\n"
+        "                         average, 0..1000000 (default 0: the loop's own cost)\n"
+        "  --spin-dist fixed|exp  spin: every request US (default), or each drawn from the\n"
+        "                         exponential distribution of mean US (from --seed)\n"
         "  --nodelay on|off       TCP_NODELAY on each connection (default on; off: Nagle)\n"
         "write strategies (sink; one blocking connection per client, seed 004):\n"
         "  --strategy S           how each repetition is written: many (a write per buffer),\n"
@@ -115,6 +121,9 @@ static void usage(FILE *to)
         "  --rate X               open loop: X requests/s in total, spread over the\n"
         "                         connections; latency counted from when each was due\n"
         "  --duration S           open loop: run S seconds instead of --requests\n"
+        "  --arrivals even|poisson  open loop: requests evenly spaced, 1/X apart (the\n"
+        "                         default), or a Poisson process of rate X: exponential\n"
+        "                         gaps drawn from --seed (at most 20,000,000 requests)\n"
         "  --warmup S|N           leave out of the latency figures the exchanges due\n"
         "                         in the first S seconds ('2s', '0.5s') or the first\n"
         "                         N to complete ('1000')\n"
@@ -206,12 +215,12 @@ static _Noreturn void describe(void)
            "\"timeout\": {\"above\": 0, \"max\": %.17g}, \"connect-timeout\": {\"above\": 0, \"max\": %.17g}, "
            "\"duration\": {\"above\": 0, \"max\": %.17g}, \"nbufs\": {\"min\": 1, \"max\": %d}, "
            "\"bufsize\": {\"min\": 1, \"max\": %ld}, \"bad\": {\"min\": 0, \"max\": %ld}, "
-           "\"bad-interval\": {\"above\": 0, \"max\": %.17g}}, "
+           "\"bad-interval\": {\"above\": 0, \"max\": %.17g}, \"spin-us\": {\"min\": 0, \"max\": %ld}}, "
            "\"repetition_bytes_max\": %ld, \"threads_engine_samples_max\": %ld, "
            "\"bad_kinds\": [\"%s\", \"%s\", \"%s\"], \"connect_burst_limit\": %d, "
            "\"inflight_interval_ms\": %.17g}\n",
            MAX_CLIENTS, MAX_REQUESTS, MAX_SIZE, MAX_THREADS, MAX_CLIENTS, MAX_RATE,
-           MAX_SECONDS, MAX_SECONDS, MAX_SECONDS, MAX_NBUFS, MAX_BUFSIZE, MAX_CLIENTS, MAX_SECONDS,
+           MAX_SECONDS, MAX_SECONDS, MAX_SECONDS, MAX_NBUFS, MAX_BUFSIZE, MAX_CLIENTS, MAX_SECONDS, SPIN_MAX_US,
            MAX_REPETITION_BYTES, MAX_SAMPLES, bad_kind_names[BAD_SILENT], bad_kind_names[BAD_SLOW],
            bad_kind_names[BAD_DRIP], MAX_CONNECTING, (double)INFLIGHT_INTERVAL_NS / 1e6);
     exit(0);
@@ -233,6 +242,7 @@ static struct options parse_options(int argc, char **argv)
         { "threads", required_argument, NULL, 'j' },
         { "rate", required_argument, NULL, 'R' },
         { "duration", required_argument, NULL, 'd' },
+        { "arrivals", required_argument, NULL, 'A' },
         { "warmup", required_argument, NULL, 'w' },
         { "idle", required_argument, NULL, 'i' },
         { "reconnect", no_argument, NULL, 'C' },
@@ -240,6 +250,8 @@ static struct options parse_options(int argc, char **argv)
         { "bad-kind", required_argument, NULL, 'Z' },
         { "bad-interval", required_argument, NULL, 'I' },
         { "vary", required_argument, NULL, 'v' },
+        { "spin-us", required_argument, NULL, 'u' },
+        { "spin-dist", required_argument, NULL, 'U' },
         { "seed", required_argument, NULL, 'S' },
         { "nodelay", required_argument, NULL, 'N' },
         { "strategy", required_argument, NULL, 'W' },
@@ -259,6 +271,7 @@ static struct options parse_options(int argc, char **argv)
         .bad_kind = BAD_SILENT, .bad_interval_s = 1.0,
     };
     const char *events_only = NULL; /* the first flag that needs --engine events */
+    bool arrivals_given = false, spin_given = false;
     int opt;
     char *end;
 
@@ -277,7 +290,8 @@ static struct options parse_options(int argc, char **argv)
             if (strcmp(optarg, "top") == 0) o.service = SERVICE_TOP;
             else if (strcmp(optarg, "echo") == 0) o.service = SERVICE_ECHO;
             else if (strcmp(optarg, "sink") == 0) o.service = SERVICE_SINK;
-            else bad_args("--service '%s': expected top, echo or sink", optarg);
+            else if (strcmp(optarg, "spin") == 0) o.service = SERVICE_SPIN;
+            else bad_args("--service '%s': expected top, echo, sink or spin", optarg);
             break;
         case 'e':
             if (strcmp(optarg, "threads") == 0) o.engine = ENGINE_THREADS;
@@ -297,6 +311,12 @@ static struct options parse_options(int argc, char **argv)
         case 'd':
             o.duration_s = parse_seconds("--duration", optarg);
             events_only = events_only ? events_only : "--duration";
+            break;
+        case 'A':
+            if (strcmp(optarg, arrival_kind_names[ARRIVALS_EVEN]) == 0) o.arrivals = ARRIVALS_EVEN;
+            else if (strcmp(optarg, arrival_kind_names[ARRIVALS_POISSON]) == 0) o.arrivals = ARRIVALS_POISSON;
+            else bad_args("--arrivals '%s': expected even or poisson", optarg);
+            arrivals_given = true;
             break;
         case 'w':
             parse_warmup(optarg, &o);
@@ -324,6 +344,13 @@ static struct options parse_options(int argc, char **argv)
         case 'I':
             o.bad_interval_s = parse_seconds("--bad-interval", optarg);
             events_only = events_only ? events_only : "--bad-interval";
+            break;
+        case 'u': o.spin_us = parse_count("--spin-us", optarg, 0, SPIN_MAX_US); spin_given = true; break;
+        case 'U':
+            if (strcmp(optarg, spin_dist_names[SPIN_FIXED]) == 0) o.spin_dist = SPIN_FIXED;
+            else if (strcmp(optarg, spin_dist_names[SPIN_EXP]) == 0) o.spin_dist = SPIN_EXP;
+            else bad_args("--spin-dist '%s': expected fixed or exp", optarg);
+            spin_given = true;
             break;
         case 'v':
             if (strcmp(optarg, "none") == 0) o.vary = VARY_NONE;
@@ -378,8 +405,10 @@ static struct options parse_options(int argc, char **argv)
     if (o.requests < 0 && o.duration_s == 0)
         bad_args("--requests is required (requests per client, 0 to %ld)%s", MAX_REQUESTS,
                  o.rate_rps > 0 ? ", or --duration with --rate" : "");
-    if (o.vary != VARY_NONE && o.service == SERVICE_TOP)
-        bad_args("--vary draws echo/sink payload sizes; top requests have none");
+    if (o.vary != VARY_NONE && (o.service == SERVICE_TOP || o.service == SERVICE_SPIN))
+        bad_args("--vary draws echo/sink payload sizes; %s requests have none", service_names[o.service]);
+    if (spin_given && o.service != SERVICE_SPIN)
+        bad_args("--spin-us and --spin-dist declare the spin service's time per request: add --service spin");
     if (o.strategy != STRATEGY_NONE) {
         if (o.service != SERVICE_SINK)
             bad_args("--strategy writes sink uploads: add --service sink");
@@ -409,6 +438,12 @@ static struct options parse_options(int argc, char **argv)
                  o.clients, o.requests, o.clients * o.requests, MAX_SAMPLES);
     if (o.duration_s > 0 && o.rate_rps * o.duration_s > (double)MAX_REQUESTS * MAX_CLIENTS)
         bad_args("--rate x --duration is too many requests: ask for fewer");
+    if (arrivals_given && o.rate_rps == 0)
+        bad_args("--arrivals says how an open loop spaces its requests: add --rate (and --engine events)");
+    if (o.arrivals == ARRIVALS_POISSON &&
+        (o.duration_s > 0 ? o.rate_rps * o.duration_s : (double)o.clients * (double)o.requests) > ARRIVALS_MAX_POISSON)
+        bad_args("--arrivals poisson draws the whole schedule first, 8 bytes a request: at most %ld "
+                 "requests (lower --rate or --duration)", ARRIVALS_MAX_POISSON);
     if (o.engine == ENGINE_EVENTS) {
         if (o.threads == 0)
             o.threads = cpus_allowed();
@@ -505,6 +540,8 @@ int main(int argc, char **argv)
     ensure_descriptors(o.clients, o.idle, o.bad);
     struct workload work;
     workload_make(&work, o.service, o.k, o.size, o.vary, o.seed);
+    work.spin_us = o.spin_us;
+    work.spin_dist = o.spin_dist;
 
     static struct outcome out; /* two histograms: too big for the stack */
     outcome_init(&out);

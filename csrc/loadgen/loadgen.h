@@ -4,6 +4,7 @@
  *   threads.c   thread-per-connection driver events.c    event-driven driver (epoll)
  *   strategies.c  how the request is written (many writes, writev, one write ...)
  *   report.c    failures, the JSON summary   histogram.c latencies in bounded memory
+ *   arrivals.c  the open loop's schedule
  *
  * A driver runs the connections described by the options and fills in a
  * struct outcome; report() prints it.  Both drivers fill in the same fields,
@@ -13,6 +14,7 @@
 #define LOADGEN_H
 
 #include "common/net.h"
+#include "loadgen/arrivals.h"
 #include "loadgen/exchange.h"
 #include "loadgen/histogram.h"
 
@@ -50,6 +52,7 @@ struct options {
     long threads;                  /* events: event loops, each its own connections (--threads) */
     double rate_rps;               /* open loop: total requests/s; 0 = closed loop */
     double duration_s;             /* open loop: instead of --requests; 0 = not given */
+    enum arrival_kind arrivals;    /* open loop: even or Poisson gaps (arrivals.h) */
     double warmup_s;               /* leave out exchanges meant to start this early ... */
     long warmup_requests;          /* ... or the first this many to complete */
     bool reconnect;                /* events: a new connection per exchange (--reconnect) */
@@ -59,6 +62,8 @@ struct options {
     double bad_interval_s;         /* ... slow: a read, drip: a byte, every this often */
     enum size_vary vary;           /* echo/sink: body sizes differ per connection */
     unsigned long seed;            /* ... drawn reproducibly from this seed */
+    long spin_us;                  /* spin: the mean service time per request */
+    enum spin_dist spin_dist;      /* ... fixed, or exponential */
     bool nodelay;                  /* TCP_NODELAY on every connection (the default) */
     enum strategy strategy;        /* sink: write each body this way (strategies.c) */
     long nbufs, bufsize, repetitions; /* ... as repetitions x nbufs buffers of bufsize bytes */

@@ -343,8 +343,15 @@ int report(const struct options *o, struct outcome *out)
     print_optional_count("requests_per_client", o->requests >= 0, o->requests);
     print_optional("rate_rps", open_loop, o->rate_rps);
     print_optional("duration_s", o->duration_s > 0, o->duration_s);
+    if (open_loop)
+        printf("\"arrivals\":\"%s\",", arrival_kind_names[o->arrivals]);
+    else
+        printf("\"arrivals\":null,");
     if (o->service == SERVICE_TOP)
         printf("\"k\":%ld,\"size_bytes\":null,", o->k);
+    else if (o->service == SERVICE_SPIN)
+        printf("\"k\":null,\"size_bytes\":null,\"spin_us\":%ld,\"spin_dist\":\"%s\",", o->spin_us,
+               spin_dist_names[o->spin_dist]);
     else
         printf("\"k\":null,\"size_bytes\":%ld,", o->size);
     printf("\"timeout_s\":%g,\"connect_timeout_s\":%g,", o->timeout_s, o->connect_timeout_s);
@@ -380,7 +387,7 @@ int report(const struct options *o, struct outcome *out)
     print_inflight(o, out);
     print_connects(o, out);
     print_bad(o, out);
-    if (o->service != SERVICE_TOP) {
+    if (o->service == SERVICE_ECHO || o->service == SERVICE_SINK) {
         /* Uploads: the bodies delivered, from the first request byte to the last reply. */
         printf("\"vary\":\"%s\",\"seed\":%lu,\"body_bytes_ok\":%lld,", vary_names[o->vary],
                o->seed, out->body_bytes_ok);

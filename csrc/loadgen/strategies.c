@@ -236,7 +236,7 @@ static int run_connection(struct client *c, struct writer *w)
 
     for (long r = 0; r < o->requests; r++) {
         struct exchange x;
-        exchange_start(&x, c->work, c->index);
+        exchange_start(&x, c->work, c->index, r);
         uint64_t t0 = now_ns();
         if (c->first_send_ns == 0)
             c->first_send_ns = t0;

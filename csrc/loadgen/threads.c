@@ -182,7 +182,7 @@ static void *client_main(void *arg)
     c->connected = failure == 0;
 
     for (long i = 0; failure == 0 && i < run->opt->requests; i++) {
-        exchange_start(&x, run->work, c->index);
+        exchange_start(&x, run->work, c->index, i);
         uint64_t t0 = now_ns();
         if (c->first_send_ns == 0)
             c->first_send_ns = t0;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-extern const service_t top_service, echo_service, sink_service;
-static const service_t *const services[] = { &top_service, &echo_service, &sink_service };
+extern const service_t top_service, echo_service, sink_service, spin_service;
+static const service_t *const services[] = { &top_service, &echo_service, &sink_service, &spin_service };
 
 struct session {
     const service_t *svc;
@@ -34,7 +34,7 @@ const service_t *service_find(const char *name)
 
 const char *service_names(void)
 {
-    return "top|echo|sink";
+    return "top|echo|sink|spin";
 }
 
 session_t *session_new(const service_t *svc)

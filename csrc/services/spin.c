@@ -1,0 +1,95 @@
+/* spin.c -- the `spin` service, the lab's ground truth: "SPIN <us>\n" keeps
+ * the server's CPU busy for <us> microseconds (0 to 1,000,000), then replies
+ * "OK <us>\n".
+ *
+ * Its cost per request is known: the service time the request declares, plus
+ * what the server's loop spends on reading, parsing and writing (measured
+ * apart with SPIN 0: the lab's measurement floor).  The load generator draws
+ * each request's service time from a declared distribution (fixed or
+ * exponential, loadgen --spin-us, --spin-dist), so a single-threaded server
+ * under Poisson arrivals is an M/D/1 or M/M/1 queue whose waiting time
+ * queueing theory gives in advance (labkit/queueing.py).
+ *
+ * The time is wall-clock time spent on the CPU, busy: the loop asks
+ * CLOCK_MONOTONIC until the time has passed, never sleeps, and so occupies
+ * the server's CPU and its loop for all of it, as real work would.  (Were the
+ * thread descheduled meanwhile, the request would still end on time: pin the
+ * server to a CPU of its own, as the lab does, and that does not happen.)
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SPIN_MAX_US 1000000L
+#define SPIN_REPLY_MAX 32
+
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void spin_for(long us)
+{
+    long long until = now_ns() + us * 1000LL;
+    while (now_ns() < until)
+        ;
+}
+
+/* Parse "SPIN <us>": the microseconds, or -1 after session_fail(). */
+static long parse_spin(session_t *s, const char *line, size_t len)
+{
+    char req[SESSION_LINE_MAX + 1];
+    memcpy(req, line, len);
+    req[len] = '\0';
+
+    char *save, *verb = strtok_r(req, " \t", &save);
+    if (verb == NULL || strcmp(verb, "SPIN") != 0) {
+        session_fail(s, verb ? "unknown verb; expected SPIN <us>" : "empty request; expected SPIN <us>");
+        return -1;
+    }
+    char *arg = strtok_r(NULL, " \t", &save), *end = NULL;
+    errno = 0;
+    long us = arg ? strtol(arg, &end, 10) : -1;
+    if (arg == NULL || *end != '\0' || errno != 0 || us < 0 || us > SPIN_MAX_US || strtok_r(NULL, " \t", &save)) {
+        session_fail(s, "us must be microseconds from 0 to 1000000");
+        return -1;
+    }
+    return us;
+}
+
+static size_t spin_consume(session_t *s, void *state, const char *in, size_t len)
+{
+    (void)state;
+    size_t done = 0;
+    while (done < len) {
+        /* A request needs room for its reply: else wait for the output to drain. */
+        if (session_out_room(s) < SPIN_REPLY_MAX)
+            break;
+        size_t line_len, used;
+        int found = request_line(s, in + done, len - done, &line_len, &used);
+        if (found == 0)
+            break;
+        if (found < 0)
+            return len; /* ERR sent */
+        long us = parse_spin(s, in + done, line_len);
+        if (us < 0)
+            return len;
+        done += used;
+        spin_for(us);
+        char *out = session_out_reserve(s, SPIN_REPLY_MAX);
+        if (out == NULL) {
+            session_fail(s, "server out of memory");
+            return len;
+        }
+        session_out_commit(s, (size_t)snprintf(out, SPIN_REPLY_MAX, "OK %ld\n", us));
+    }
+    return done;
+}
+
+const service_t spin_service = { .name = "spin", .state_size = 0, .consume = spin_consume };

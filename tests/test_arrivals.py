@@ -1,0 +1,114 @@
+"""The open loop's arrivals (csrc/loadgen/arrivals.c) and the spin service's declared
+service times (exchange.c), seen from a server that is not the lab's own: a Python
+server that stamps each request as it arrives and keeps the time it asks for.
+
+Counts are exact (every request of rate x duration arrives once).  The gaps' statistics
+are the process's: an exponential gap has a coefficient of variation (std / mean) of 1,
+an even one of 0; a loaded machine moves a gap by tens of microseconds, far less than
+the 2 ms gaps here, so the bounds hold on a busy machine too.  The spin service itself
+(the server keeps its CPU busy for the time asked) is in test_protocol, for every model,
+and its CPU time here, for epoll."""
+
+import statistics
+import threading
+import time
+
+import psutil
+import pytest
+
+import serverproc
+from serverproc import Client
+from test_loadgen import Loadgen, build_loadgen, read_line, run_loadgen, server  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
+
+RATE, DURATION = 500, 2.0  # 1,000 requests, 2 ms apart on average
+
+
+class Stamps:
+    """What the server saw: each request's arrival time and the microseconds it asked for."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.seen: list[tuple[float, int]] = []
+
+    def serve(self, conn):
+        pending = b""
+        while True:
+            line, pending = read_line(conn, pending)
+            if line is None:
+                return
+            with self.lock:
+                self.seen.append((time.monotonic(), int(line.split()[1])))
+            conn.sendall(b"OK %s\n" % line.split()[1])
+
+    def gaps(self) -> list[float]:
+        times = sorted(t for t, _ in self.seen)
+        return [b - a for a, b in zip(times, times[1:])]
+
+    def spins(self) -> list[int]:
+        return sorted(us for _, us in self.seen)
+
+
+def offered(server, arrivals: str, *extra, seed: int = 1) -> tuple[dict, Stamps]:
+    stamps = Stamps()
+    srv = server(stamps.serve)
+    code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", 10,
+                                    "--service", "spin", "--rate", RATE, "--duration", DURATION,
+                                    "--arrivals", arrivals, "--seed", seed, *extra)
+    assert code == 0, err
+    return report, stamps
+
+
+def cv(values: list[float]) -> float:
+    return statistics.pstdev(values) / statistics.fmean(values)
+
+
+@pytest.mark.parametrize("arrivals, low, high", [("poisson", 0.85, 1.15), ("even", 0.0, 0.3)])
+def test_arrivals_reach_the_server_as_the_process_they_name(server, arrivals, low, high):
+    report, stamps = offered(server, arrivals)
+    assert report["arrivals"] == arrivals and report["mode"] == "open"
+    assert len(stamps.seen) == report["requests_ok"] == RATE * DURATION  # every request, once
+    gaps = stamps.gaps()
+    assert statistics.fmean(gaps) == pytest.approx(1 / RATE, rel=0.1)  # the same mean rate either way
+    assert low <= cv(gaps) <= high, f"{arrivals}: gaps' coefficient of variation {cv(gaps):.2f}"
+    if arrivals == "poisson":  # exponential: P(gap < mean x ln 2) = 1/2, the median
+        below = sum(gap < statistics.fmean(gaps) * 0.6931 for gap in gaps) / len(gaps)
+        assert 0.45 <= below <= 0.55, below
+
+
+def test_a_closed_loop_has_no_arrivals_to_speak_of(server):
+    stamps = Stamps()
+    srv = server(stamps.serve)
+    code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", 2,
+                                    "--requests", 3, "--service", "spin")
+    assert code == 0, err
+    assert report["arrivals"] is None and report["mode"] == "closed"
+    assert stamps.spins() == [0] * 6  # --spin-us defaults to 0: the loop's own cost
+
+
+def test_service_times_are_drawn_as_declared_and_the_seed_repeats_them(server):
+    _, fixed = offered(server, "poisson", "--spin-us", 300)
+    assert fixed.spins() == [300] * 1000
+    _, drawn = offered(server, "poisson", "--spin-us", 300, "--spin-dist", "exp", seed=7)
+    spins = drawn.spins()
+    assert statistics.fmean(spins) == pytest.approx(300, rel=0.08)  # 1,000 draws: the mean's sd is 3%
+    assert 0.9 <= cv(spins) <= 1.1
+    _, again = offered(server, "poisson", "--spin-us", 300, "--spin-dist", "exp", seed=7)
+    _, other = offered(server, "poisson", "--spin-us", 300, "--spin-dist", "exp", seed=8)
+    assert again.spins() == spins and other.spins() != spins
+
+
+def test_the_spin_service_keeps_the_servers_cpu_busy_for_the_time_asked():
+    """epoll (one thread): ten requests of 20 ms, pipelined, cost the server 200 ms of CPU
+    time (psutil reads /proc/PID/stat), and the last reply comes no sooner."""
+    with serverproc.running("epoll", service="spin") as srv, Client(srv.port) as client:
+        process = psutil.Process(srv.proc.pid)
+        before, started = process.cpu_times(), time.monotonic()
+        client.send(b"SPIN 20000\n" * 10)
+        assert [client.line() for _ in range(10)] == [b"OK 20000"] * 10
+        wall = time.monotonic() - started
+        after = process.cpu_times()
+        cpu = (after.user + after.system) - (before.user + before.system)
+    assert wall >= 0.2
+    assert cpu >= 0.2 * 0.9, f"the server used {cpu * 1000:.0f} ms of CPU for 200 ms of spinning"
