@@ -56,7 +56,7 @@ def test_the_registry_finds_every_experiment_file_and_only_those(monkeypatch):
     files = {path.stem for path in (paths.ROOT / "labkit" / "experiments").glob("[!_]*.py")}
     assert set(experiments.catalogue()) == files == {"proc_top", "echo_scale", "idle_conns", "uploads", "write_strategies", "nagle",
                                                            "bdp", "offered_load", "slow_clients", "accept_queue",
-                                                           "herd", "conn_memory"}
+                                                           "herd", "conn_memory", "service_time"}
     with pytest.raises(LabError) as caught:
         experiments.get("echo_sizes")
     assert "proc_top" in caught.value.fix
@@ -104,7 +104,7 @@ def test_a_plan_carries_its_experiment_its_values_and_its_runs(toy):
 
 def test_every_axis_is_in_the_grid_in_declared_order():
     idle = experiments.get("idle_conns")
-    assert idle.axis_columns == ["model", "idle", "clients", "placement", "link_delay_ms"]
+    assert idle.axis_columns == ["model", "idle", "clients", "arrivals", "placement", "link_delay_ms"]
     assert experiments.get("echo_scale").axis_columns == ["model", "clients", "exchanges", "placement",
                                                           "link_delay_ms"]
     points = idle.resolve("quick").grid()
@@ -144,7 +144,7 @@ def test_labkit_experiments_lists_every_experiment_in_a_line_and_one_with_its_pa
     done = labkit("experiments")
     assert done.returncode == 0, done.stderr
     names = ("accept_queue", "bdp", "conn_memory", "echo_scale", "echo_sizes", "herd", "idle_conns", "nagle",
-             "offered_load", "proc_top", "slow_clients", "uploads", "write_strategies")
+             "offered_load", "proc_top", "service_time", "slow_clients", "uploads", "write_strategies")
     assert sorted(line.split()[0] for line in done.stdout.splitlines()[:len(names)]) == list(names)
     assert "--set" not in done.stdout and "labkit experiments NAME" in done.stdout
     one = labkit("experiments", "echo_sizes")

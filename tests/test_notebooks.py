@@ -398,11 +398,20 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
     assert memory["epoll"]["kernel_kernelstack_kib_per_connection"] < 1
     assert memory["threaded"]["server_rss_kib_per_connection"] > memory["epoll"]["server_rss_kib_per_connection"]
 
+    # The known answer: epoll with the spin service, both arrivals at both rates, every request
+    # answered; at the higher rate Poisson arrivals wait longer than even ones (theory: about twice).
+    truth = {(r["arrivals"], r["rate"]): r for r in rows if r["experiment"] == "service_time"}
+    assert set(truth) == {(a, rate) for a in ("even", "poisson") for rate in (3000, 7000)}, sorted(truth)
+    assert all(r["status"] == "ok" and r["requests_ok"] == r["rate"] * r["duration"] for r in truth.values()), \
+        [(key, r["error"], r["requests_ok"]) for key, r in truth.items()]
+    assert truth[("poisson", 7000)]["lat_mean_us"] > 1.2 * truth[("even", 7000)]["lat_mean_us"], \
+        (truth[("poisson", 7000)]["lat_mean_us"], truth[("even", 7000)]["lat_mean_us"])
+
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "06_what_breaks_first: 10/15 points from 12 checks; all passed; 5 written answer(s)" in text
+    assert "06_what_breaks_first: 11/16 points from 13 checks; all passed; 5 written answer(s)" in text
     for start in ("say(plots.saturation_warning(load_df)", 'experiments.get("slow_clients").plot(slow_df, "served',
                   "queueing.connect_times(queue_df)", 'experiments.get("herd").plot(herd_df, "server_cs',
-                  'experiments.get("conn_memory").plot(memory_df, "kernel_kib'):
+                  'experiments.get("conn_memory").plot(memory_df, "kernel_kib', 'fig = ground_truth.figure(truth'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
 

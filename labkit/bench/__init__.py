@@ -1,4 +1,5 @@
-"""The lab measured against its anchors: `labkit bench rtt | throughput | events | upload | scaling`.
+"""The lab measured against its anchors: `labkit bench rtt | throughput | events | upload | scaling |
+queueing`.
 
   rtt         the lab's load generator against the epoll echo server, one
               connection, ping-pong, beside sockperf against sockperf's own
@@ -20,6 +21,12 @@
               CPUs of its own, against the load generator on all the other
               CPUs (one event loop each).  Target: W workers serve at least
               SCALING_TARGET x W times one worker, the generator never the limit.
+  queueing    the anchor is theory: the epoll server with the spin service (a
+              declared service time per request) under even and Poisson
+              arrivals, fixed and exponential service times, at utilisation
+              0.3, 0.5 and 0.7, each measured mean and p99 response beside
+              what queueing theory predicts (labkit.queue_theory), from the
+              same declared quantities and the lab's measured floor.
 
 Each function returns its figures (a dict or a pandas DataFrame) and the
 format_* functions turn them into the text the CLI prints, environment
@@ -27,7 +34,8 @@ first.  No figure is asserted anywhere: the tests check that each bench runs
 and prints well-formed figures, not how fast this machine is.
 
 One module per anchor: sockperf.py (rtt), iperf3.py (upload, iperf3_ceiling),
-ev_bench.py (events, event_cost), echo.py (the lab's own: throughput, scaling);
+ev_bench.py (events, event_cost), echo.py (the lab's own: throughput, scaling), queueing.py
+(queueing theory);
 common.py holds what they share.  Every process starts through labkit.launcher
 (the lab's load generator through procs.run_load), and saved rows go through
 labkit.store, as the sweeps' do.
@@ -35,7 +43,7 @@ labkit.store, as the sweeps' do.
 
 from __future__ import annotations
 
-from . import common, echo, ev_bench, iperf3, sockperf
+from . import common, echo, ev_bench, iperf3, queueing, sockperf
 from .common import RESULTS_DIR, RTT_SIZE, free_port, pinning
 from .echo import SCALING_TARGET, format_scaling, format_throughput, scaling, scaling_plan, throughput
 from .ev_bench import BACKENDS, event_cost, events, format_events
@@ -51,7 +59,7 @@ __all__ = ["BACKENDS", "IPERF3_INSTALL", "Iperf3Server", "RESULTS_DIR", "RTT_SIZ
 
 
 def run_command(args) -> str:
-    """`labkit bench rtt | throughput | events | upload | scaling` (the parser lives in cli.py):
+    """`labkit bench rtt | throughput | events | upload | scaling | queueing` (the parser lives in cli.py):
     run the bench `args.bench` names; return the text to print."""
     import sys
 
@@ -61,15 +69,18 @@ def run_command(args) -> str:
         if not use_sockperf:
             print(f"note: sockperf is not installed, so only the lab's round trip is measured; "
                   f"install it: {SOCKPERF_INSTALL}", file=sys.stderr)
-        return format_rtt(rtt(rounds=args.rounds, seconds=args.seconds, exchanges=args.exchanges,
+        return format_rtt(rtt(rounds=args.rounds, seconds=args.seconds or 2, exchanges=args.exchanges,
                               engine=args.engine, server_cpus=server_cpus, client_cpus=client_cpus,
                               use_sockperf=use_sockperf))
     if args.bench == "scaling":
         return format_scaling(scaling(model=args.model, workers=args.workers, clients=args.clients or 400,
                                       requests=args.requests or 2000, rounds=args.rounds))
     if args.bench == "upload":
-        return format_upload(upload(rounds=args.rounds, seconds=args.seconds, server_cpus=server_cpus,
+        return format_upload(upload(rounds=args.rounds, seconds=args.seconds or 2, server_cpus=server_cpus,
                                     client_cpus=client_cpus))
+    if args.bench == "queueing":
+        return queueing.format_calibration(queueing.calibrate(duration=args.seconds or 4.0,
+                                                              server_cpus=server_cpus, client_cpus=client_cpus))
     if args.bench == "throughput":
         return format_throughput(throughput(models=args.models, clients=args.clients or 100,
                                             requests=args.requests or 200,

@@ -10,7 +10,7 @@ figure counts both ends of each connection, since the client's sockets live in t
 same kernel."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, cpu_params,
+from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, arrivals_param, cpu_params,
                            placement_params, repeats_param)
 
 EXPERIMENT = Experiment(
@@ -23,6 +23,7 @@ EXPERIMENT = Experiment(
         Param("clients", IntList(least=1, noun="client count", unit="clients"), [10], "active connections",
               label="active connections"),
         Param("rate", Number(), 100, "the active ones' requests per second (open loop)"),
+        arrivals_param(),
         Param("duration", Number(), 1, "seconds of load while the connections are held"),
         Param("size", Int(least=1), 64, "bytes per echo message"),
         repeats_param(3),

@@ -19,8 +19,8 @@ listener per worker, the kernel hashing each connection to one; prefork: blockin
 accept(), where the kernel wakes one waiter."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import (BOTH, SERVER, Choice, Flag, Int, IntList, Models, Number, Param, cpu_params,
-                           placement_params, repeats_param)
+from labkit.params import (BOTH, SERVER, Choice, Flag, Int, IntList, Models, Number, Param, arrivals_param,
+                           cpu_params, placement_params, repeats_param)
 
 EXPERIMENT = Experiment(
     name="herd",
@@ -31,6 +31,7 @@ EXPERIMENT = Experiment(
         Param("workers", IntList(least=1, most=4096, noun="worker count", unit="workers"), [2, 4, 8],
               "worker processes", to=SERVER, label="workers"),
         Param("rate", Number(), 500, "new connections per second (open loop), each one echo exchange"),
+        arrivals_param(),
         Param("duration", Number(), 2, "seconds of load"),
         Param("clients", IntList(least=1, noun="client count", unit="clients"), [20],
               "client slots: each exchange opens a connection of its own", label="client slots"),

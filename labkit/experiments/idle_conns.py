@@ -3,8 +3,8 @@ beside 0 to 10,000 silent ones, for select, poll and epoll: who pays for the
 descriptors that do nothing."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, cpu_params,
-                           placement_params, profile_stacks_param, repeats_param)
+from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, arrivals_param,
+                           cpu_params, placement_params, profile_stacks_param, repeats_param)
 
 EXPERIMENT = Experiment(
     name="idle_conns",
@@ -18,6 +18,7 @@ EXPERIMENT = Experiment(
         Param("clients", IntList(least=1, noun="client count", unit="clients"), [100], "active connections",
               label="active connections"),
         Param("rate", Number(), 5000, "requests per second in total (open loop, latency from each request's due time)"),
+        arrivals_param(),
         Param("duration", Number(), 4, "seconds of load per point"),
         Param("warmup", Warmup(), "1s", "left out of the latency figures: '1s' or a count of exchanges"),
         Param("size", Int(least=1), 64, "bytes per message"),

@@ -2,11 +2,13 @@
 
 An open loop offers each rate for `duration` seconds, spread over `clients`
 connections, to the `top` service (a scan of /proc per request: the server, not the
-load generator, is the limit).  The requests are evenly spaced, not random: request g is
-due at start + g / rate (loadgen's events.c, due_time), so below the knee the waits come
-from service times that vary, late requests the generator releases together, and the
-server loop's batches (Kingman's W ~ rho/(1-rho) (c_a^2 + c_s^2)/2 E[S] with c_a^2 near 0;
-M/M/1's rho/(1-rho) assumes Poisson arrivals).  Latency counts from when each request was due, so
+load generator, is the limit).  By default the requests are evenly spaced, not random:
+request g is due at start + g / rate (`arrivals` even; csrc/loadgen/arrivals.c), so below
+the knee the waits come from service times that vary, late requests the generator releases
+together, and the server loop's batches (Kingman's W ~ rho/(1-rho) (c_a^2 + c_s^2)/2 E[S]
+with c_a^2 near 0).  `arrivals` poisson offers the same mean rate as a Poisson process
+(c_a^2 = 1, the arrivals M/M/1's rho/(1-rho) assumes; experiment service_time holds a
+server of known cost against it).  Latency counts from when each request was due, so
 the requests a saturated server holds back are not hidden (coordinated omission).
 labkit.queueing marks each model's knee (the first rate whose completions fall more
 than 5% short of the offer) and checks Little's law at every point: the requests in
@@ -14,8 +16,8 @@ flight, sampled every 10 ms by the load generator, against completed rate x mean
 latency."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, cpu_params,
-                           placement_params, repeats_param)
+from labkit.params import (BOTH, SERVER, Choice, Int, IntList, Models, Number, Param, Warmup, arrivals_param,
+                           cpu_params, placement_params, repeats_param)
 
 EXPERIMENT = Experiment(
     name="offered_load",
@@ -27,6 +29,7 @@ EXPERIMENT = Experiment(
               [250, 500, 1000, 2000, 3000, 4500, 6000, 9000],
               "requests per second offered (open loop), past the server's capacity",
               label="offered rate (requests/s)"),
+        arrivals_param(),
         Param("clients", IntList(least=1, noun="client count", unit="clients"), [50],
               "connections the offered requests are spread over", label="connections"),
         Param("duration", Number(), 3, "seconds each rate is offered"),

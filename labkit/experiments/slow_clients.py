@@ -12,8 +12,8 @@ who keeps serving the others: served_fraction is the share of the well-behaved
 clients' requests answered."""
 
 from labkit.experiments import Experiment, Figure
-from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Number, Param, cpu_params,
-                           placement_params, repeats_param)
+from labkit.params import (BOTH, SERVER, Choice, ChoiceList, Int, IntList, Models, Number, Param, arrivals_param,
+                           cpu_params, placement_params, repeats_param)
 
 EXPERIMENT = Experiment(
     name="slow_clients",
@@ -35,6 +35,7 @@ EXPERIMENT = Experiment(
         Param("clients", IntList(least=1, noun="client count", unit="clients"), [10],
               "well-behaved connections", label="well-behaved connections"),
         Param("rate", Number(), 200, "their requests per second in all (open loop)"),
+        arrivals_param(),
         Param("duration", Number(), 2, "seconds of load"),
         Param("size", Int(least=1), 64, "bytes per echo message"),
         repeats_param(3),

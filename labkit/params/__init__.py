@@ -26,7 +26,7 @@ from .sizes import SIZE_UNITS, Shapes, Size, Sizes, parse_size, size_text
 
 __all__ = ["BOTH", "FROM_MACHINE", "LINK", "LOAD", "NO_LINK", "PINNING", "SERVER", "SIZE_UNITS", "SWEEP",
            "Choice", "ChoiceList", "Cpus", "Flag", "Int", "IntList", "Kind", "LinkRate", "Models", "Number",
-           "Param", "Percent", "Shapes", "Size", "Sizes", "Warmup", "autocorking_param", "cpu_params",
+           "Param", "Percent", "Shapes", "Size", "Sizes", "Warmup", "arrivals_param", "autocorking_param", "cpu_params",
            "cpu_text", "parse_size", "placement_params", "profile_stacks_param", "repeats_param", "size_text",
            "whole_number"]
 
@@ -122,6 +122,16 @@ def profile_stacks_param(default: bool = False) -> Param:
     system calls counted by name (labkit.perf.stacks); a few seconds more per point."""
     return Param("profile_stacks", Flag(), default, "record where the server's time goes at every point: "
                  "sampled stacks (a flame chart) and system calls by name", to=SWEEP)
+
+
+def arrivals_param(default=("even",)) -> Param:
+    """How an open loop spaces the requests it offers at its rate (loadgen --arrivals,
+    csrc/loadgen/arrivals.h): evenly, one every 1/rate (wrk2's constant throughput), or as a
+    Poisson process of the same mean rate (exponential gaps, drawn from the run's seed: the
+    arrivals queueing theory's M/M/1 and M/D/1 assume).  A list: one point each."""
+    return Param("arrivals", ChoiceList("even", "poisson"), list(default),
+                 "open loop: requests evenly spaced (1/rate apart) or a Poisson process of that rate "
+                 "(exponential gaps, seeded)", label="arrivals")
 
 
 def repeats_param(default: int = 3) -> Param:

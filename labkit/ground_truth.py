@@ -1,0 +1,122 @@
+"""The lab held against a result known in advance: the spin service's points (experiment
+service_time) each beside what queueing theory predicts for it (labkit.queue_theory).
+
+    measure_floor(pinning)    SPIN 0 under a light Poisson load: the loop's own CPU time per
+                              request and the response time outside the queue (a Floor)
+    beside_theory(df, floor)  per point: utilisation, measured and predicted mean and p99
+                              response, measured / predicted
+    figure(table)             measured (markers) and predicted (lines) against utilisation
+
+The prediction uses only what was declared (rate, arrivals, service time and its
+distribution) and the two quantities the floor measured; what is left between the two is
+what the lab adds to a measurement on this machine, its measurement floor.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from labkit import queue_theory
+
+FLOOR_RATE = 500  # requests/s of SPIN 0: utilisation near 0
+FLOOR_CLIENTS = 20
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What the lab adds to each request of the spin service: `overhead_us`, the server
+    loop's own CPU time per request (reading, parsing, replying), and `floor_us`, the mean
+    response time spent outside the server's queue (loopback, the generator's loop and
+    timer); NaN where not measured, `why` then says why."""
+
+    overhead_us: float
+    floor_us: float
+    row: dict
+    why: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return math.isfinite(self.overhead_us) and math.isfinite(self.floor_us)
+
+
+def floor_load(duration: float = 3.0):
+    from labkit.procs import LoadSpec
+
+    return LoadSpec(FLOOR_CLIENTS, 1, "spin", {"rate": FLOOR_RATE, "duration": duration,
+                                               "warmup": f"{min(0.5, duration / 4):g}s",
+                                               "arrivals": "poisson", "spin-us": 0, "engine": "events"},
+                    timeout=10)
+
+
+def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor:
+    """One point of SPIN 0 at FLOOR_RATE through measure.point (the sweeps' pipeline)."""
+    from labkit import measure
+    from labkit.errors import LabError
+    from labkit.procs import ServerSpec
+
+    try:
+        row = measure.point(measure.Run(ServerSpec(model, "spin"), floor_load(duration), pinning))
+    except LabError as failure:
+        return Floor(math.nan, math.nan, {}, failure.what.splitlines()[0])
+    overhead = float(row.get("server_cpu_us_per_request", math.nan))
+    mean = float(row.get("lat_mean_us", math.nan))
+    why = row.get("error") or ("" if math.isfinite(overhead) else "the server's CPU time was not counted "
+                               "(neither perf nor /proc): the loop's own cost is not known")
+    return Floor(overhead, mean - overhead, row, why)
+
+
+COLUMNS = ["model", "arrivals", "spin_dist", "rate", "utilisation", "lat_mean_us", "predicted_mean_us",
+           "mean_ratio", "lat_p99_us", "predicted_p99_us", "p99_ratio", "samples"]
+
+
+def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
+    """Each successful point of `df` (service_time rows), medians over its repeats, beside
+    queue_theory.predict for the same rate, arrivals and service time."""
+    ok = df[df["status"] == "ok"] if "status" in df else df
+    keys = ["model", "arrivals", "spin_dist", "spin_us", "rate"]
+    medians = ok.groupby(keys, sort=True)[["lat_mean_us", "lat_p99_us", "requests_ok"]].median().reset_index()
+    rows = []
+    for point in medians.itertuples(index=False):
+        predicted = queue_theory.predict(point.arrivals, point.spin_dist, point.rate, point.spin_us,
+                                         floor.overhead_us, floor.floor_us)
+        rows.append({"model": point.model, "arrivals": point.arrivals, "spin_dist": point.spin_dist,
+                     "rate": point.rate, "utilisation": predicted.rho, "lat_mean_us": point.lat_mean_us,
+                     "predicted_mean_us": predicted.mean_us, "mean_ratio": point.lat_mean_us / predicted.mean_us,
+                     "lat_p99_us": point.lat_p99_us, "predicted_p99_us": predicted.p99_us,
+                     "p99_ratio": point.lat_p99_us / predicted.p99_us, "samples": point.requests_ok})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def figure(table: pd.DataFrame, stat: str = "mean"):
+    """Measured (markers) and predicted (a dashed line) `stat` ("mean" or "p99") response
+    against utilisation, a colour and a marker shape per arrivals and service time; its
+    text alternative in the layout's meta (describe)."""
+    import plotly.graph_objects as go
+
+    from labkit.plots.style import SERIES_COLORS, SYMBOLS, TEMPLATE
+
+    fig = go.Figure(layout=dict(template=TEMPLATE))
+    for i, ((arrivals, dist), part) in enumerate(table.groupby(["arrivals", "spin_dist"], sort=True)):
+        part = part.sort_values("utilisation")
+        colour, name = SERIES_COLORS[i % len(SERIES_COLORS)], f"{arrivals} arrivals, {dist} service"
+        fig.add_scatter(x=part["utilisation"], y=part[f"lat_{stat}_us"], mode="markers", legendgroup=name,
+                        marker=dict(color=colour, symbol=SYMBOLS[i % len(SYMBOLS)], size=11),
+                        name=f"{name}: measured")
+        fig.add_scatter(x=part["utilisation"], y=part[f"predicted_{stat}_us"], mode="lines", legendgroup=name,
+                        line=dict(color=colour, dash="dash"), name=f"{name}: theory")
+    fig.update_layout(title=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
+                      xaxis_title="utilisation ρ (rate × mean service time)",
+                      yaxis_title=f"{stat} response (µs)", legend_title_text="")
+    fig.layout.meta = {"alt": describe(table, stat)}
+    return fig
+
+
+def describe(table: pd.DataFrame, stat: str = "mean") -> str:
+    """The figure in words: each point's measured `stat` beside the predicted one."""
+    parts = [f"{r.arrivals} arrivals, {r.spin_dist} service, utilisation {r.utilisation:.2f}: "
+             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured, {getattr(r, f'predicted_{stat}_us'):,.0f} µs "
+             f"predicted" for r in table.itertuples()]
+    return f"{stat} response time against utilisation. " + "; ".join(parts) + "."
