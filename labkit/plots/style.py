@@ -83,6 +83,7 @@ EVENT_LABELS = {
 _COLUMN_LABELS = {
     "elapsed_s": "elapsed time (s)",
     "throughput_rps": "throughput (requests/s)",
+    "lat_mean_us": "latency mean (µs)",
     "lat_p50_us": "latency p50 (µs)",
     "lat_p90_us": "latency p90 (µs)",
     "lat_p99_us": "latency p99 (µs)",
