@@ -3,6 +3,7 @@
 
 #include "common/expect.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,29 @@ void session_fail(session_t *s, const char *reason)
         session_out_commit(s, (size_t)n);
     }
     s->failed = true;
+}
+
+long long request_number(session_t *s, const char *line, size_t len, const char *verb, long long max,
+                         const char *usage, const char *range)
+{
+    char req[SESSION_LINE_MAX + 1], why[SESSION_LINE_MAX];
+    memcpy(req, line, len);
+    req[len] = '\0';
+
+    char *save, *word = strtok_r(req, " \t", &save);
+    if (word == NULL || strcmp(word, verb) != 0) {
+        snprintf(why, sizeof why, "%s; expected %s", word ? "unknown verb" : "empty request", usage);
+        session_fail(s, why);
+        return -1;
+    }
+    char *arg = strtok_r(NULL, " \t", &save), *end = NULL;
+    errno = 0;
+    long long n = arg ? strtoll(arg, &end, 10) : -1;
+    if (arg == NULL || *end != '\0' || errno != 0 || n < 0 || n > max || strtok_r(NULL, " \t", &save)) {
+        session_fail(s, range);
+        return -1;
+    }
+    return n;
 }
 
 int request_line(session_t *s, const char *in, size_t len, size_t *line_len, size_t *used)

@@ -88,4 +88,10 @@ void   session_fail(session_t *s, const char *reason);
  *     and consume() should return len. */
 int request_line(session_t *s, const char *in, size_t len, size_t *line_len, size_t *used);
 
+/* A request line of the form "<verb> <n>" (what request_line found: line[0..len)), n a
+ * decimal from 0 to max and nothing after it: n.  Else -1, the session failed with ERR:
+ * "expected <usage>" for another verb or an empty line, `range` for a bad n. */
+long long request_number(session_t *s, const char *line, size_t len, const char *verb, long long max,
+                         const char *usage, const char *range);
+
 #endif

@@ -2,10 +2,7 @@
  * "OK <n> <reads>\n", reads = how many read calls delivered body bytes. */
 #include "session.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define SINK_MAX_BODY (1LL << 40) /* far above any experiment; bounds the arithmetic */
 #define SINK_REPLY_MAX 64
@@ -18,23 +15,10 @@ struct sink_state {
 /* Parse "PUT <n>": 0, or -1 after session_fail(). */
 static int parse_put(session_t *s, struct sink_state *st, const char *line, size_t len)
 {
-    char req[SESSION_LINE_MAX + 1];
-    memcpy(req, line, len);
-    req[len] = '\0';
-
-    char *save, *verb = strtok_r(req, " \t", &save);
-    if (verb == NULL || strcmp(verb, "PUT") != 0) {
-        session_fail(s, verb ? "unknown verb; expected PUT <n>" : "empty request; expected PUT <n>");
+    long long n = request_number(s, line, len, "PUT", SINK_MAX_BODY, "PUT <n>",
+                                 "n must be a byte count from 0 to 2^40");
+    if (n < 0)
         return -1;
-    }
-    char *arg = strtok_r(NULL, " \t", &save), *end = NULL;
-    errno = 0;
-    long long n = arg ? strtoll(arg, &end, 10) : -1;
-    if (arg == NULL || *end != '\0' || errno != 0 || n < 0 || n > SINK_MAX_BODY ||
-        strtok_r(NULL, " \t", &save)) {
-        session_fail(s, "n must be a byte count from 0 to 2^40");
-        return -1;
-    }
     st->in_body = true;
     st->size = st->left = n;
     st->reads = 0;

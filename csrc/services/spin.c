@@ -18,10 +18,7 @@
  */
 #include "session.h"
 
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #define SPIN_MAX_US 1000000L
@@ -41,28 +38,6 @@ static void spin_for(long us)
         ;
 }
 
-/* Parse "SPIN <us>": the microseconds, or -1 after session_fail(). */
-static long parse_spin(session_t *s, const char *line, size_t len)
-{
-    char req[SESSION_LINE_MAX + 1];
-    memcpy(req, line, len);
-    req[len] = '\0';
-
-    char *save, *verb = strtok_r(req, " \t", &save);
-    if (verb == NULL || strcmp(verb, "SPIN") != 0) {
-        session_fail(s, verb ? "unknown verb; expected SPIN <us>" : "empty request; expected SPIN <us>");
-        return -1;
-    }
-    char *arg = strtok_r(NULL, " \t", &save), *end = NULL;
-    errno = 0;
-    long us = arg ? strtol(arg, &end, 10) : -1;
-    if (arg == NULL || *end != '\0' || errno != 0 || us < 0 || us > SPIN_MAX_US || strtok_r(NULL, " \t", &save)) {
-        session_fail(s, "us must be microseconds from 0 to 1000000");
-        return -1;
-    }
-    return us;
-}
-
 static size_t spin_consume(session_t *s, void *state, const char *in, size_t len)
 {
     (void)state;
@@ -77,7 +52,8 @@ static size_t spin_consume(session_t *s, void *state, const char *in, size_t len
             break;
         if (found < 0)
             return len; /* ERR sent */
-        long us = parse_spin(s, in + done, line_len);
+        long us = (long)request_number(s, in + done, line_len, "SPIN", SPIN_MAX_US, "SPIN <us>",
+                                       "us must be microseconds from 0 to 1000000");
         if (us < 0)
             return len;
         done += used;
