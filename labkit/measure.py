@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from . import procs, row as rows
+from . import procs, row as rows, uncertainty
 from .errors import ClientFailed, LabError, ServerFailed
 from .procs import ClientRun, LoadSpec, Pinning, ServerSpec
 
@@ -342,6 +342,8 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     says, and what follows from it); its elapsed time."""
     summary = client.summary
     row.update(rows.from_summary(summary))
+    reported = {p: row[f"lat_{p}_us"] for p in uncertainty.PERCENTILES}
+    row.update(uncertainty.percentile_columns(row["lat_histogram"], reported))
     row["client_cpus"] = list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0))
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
     if row["requests_planned"]:  # a stuck server's failed point says how much it still served

@@ -87,7 +87,8 @@ def predict(arrivals: str, dist: str, rate_rps: float, spin_us: float, overhead_
     if arrivals == "poisson" and dist == "exp" and overhead_us == 0:
         p99, p99_how = floor_us + math.log(100) / (1 / mean_s - rate_rps / 1e6), "M/M/1 (exact)"
     else:
-        p99, p99_how = floor_us + float(np.quantile(lindley, 0.99)), f"Lindley's recursion, {LINDLEY_REQUESTS:,} requests"
+        p99 = floor_us + float(np.quantile(lindley, 0.99))
+        p99_how = f"Lindley's recursion, {LINDLEY_REQUESTS:,} requests"
     return Prediction(mean, p99, rho, mean_how, p99_how)
 
 

@@ -133,6 +133,9 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("client_write_syscalls_per_repetition", NAN),
     ("server_read_syscalls_per_repetition", NAN),
     ("lat_histogram",            [],       "histogram",                     _buckets),
+    # how sure each latency percentile is: its interval from the run's own samples (the
+    # histogram's order statistics, labkit.uncertainty) and the confidence it reached
+    *((f"lat_{p}_{end}", NAN) for p in ("p50", "p99", "p999") for end in ("low_us", "high_us", "confidence")),
     ("server_cpu_us_per_request", NAN),
     ("server_cs_per_request",    NAN),
     ("server_cpu_ms_per_mb",     NAN),

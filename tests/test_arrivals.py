@@ -112,3 +112,20 @@ def test_the_spin_service_keeps_the_servers_cpu_busy_for_the_time_asked():
         cpu = (after.user + after.system) - (before.user + before.system)
     assert wall >= 0.2
     assert cpu >= 0.2 * 0.9, f"the server used {cpu * 1000:.0f} ms of CPU for 200 ms of spinning"
+
+
+def test_a_measured_point_carries_each_percentiles_interval_and_the_floor_is_measured():
+    """measure.point through ground_truth.measure_floor (SPIN 0, Poisson, 500/s): the row's
+    percentiles each lie in their interval, from the run's own samples (labkit.uncertainty);
+    the loop's own cost and the time outside the queue are measured, not zero."""
+    from labkit import ground_truth
+    from labkit.procs import Pinning
+
+    floor = ground_truth.measure_floor(Pinning.resolve(None, None, allow_overlap=True), duration=1.0)
+    row = floor.row
+    assert row["status"] == "ok", row["error"]
+    assert floor.measured and floor.overhead_us > 0 and floor.floor_us > 0, floor.why
+    assert row["requests_ok"] == ground_truth.FLOOR_RATE * 1.0
+    for p in ("p50", "p99", "p999"):
+        assert row[f"lat_{p}_low_us"] <= row[f"lat_{p}_us"] <= row[f"lat_{p}_high_us"], p
+    assert row["lat_p50_confidence"] >= 0.95 > row["lat_p999_confidence"]  # p99.9 of ~400 requests: too few

@@ -56,6 +56,22 @@ def _model_traces(fig):
     return {t.name: t for t in fig.data if t.name != "failed"}
 
 
+def test_one_repeats_percentile_is_drawn_with_the_runs_own_interval_and_says_so():
+    df = synthetic(models=("epoll",), repeats=1)
+    df["lat_p99_low_us"], df["lat_p99_high_us"] = df["lat_p99_us"] * 0.9, df["lat_p99_us"] * 1.2
+    df["lat_p99_confidence"] = [0.96, 0.96, 0.61]
+    line = _model_traces(plots.metric_vs(df, "lat_p99_us"))["epoll"]
+    assert list(line.error_y.array) == pytest.approx(list(df["lat_p99_us"] * 0.2))
+    assert list(line.error_y.arrayminus) == pytest.approx(list(df["lat_p99_us"] * 0.1))
+    assert [row[2] for row in line.customdata] == ["96% interval from the run's own samples"] * 2 + [
+        "61% interval from the run's own samples (too few samples for 95%)"]
+    subtitle = plots.metric_vs(df, "lat_p99_us").layout.title.subtitle.text
+    assert "whiskers: 61% interval from the run's own samples (too few samples for 95%); 96% interval" in subtitle
+    # a metric with no interval of its own, one repeat: no whisker, and the chart says so
+    bare = plots.metric_vs(df, "server_context-switches")
+    assert "whiskers: one run, no interval" in bare.layout.title.subtitle.text
+
+
 def test_one_line_per_model_with_median_and_min_max_spread():
     fig = plots.metric_vs(synthetic(), "server_context-switches")
     traces = _model_traces(fig)
@@ -66,6 +82,8 @@ def test_one_line_per_model_with_median_and_min_max_spread():
     assert list(threaded.error_y.array) == [2 * c * 1 for c in (3, 6, 10)]     # max - median
     assert list(threaded.error_y.arrayminus) == [2 * c * 1 for c in (3, 6, 10)]
     assert "median" in threaded.hovertemplate and "min-max" in threaded.hovertemplate
+    assert {row[2] for row in threaded.customdata} == {"75% interval of the median of 3 runs"}  # [min, max] of 3
+    assert "whiskers: 75% interval of the median of 3 runs" in fig.layout.title.subtitle.text
     assert not any(t.name == "failed" for t in fig.data)
 
 

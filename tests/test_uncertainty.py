@@ -92,3 +92,63 @@ def test_bad_input_says_what_is_needed():
         uncertainty.quantile_ranks(0, 0.5)
     with pytest.raises(ValueError, match="0 < q < 1"):
         uncertainty.quantile_ranks(10, 1.0)
+
+
+# ---------------------------------------------------------------------------
+# a run's own percentiles, known only by the load generator's histogram buckets
+
+def loadgen_buckets(samples_us: np.ndarray) -> list[tuple[float, int]]:
+    """Samples as csrc/loadgen/histogram.c buckets them and report.c prints them: each
+    non-empty bucket's upper bound (µs) and count.  Below 256 ns a bucket per nanosecond;
+    above, 128 buckets per power of two."""
+    ns = np.maximum(samples_us * 1000, 1).astype(np.int64)
+    power = np.floor(np.log2(np.maximum(ns, 1))).astype(np.int64)
+    shift = np.maximum(power - 7, 0)
+    high = np.where(ns < 256, ns, ((((ns >> shift) & 127) + 129) << shift) - 1)
+    bounds, counts = np.unique(high, return_counts=True)
+    return [(b / 1000, int(c)) for b, c in zip(bounds, counts)]
+
+
+def test_a_bucketed_interval_is_the_exact_one_to_within_a_bucket():
+    rng = np.random.default_rng(7)
+    samples = rng.exponential(100.0, 5000)  # microseconds
+    exact = uncertainty.quantile_interval(samples, 0.99)
+    bucketed = uncertainty.histogram_quantile_interval(loadgen_buckets(samples), 0.99)
+    assert bucketed.confidence == exact.confidence
+    assert bucketed.low == pytest.approx(exact.low, rel=1 / 128)
+    assert bucketed.high == pytest.approx(exact.high, rel=1 / 128)
+
+
+def test_a_bucketed_95_percent_interval_holds_the_true_p99_in_93_to_97_percent_of_runs():
+    rng = np.random.default_rng(20261126)
+    truth = -math.log(0.01) * 100.0  # the exponential's p99, mean 100 µs
+    held = sum(truth in uncertainty.histogram_quantile_interval(loadgen_buckets(rng.exponential(100.0, 5000)), 0.99)
+               for _ in range(RUNS))
+    assert 0.93 <= held / RUNS <= 0.97, held / RUNS
+
+
+def test_a_rows_percentile_columns_bracket_each_percentile_and_say_when_samples_are_too_few():
+    rng = np.random.default_rng(11)
+    few = uncertainty.percentile_columns(loadgen_buckets(rng.exponential(100.0, 500)))
+    assert few["lat_p50_confidence"] >= 0.95 > few["lat_p999_confidence"]  # p99.9 of 500 requests: unbounded
+    # the exponential's true median and p99 (mean 100 µs): 69.3 and 460.5 µs
+    assert few["lat_p50_low_us"] <= 69.3 <= few["lat_p50_high_us"]
+    assert few["lat_p99_low_us"] <= 460.5 <= few["lat_p99_high_us"]
+    none = uncertainty.percentile_columns([])
+    assert all(math.isnan(value) for value in none.values()) and len(none) == 9
+
+
+POINT_INTERVALS = [  # repeats' values, the run's own interval: what a figure draws, and its words
+    ([5.0, 1.0, 3.0], (), (1.0, 5.0, "75% interval of the median of 3 runs")),
+    ([4.0], (3.0, 6.0, 0.96), (3.0, 6.0, "96% interval from the run's own samples")),
+    ([4.0], (3.0, 9.0, 0.61), (3.0, 9.0, "61% interval from the run's own samples (too few samples for 95%)")),
+    ([4.0], (), (4.0, 4.0, "one run, no interval")),
+    ([], (), (math.nan, math.nan, "")),
+]
+
+
+@pytest.mark.parametrize("values, run, drawn", POINT_INTERVALS)
+def test_a_figure_draws_the_medians_interval_or_the_runs_own_and_says_which(values, run, drawn):
+    low, high, words = uncertainty.point_interval(values, *run)
+    assert (low, high, words) == pytest.approx(drawn, nan_ok=True) if values else math.isnan(low)
+    assert words == drawn[2]

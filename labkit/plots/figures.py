@@ -1,8 +1,10 @@
 """The lab's charts of sweep results: a metric against any column (a line per model and
 per value of the grid's other axes), bars per grid point, latency percentiles and
 histograms, and a reference line (iperf3's ceiling).  Medians of the repeats with their
-min-max spread; a failed point is drawn as a red cross with its reason, never dropped; a
-metric that could not be measured says why instead of being drawn as 0."""
+interval as whiskers (labkit.uncertainty: the median's own of several repeats, a run's own
+for one repeat's percentile), said in the hover and under the chart; a failed point is
+drawn as a red cross with its reason, never dropped; a metric that could not be measured
+says why instead of being drawn as 0."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import plotly.graph_objects as go
 
 from labkit.errors import LabError
 
-from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_label, require,
-                   series_of, setting, summarize, value_text, varying_axes, why_missing)
+from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_interval,
+                   point_label, require, series_of, setting, summarize, value_text, varying_axes, why_missing)
 from .style import (DASHES, FAILED_COLOR, PATTERNS, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
                     escape, finish, label, not_measurable, set_title, wrap)
 
@@ -76,12 +78,13 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
             # a point where the load generator was the limit is greyed out: it measured itself
             marker=dict(size=8, symbol=[f"{shape}-open" if s else shape for s in line["saturated"]],
                         color=[SATURATED_GREY if s else colour for s in line["saturated"]]),
-            error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
-                         arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
-            customdata=line[["min", "max", "measured", "saturated"]].to_numpy(),
+            error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
+                         arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
+            customdata=line[["low", "high", "interval", "min", "max", "measured", "saturated"]].to_numpy(),
             hovertemplate=(f"<b>{model}</b><br>%{{x}} {x_title}<br>median %{{y:,.4g}}<br>"
-                           "min-max %{customdata[0]:,.4g} - %{customdata[1]:,.4g}<br>"
-                           "repeats %{customdata[2]}<br>client saturated: %{customdata[3]}"
+                           "%{customdata[2]}: %{customdata[0]:,.4g} - %{customdata[1]:,.4g}<br>"
+                           "min-max %{customdata[3]:,.4g} - %{customdata[4]:,.4g}<br>"
+                           "repeats %{customdata[5]}<br>client saturated: %{customdata[6]}"
                            "<extra></extra>"),
         ))
     add_failures(fig, summary, x, x_noun=x_title)
@@ -97,9 +100,16 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                      f"{why_missing(df, metric)}")
     if summary["saturated"].any():
         notes.append(SATURATED_NOTE)
+    notes.append(whiskers_note(measured))
     _add_notes(fig, notes)
     finish(fig)
     return fig
+
+
+def whiskers_note(summary: pd.DataFrame) -> str:
+    """What the whiskers of a chart are, in words (each point's interval, labkit.uncertainty)."""
+    kinds = sorted({str(kind) for kind in summary.get("interval", pd.Series(dtype=str)).dropna() if kind})
+    return "whiskers: " + ("; ".join(kinds) if kinds else "none")
 
 
 # What a greyed-out, hollow mark means, under a chart that has one (tables.saturation_warning points here)
@@ -144,9 +154,11 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
             fig.add_trace(go.Scatter(
                 x=line[x], y=line["median"], name=f"{model} {pct}", legendgroup=model,
                 mode="lines+markers", line=dict(color=color(model), dash=dash, width=2),
-                error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
-                             arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
-                hovertemplate=f"<b>{model}</b> {pct}<br>%{{x}} {x_title}<br>%{{y:,.0f}} µs<extra></extra>",
+                error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
+                             arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
+                customdata=line[["low", "high", "interval"]].to_numpy(),
+                hovertemplate=(f"<b>{model}</b> {pct}<br>%{{x}} {x_title}<br>%{{y:,.0f}} µs<br>"
+                               "%{customdata[2]}: %{customdata[0]:,.0f} - %{customdata[1]:,.0f} µs<extra></extra>"),
             ))
     add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
     if not any_measured:
@@ -192,10 +204,9 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         median = measured.median() if len(measured) else math.nan
         saturated = bool(used["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in used else False
-        rows.append(dict(model=model, point=where, median=median,
-                         low=measured.min() if len(measured) else math.nan,
-                         high=measured.max() if len(measured) else math.nan, n=len(measured),
-                         saturated=saturated))
+        low, high, interval = point_interval(used, metric, measured)
+        rows.append(dict(model=model, point=where, median=median, low=low, high=high, interval=interval,
+                         n=len(measured), saturated=saturated))
         if len(failed):
             reasons = "; ".join(sorted({wrap(escape(str(e)), 90) for e in failed["error"].fillna("")}))
             failures.append(dict(model=model, point=where, y=median,
@@ -217,9 +228,10 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
             x=order, y=bars["median"], name=model, offsetgroup=model,
             error_y=dict(type="data", symmetric=False, array=bars["high"] - bars["median"],
                          arrayminus=bars["median"] - bars["low"], thickness=1.2, width=4),
-            customdata=bars[["n", "saturated"]].to_numpy(),
-            hovertemplate=(f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>repeats %{{customdata[0]}}"
-                           "<br>client saturated: %{customdata[1]}<extra></extra>"),
+            customdata=bars[["n", "saturated", "interval", "low", "high"]].to_numpy(),
+            hovertemplate=(f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>"
+                           "%{customdata[2]}: %{customdata[3]:,.4g} - %{customdata[4]:,.4g}<br>"
+                           "repeats %{customdata[0]}<br>client saturated: %{customdata[1]}<extra></extra>"),
         )
         # a point where the load generator was the limit is greyed out and hollow, as in metric_vs
         colours = [SATURATED_GREY if grey else color(model) for grey in greyed]
@@ -250,7 +262,7 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         fig.update_layout(scattermode="group")
     if summary["median"].isna().all():
         annotate(fig, f"{label(metric)}: nothing measured:<br>{why_missing(df, metric)}")
-    _add_notes(fig, [SATURATED_NOTE] if summary["saturated"].any() else [])
+    _add_notes(fig, [*([SATURATED_NOTE] if summary["saturated"].any() else []), whiskers_note(summary)])
     finish(fig)
     return fig
 

@@ -99,10 +99,35 @@ def point_label(df: pd.DataFrame, axes: list[str], values) -> str:
     return " · ".join(value_text(df, axis, value) for axis, value in zip(axes, values))
 
 
-def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> pd.DataFrame:
-    """Per (model, *series, x): median/min/max of `metric` over ok repeats, and the failures.
+def run_interval_columns(metric: str) -> tuple[str, str, str] | None:
+    """The row's own interval columns of `metric` (lat_p99_us: lat_p99_low_us, ...high_us,
+    ...confidence, labkit.row), or None for a metric without them."""
+    if not (metric.startswith("lat_p") and metric.endswith("_us")):
+        return None
+    stem = metric[:-3]
+    return f"{stem}_low_us", f"{stem}_high_us", f"{stem}_confidence"
 
-    Columns: model, *series, x, median, min, max, ok, measured, failed, saturated, errors.
+
+def point_interval(ok: pd.DataFrame, metric: str, measured: pd.Series) -> tuple[float, float, str]:
+    """labkit.uncertainty.point_interval for one point: its ok repeats' values, and with one
+    repeat the run's own interval where the row has one."""
+    from labkit import uncertainty
+
+    own = run_interval_columns(metric)
+    run = [math.nan] * 3
+    if own and len(measured) == 1 and all(c in ok.columns for c in own):
+        first = ok.loc[measured.index[0]]
+        run = [float(pd.to_numeric(first[c], errors="coerce")) for c in own]
+    return uncertainty.point_interval(list(measured), *run)
+
+
+def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> pd.DataFrame:
+    """Per (model, *series, x): median/min/max of `metric` over ok repeats, the interval a
+    figure draws around the median (low, high, and what it is: point_interval), and the
+    failures.
+
+    Columns: model, *series, x, median, min, max, low, high, interval, ok, measured, failed,
+    saturated, errors.
     """
     keys = ["model", *series, x]
     require(df, [*keys, "status"])
@@ -117,13 +142,15 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
         saturated = bool(ok["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in ok else False
         errors = sorted({str(e) for e in failed.get("error", pd.Series(dtype=str)).fillna("no reason recorded")})
+        low, high, interval = point_interval(ok, metric, measured)
         rows.append(dict(zip(keys, values),
                          median=measured.median() if len(measured) else math.nan,
                          min=measured.min() if len(measured) else math.nan,
                          max=measured.max() if len(measured) else math.nan,
+                         low=low, high=high, interval=interval,
                          ok=len(ok), measured=len(measured), failed=len(failed),
                          saturated=saturated, errors="; ".join(errors)))
-    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "ok",
+    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "low", "high", "interval", "ok",
                                        "measured", "failed", "saturated", "errors"])
 
 
