@@ -13,6 +13,7 @@ written (own_sources() makes the user's copy first).
 
 from __future__ import annotations
 
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -190,27 +191,56 @@ def standing(df, metric: str, higher_is_better: bool = True, **where) -> str:
         return f"mine has no successful measurement of {metric}{where}"
     if pd.isna(medians[MODEL]):
         return f"mine has no value of {metric}{where}"
-    shown = "; ".join(f"{model} {readable(value)}" for model, value in medians.items())
+    intervals = {model: _interval(rows, metric) for model, rows in ok.groupby("model")}
+    shown = "; ".join(f"{model} {readable(value)}{_range(intervals[model])}" for model, value in medians.items())
     better = "higher" if higher_is_better else "lower"
-    return f"{metric}{where} ({better} is better): {shown}: {_place(medians, higher_is_better)}"
+    return f"{metric}{where} ({better} is better): {shown}: {_place(medians, intervals, higher_is_better)}"
 
 
-TIE = 0.01  # medians this close (relative) are a tie: a rank between them would be noise
+TIE = 0.01  # with no interval (one run each), medians this close (relative) are called a tie
 
 
-def _place(medians, higher_is_better: bool) -> str:
-    """'mine is 2nd of 3', or 'mine ties for 1st of 3 (with epoll, within 1%)'."""
-    mine = medians[MODEL]
+def _interval(rows, metric: str):
+    """A model's interval at the point (labkit.uncertainty via plots.grid.point_interval: of
+    its repeats' median, or its one run's own percentile), or None where it has none."""
+    import pandas as pd
 
-    def tied(value) -> bool:
-        return abs(value - mine) <= TIE * max(abs(value), abs(mine))
+    from .plots.grid import point_interval
+    from .uncertainty import Interval
+
+    measured = pd.to_numeric(rows[metric], errors="coerce").dropna()
+    low, high, words = point_interval(rows, metric, measured)
+    return Interval(low, high, math.nan) if words and words != "one run, no interval" else None
+
+
+def _range(interval) -> str:
+    from .plots import readable
+
+    return f" ({readable(interval.low)}-{readable(interval.high)})" if interval is not None else ""
+
+
+def _place(medians, intervals: dict, higher_is_better: bool) -> str:
+    """'mine is 2nd of 3', or 'mine ties for 1st of 3 (with epoll: no difference this run can
+    see)': two models differ only where their intervals do not overlap (uncertainty.differ);
+    where one has no interval (one run, a figure with none of its own), within TIE."""
+    from .uncertainty import differ
+
+    mine, my_interval = medians[MODEL], intervals.get(MODEL)
+    noisy = my_interval is None or any(intervals.get(model) is None for model in medians.index)
+
+    def tied(model, value) -> bool:
+        theirs = intervals.get(model)
+        if my_interval is None or theirs is None:
+            return abs(value - mine) <= TIE * max(abs(value), abs(mine))
+        return not differ(my_interval, theirs)
 
     ahead = sum(1 for model, value in medians.items()
-                if model != MODEL and not tied(value) and (value > mine) == higher_is_better)
-    ties = [model for model, value in medians.items() if model != MODEL and tied(value)]
+                if model != MODEL and not tied(model, value) and (value > mine) == higher_is_better)
+    ties = [model for model, value in medians.items() if model != MODEL and tied(model, value)]
     if not ties:
         return f"mine is {_ordinal(ahead + 1)} of {len(medians)}"
-    return f"mine ties for {_ordinal(ahead + 1)} of {len(medians)} (with {', '.join(ties)}, within {TIE:.0%})"
+    why = f"within {TIE:.0%}" if noisy else "their intervals overlap: no difference this run can see"
+    return f"mine ties for {_ordinal(ahead + 1)} of {len(medians)} (with {', '.join(ties)}, {why})"
 
 
 def _ordinal(n: int) -> str:

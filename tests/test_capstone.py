@@ -203,6 +203,14 @@ STANDING = [
      "mine ties for 2nd of 4 (with threaded, within 1%)"),
     ([("mine", 50, 2.0), ("epoll", 50, 1.0), ("threaded", 50, 2.01)], False,
      "mine ties for 2nd of 3 (with threaded, within 1%)"),
+    # three repeats each: the medians' intervals ([min, max]) decide, not the medians alone
+    ([("mine", 50, v) for v in (9.0, 10.0, 11.0)] + [("epoll", 50, v) for v in (10.5, 11.0, 12.0)], True,
+     "epoll 11 (10.5-12); mine 10 (9-11): mine ties for 1st of 2 (with epoll, their intervals overlap: "
+     "no difference this run can see)"),
+    ([("mine", 50, v) for v in (9.0, 9.1, 9.2)] + [("epoll", 50, v) for v in (9.3, 9.4, 9.5)], True,
+     "mine is 2nd of 2"),  # 3% apart, yet their intervals do not overlap
+    ([("mine", 50, v) for v in (100.0, 150.0, 200.0)] + [("epoll", 50, v) for v in (110.0, 130.0, 190.0)], True,
+     "mine ties for 1st of 2"),  # 15% apart, well within the noise
 ]
 
 
