@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from . import procs, row as rows, uncertainty
+from . import procs, row as rows, uncertainty, verdicts
 from .errors import ClientFailed, LabError, ServerFailed
 from .procs import ClientRun, LoadSpec, Pinning, ServerSpec
 
@@ -166,6 +166,7 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
     if where is not None:
         where.fill(row)
     row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
+    row["verdicts"] = verdicts.judge(row)
     row["counters_note"] = "; ".join(note for note in notes if note)
     return row
 

@@ -136,6 +136,9 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # how sure each latency percentile is: its interval from the run's own samples (the
     # histogram's order statistics, labkit.uncertainty) and the confidence it reached
     *((f"lat_{p}_{end}", NAN) for p in ("p50", "p99", "p999") for end in ("low_us", "high_us", "confidence")),
+    ("lat_samples",              0,        "latency_us.samples",            int),
+    # the self-checks the point failed, each with its reason (labkit.verdicts; empty: all held)
+    ("verdicts",                 {}),
     ("server_cpu_us_per_request", NAN),
     ("server_cs_per_request",    NAN),
     ("server_cpu_ms_per_mb",     NAN),

@@ -75,17 +75,19 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                                                          values[1:], varying),
             mode="lines+markers", legendgroup=None if by_series else model,
             line=dict(color=colour, width=2, dash=dash),
-            # a point where the load generator was the limit is greyed out: it measured itself
-            marker=dict(size=8, symbol=[f"{shape}-open" if s else shape for s in line["saturated"]],
+            # a point where the load generator was the limit is greyed out: it measured itself; one
+            # that failed another self-check (labkit.verdicts) is hollow, its reason under the chart
+            marker=dict(size=8, symbol=[f"{shape}-open" if s or f else shape
+                                        for s, f in zip(line["saturated"], line["flags"])],
                         color=[SATURATED_GREY if s else colour for s in line["saturated"]]),
             error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
                          arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
-            customdata=line[["low", "high", "interval", "min", "max", "measured", "saturated"]].to_numpy(),
+            customdata=line[["low", "high", "interval", "min", "max", "measured", "saturated", "flags"]].to_numpy(),
             hovertemplate=(f"<b>{model}</b><br>%{{x}} {x_title}<br>median %{{y:,.4g}}<br>"
                            "%{customdata[2]}: %{customdata[0]:,.4g} - %{customdata[1]:,.4g}<br>"
                            "min-max %{customdata[3]:,.4g} - %{customdata[4]:,.4g}<br>"
                            "repeats %{customdata[5]}<br>client saturated: %{customdata[6]}"
-                           "<extra></extra>"),
+                           "<br>%{customdata[7]}<extra></extra>"),
         ))
     add_failures(fig, summary, x, x_noun=x_title)
 
@@ -100,6 +102,10 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                      f"{why_missing(df, metric)}")
     if summary["saturated"].any():
         notes.append(SATURATED_NOTE)
+    flagged = measured[measured["flags"] != ""]
+    if len(flagged):
+        notes.append(f"hollow = a self-check failed there ({len(flagged)} point(s)): "
+                     + "; ".join(sorted(set("; ".join(flagged["flags"]).split("; "))))[:300])
     notes.append(whiskers_note(measured))
     _add_notes(fig, notes)
     finish(fig)

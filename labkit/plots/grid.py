@@ -126,8 +126,8 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
     figure draws around the median (low, high, and what it is: point_interval), and the
     failures.
 
-    Columns: model, *series, x, median, min, max, low, high, interval, ok, measured, failed,
-    saturated, errors.
+    Columns: model, *series, x, median, min, max, low, high, interval, flags (the self-checks
+    it failed, in words), ok, measured, failed, saturated, errors.
     """
     keys = ["model", *series, x]
     require(df, [*keys, "status"])
@@ -143,15 +143,28 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
             if "client_saturated" in ok else False
         errors = sorted({str(e) for e in failed.get("error", pd.Series(dtype=str)).fillna("no reason recorded")})
         low, high, interval = point_interval(ok, metric, measured)
-        rows.append(dict(zip(keys, values),
+        rows.append(dict(zip(keys, values), flags=self_check_flags(ok, metric),
                          median=measured.median() if len(measured) else math.nan,
                          min=measured.min() if len(measured) else math.nan,
                          max=measured.max() if len(measured) else math.nan,
                          low=low, high=high, interval=interval,
                          ok=len(ok), measured=len(measured), failed=len(failed),
                          saturated=saturated, errors="; ".join(errors)))
-    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "low", "high", "interval", "ok",
+    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "low", "high", "interval", "flags", "ok",
                                        "measured", "failed", "saturated", "errors"])
+
+
+def self_check_flags(ok: pd.DataFrame, metric: str) -> str:
+    """The self-checks (labkit.verdicts) the point's ok repeats failed that bear on `metric`,
+    their reasons joined; "" where all held or the rows have none.  A saturated generator is
+    left to its own mark (hollow grey)."""
+    from labkit import verdicts
+
+    if "verdicts" not in ok.columns:
+        return ""
+    reasons = {why for judged in ok["verdicts"] if isinstance(judged, dict)
+               for name, why in verdicts.relevant(judged, metric).items() if name != "generator_saturated"}
+    return "; ".join(sorted(reasons))
 
 
 def waits_for_exercise(df: pd.DataFrame) -> pd.Series:

@@ -1,0 +1,60 @@
+"""Whether a point measured what it meant to: the self-checks each row carries, never silent.
+
+    judge(row) -> {"rate_not_reached": "completed 2,412/s of the 3,000/s offered (80%)", ...}
+
+Each entry is a check that failed at that point, with its reason in words (an empty dict:
+every check held).  measure.point stores it in the row (`verdicts`); the figures draw a
+point that failed one as a hollow mark and say why under the chart (labkit.plots), and
+relevant() says which verdicts bear on which metric.
+
+  rate_not_reached    open loop: the requests completed per second over the measured window
+                      fell more than RATE_TOLERANCE short of the rate offered (or went past
+                      it): the server, or the generator, did not keep up, and what was
+                      measured is not the load that was asked for;
+  generator_saturated the load generator's CPUs were busy all along (measure.client_saturated):
+                      it measured itself, not the server;
+  too_few_for_<p>     the run's samples cannot bound that latency percentile at 95%
+                      (labkit.uncertainty: p99.9 needs thousands of requests).
+
+A point's steady state (the run's first and second half agreeing within their intervals)
+is not judged yet: the load generator reports one histogram per run, not one per half.
+"""
+
+from __future__ import annotations
+
+import math
+
+from labkit import uncertainty
+
+RATE_TOLERANCE = 0.02  # the completed rate within 2% of the offered one
+
+
+def judge(row: dict) -> dict:
+    """The self-checks `row` failed, each with its reason (see the module's doc)."""
+    failed = {}
+    rate, completed = _number(row.get("rate")), _number(row.get("completed_rps"))
+    if rate and rate > 0 and completed == completed and abs(completed / rate - 1) > RATE_TOLERANCE:
+        failed["rate_not_reached"] = (f"completed {completed:,.0f}/s of the {rate:,.0f}/s offered "
+                                      f"({completed / rate:.0%})")
+    if row.get("client_saturated"):
+        failed["generator_saturated"] = "the load generator's CPUs were busy all along: it measured itself"
+    for name in uncertainty.PERCENTILES:
+        confidence = _number(row.get(f"lat_{name}_confidence"))
+        if confidence == confidence and confidence < uncertainty.CONFIDENCE - 1e-12:
+            samples = row.get("lat_samples")
+            failed[f"too_few_for_{name}"] = (f"too few requests{f' ({samples:,})' if samples else ''} to bound "
+                                             f"{name} at 95% (only {confidence:.0%})")
+    return failed
+
+
+def relevant(verdicts: dict, metric: str) -> dict:
+    """The verdicts that bear on `metric`: every one but another percentile's sample count."""
+    return {name: why for name, why in (verdicts or {}).items()
+            if not name.startswith("too_few_for_") or metric == f"lat_{name[len('too_few_for_'):]}_us"}
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
