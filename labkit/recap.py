@@ -36,6 +36,26 @@ class Missing:
         return f"not measured ({self.why})"
 
 
+class Measured(float):
+    """A median the run measured, with its interval (labkit.uncertainty, through
+    plots.grid.point_interval: the median's own of several repeats, a run's own for one
+    repeat's percentile) and what that interval is, in words; arithmetic on it is a plain
+    float's (a ratio of two has no interval of its own here)."""
+
+    low: float
+    high: float
+    interval: str
+
+    def __new__(cls, value: float, low: float = math.nan, high: float = math.nan, interval: str = ""):
+        made = super().__new__(cls, value)
+        made.low, made.high, made.interval = low, high, interval
+        return made
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low == self.low and self.high == self.high and self.low < self.high
+
+
 @dataclass(frozen=True)
 class Row:
     """One line of the table: a learning goal, what the number is, the student's number
@@ -100,7 +120,10 @@ def median(df, column: str, include_failed: bool = False, **where):
     values = pd.to_numeric(ok[column], errors="coerce").dropna()
     if len(values) == 0:
         return Missing(f"{column} is not measurable on this machine")
-    return float(values.median())
+    from labkit.plots.grid import point_interval
+
+    low, high, interval = point_interval(ok, column, values)
+    return Measured(float(values.median()), low, high, interval)
 
 
 def spread(df, column: str, **where):
@@ -201,7 +224,10 @@ def shown(value, unit: str = "", why: str | None = None) -> str:
     number = _number(value)
     if number is None:
         return f"not measured ({why or 'not a finite number'})"
-    return f"{readable(number)} {unit}".strip()
+    cell = f"{readable(number)} {unit}".strip()
+    if isinstance(value, Measured) and value.has_interval:  # how sure: its interval, and what it is
+        cell += f" ({readable(value.low)} to {readable(value.high)}: {value.interval})"
+    return cell
 
 
 def _seed_cell(value, unit: str) -> str:

@@ -185,3 +185,16 @@ def test_a_failed_point_says_what_failed():
     assert got.why.startswith("the point model = select, idle = 1000 failed: the server said: descriptor 1024 is too "
                               "high for select() (FD_SETSIZE) xxx")
     assert len(got.why) < 200 and got.why.endswith("…")
+
+
+def test_a_median_says_how_sure_it_is_in_its_cell():
+    df = pd.DataFrame({"model": ["epoll"] * 3, "status": ["ok"] * 3, "throughput_rps": [900.0, 1000.0, 1300.0],
+                       "lat_p99_us": [50.0, float("nan"), float("nan")]})
+    three = recap.median(df, "throughput_rps")
+    assert three == 1000.0 and (three.low, three.high) == (900.0, 1300.0)
+    assert recap.shown(three, "req/s") == "1,000 req/s (900 to 1,300: 75% interval of the median of 3 runs)"
+    one = df.iloc[:1].assign(lat_p99_low_us=45.0, lat_p99_high_us=58.0, lat_p99_confidence=0.96)
+    assert recap.shown(recap.median(one, "lat_p99_us"), "µs") == \
+        "50 µs (45 to 58: 96% interval from the run's own samples)"
+    assert recap.shown(recap.median(df.iloc[:1], "throughput_rps"), "req/s") == "900 req/s"  # one run, no interval
+    assert recap.ratio(three, 2.0) == 500.0  # arithmetic as a float's
