@@ -5,7 +5,7 @@ server that stamps each request as it arrives and keeps the time it asks for.
 Counts are exact (every request of rate x duration arrives once).  The gaps' statistics
 are the process's: an exponential gap has a coefficient of variation (std / mean) of 1,
 an even one of 0; a loaded machine moves a gap by tens of microseconds, far less than
-the 2 ms gaps here, so the bounds hold on a busy machine too.  The spin service itself
+the 1 ms gaps here, so the bounds hold on a busy machine too.  The spin service itself
 (the server keeps its CPU busy for the time asked) is in test_protocol, for every model,
 and its CPU time here, for epoll."""
 
@@ -22,7 +22,7 @@ from test_loadgen import Loadgen, build_loadgen, read_line, run_loadgen, server 
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
-RATE, DURATION = 500, 2.0  # 1,000 requests, 2 ms apart on average
+RATE, DURATION = 1000, 1.0  # 1,000 requests, 1 ms apart on average
 
 
 class Stamps:
