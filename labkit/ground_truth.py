@@ -4,7 +4,7 @@ service_time) each beside what queueing theory predicts for it (labkit.queue_the
     measure_floor(pinning)    SPIN 0 under a light Poisson load: the loop's own CPU time per
                               request and the response time outside the queue (a Floor)
     beside_theory(df, floor)  per point: utilisation, measured and predicted mean and p99
-                              response, measured / predicted
+                              response, measured / predicted (shown(table): as a page shows it)
     figure(table)             measured (markers) and predicted (lines) against utilisation
 
 The prediction uses only what was declared (rate, arrivals, service time and its
@@ -88,6 +88,21 @@ def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
                      "lat_p99_us": point.lat_p99_us, "predicted_p99_us": predicted.p99_us,
                      "p99_ratio": point.lat_p99_us / predicted.p99_us, "samples": point.requests_ok})
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+# beside_theory's columns as a table shows them: short headers, so that it fits a laptop's page
+SHOWN = {"arrivals": "arrivals", "spin_dist": "service", "utilisation": "ρ", "lat_mean_us": "mean (µs)",
+         "predicted_mean_us": "theory", "mean_ratio": "mean ÷ theory", "lat_p99_us": "p99 (µs)",
+         "predicted_p99_us": "p99 theory", "p99_ratio": "p99 ÷ theory"}
+
+
+def shown(table: pd.DataFrame):
+    """beside_theory's table as the notebook shows it: SHOWN's columns, numbers readable."""
+    from labkit import plots
+
+    part = table[list(SHOWN)].rename(columns=SHOWN)
+    numbers = [SHOWN[c] for c in SHOWN if c not in ("arrivals", "spin_dist")]
+    return part.style.hide(axis="index").format(plots.readable, subset=numbers)
 
 
 def figure(table: pd.DataFrame, stat: str = "mean"):

@@ -1,9 +1,10 @@
 """Whether a point measured what it meant to: the self-checks each row carries, never silent.
 
-    judge(row) -> {"rate_not_reached": "completed 2,412/s of the 3,000/s offered (80%)", ...}
+    judge(row) -> {"rate_not_reached": "offered rate not reached: completed 2,412/s of the 3,000/s
+                   offered (80%)", ...}
 
-Each entry is a check that failed at that point, with its reason in words (an empty dict:
-every check held).  measure.point stores it in the row (`verdicts`); the figures draw a
+Each entry is a check that failed at that point, with its reason in words, the check's
+title first, up to a colon (title()); an empty dict: every check held.  measure.point stores it in the row (`verdicts`); the figures draw a
 point that failed one as a hollow mark and say why under the chart (labkit.plots), and
 relevant() says which verdicts bear on which metric.
 
@@ -34,17 +35,23 @@ def judge(row: dict) -> dict:
     failed = {}
     rate, completed = _number(row.get("rate")), _number(row.get("completed_rps"))
     if rate and rate > 0 and completed == completed and abs(completed / rate - 1) > RATE_TOLERANCE:
-        failed["rate_not_reached"] = (f"completed {completed:,.0f}/s of the {rate:,.0f}/s offered "
-                                      f"({completed / rate:.0%})")
+        failed["rate_not_reached"] = (f"offered rate not reached: completed {completed:,.0f}/s of the "
+                                      f"{rate:,.0f}/s offered ({completed / rate:.0%})")
     if row.get("client_saturated"):
-        failed["generator_saturated"] = "the load generator's CPUs were busy all along: it measured itself"
+        failed["generator_saturated"] = ("generator saturated: the load generator's CPUs were busy all along, "
+                                         "it measured itself")
     for name in uncertainty.PERCENTILES:
         confidence = _number(row.get(f"lat_{name}_confidence"))
         if confidence == confidence and confidence < uncertainty.CONFIDENCE - 1e-12:
             samples = row.get("lat_samples")
-            failed[f"too_few_for_{name}"] = (f"too few requests{f' ({samples:,})' if samples else ''} to bound "
-                                             f"{name} at 95% (only {confidence:.0%})")
+            failed[f"too_few_for_{name}"] = (f"too few requests for {name}: {f'{samples:,} ' if samples else 'they '}"
+                                             f"bound it with {confidence:.0%} confidence, not 95%")
     return failed
+
+
+def title(reason: str) -> str:
+    """A verdict's check in a few words: its reason up to the colon."""
+    return reason.split(":", 1)[0]
 
 
 def relevant(verdicts: dict, metric: str) -> dict:

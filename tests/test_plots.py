@@ -74,12 +74,13 @@ def test_one_repeats_percentile_is_drawn_with_the_runs_own_interval_and_says_so(
 
 def test_a_point_that_failed_a_self_check_is_hollow_and_the_chart_says_why():
     df = synthetic(models=("epoll",), repeats=1)
-    df["verdicts"] = [{}, {"rate_not_reached": "completed 2,400/s of the 3,000/s offered (80%)"},
-                      {"too_few_for_p999": "too few requests (50) to bound p999 at 95% (only 5%)"}]
+    df["verdicts"] = [{}, {"rate_not_reached": "offered rate not reached: completed 2,400/s of the 3,000/s offered"},
+                      {"too_few_for_p999": "too few requests for p999: 50 bound it at 5%, not 95%"}]
     fig = plots.metric_vs(df, "lat_p99_us")
     line = _model_traces(fig)["epoll"]
     assert [symbol.endswith("-open") for symbol in line.marker.symbol] == [False, True, False]  # p99.9's not p99's
-    assert "hollow = a self-check failed there (1 point(s)): completed 2,400/s" in fig.layout.title.subtitle.text
+    assert "hollow = offered rate not reached (1 point(s); hover for the numbers)" in fig.layout.title.subtitle.text
+    assert "completed 2,400/s of the 3,000/s offered" in line.customdata[1][7]
 
 
 def test_one_line_per_model_with_median_and_min_max_spread():

@@ -28,8 +28,9 @@ def test_each_self_check_fails_where_its_quantity_says_and_only_there(row, faili
 
 def test_a_reason_names_the_numbers():
     judged = verdicts.judge({"rate": 3000, "completed_rps": 2400.0, "lat_p999_confidence": 0.61, "lat_samples": 1000})
-    assert judged["rate_not_reached"] == "completed 2,400/s of the 3,000/s offered (80%)"
-    assert judged["too_few_for_p999"] == "too few requests (1,000) to bound p999 at 95% (only 61%)"
+    assert judged["rate_not_reached"] == "offered rate not reached: completed 2,400/s of the 3,000/s offered (80%)"
+    assert judged["too_few_for_p999"] == "too few requests for p999: 1,000 bound it with 61% confidence, not 95%"
+    assert verdicts.title(judged["too_few_for_p999"]) == "too few requests for p999"
 
 
 def test_a_metric_hears_only_the_verdicts_that_bear_on_it():

@@ -13,6 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
+from labkit import verdicts
 from labkit.errors import LabError
 
 from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_interval,
@@ -103,9 +104,9 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
     if summary["saturated"].any():
         notes.append(SATURATED_NOTE)
     flagged = measured[measured["flags"] != ""]
-    if len(flagged):
-        notes.append(f"hollow = a self-check failed there ({len(flagged)} point(s)): "
-                     + "; ".join(sorted(set("; ".join(flagged["flags"]).split("; "))))[:300])
+    if len(flagged):  # one line: a long reason under the chart squeezed the plot (the hover has it whole)
+        checks = sorted({verdicts.title(why) for flags in flagged["flags"] for why in flags.split("; ")})
+        notes.append(f"hollow = {', '.join(checks)} ({len(flagged)} point(s); hover for the numbers)")
     notes.append(whiskers_note(measured))
     _add_notes(fig, notes)
     finish(fig)
