@@ -69,23 +69,29 @@ def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor
 
 
 COLUMNS = ["model", "arrivals", "spin_dist", "rate", "utilisation", "lat_mean_us", "predicted_mean_us",
-           "mean_ratio", "lat_p99_us", "predicted_p99_us", "p99_ratio", "samples"]
+           "mean_ratio", "lat_p99_us", "p99_low_us", "p99_high_us", "p99_interval", "predicted_p99_us", "p99_ratio",
+           "samples"]
 
 
 def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
     """Each successful point of `df` (service_time rows), medians over its repeats, beside
     queue_theory.predict for the same rate, arrivals and service time."""
+    from labkit.plots.grid import point_interval
+
     ok = df[df["status"] == "ok"] if "status" in df else df
     keys = ["model", "arrivals", "spin_dist", "spin_us", "rate"]
     medians = ok.groupby(keys, sort=True)[["lat_mean_us", "lat_p99_us", "requests_ok"]].median().reset_index()
     rows = []
     for point in medians.itertuples(index=False):
+        repeats = ok[(ok[keys] == pd.Series(point._asdict())[keys]).all(axis=1)]
+        low, high, how = point_interval(repeats, "lat_p99_us", pd.to_numeric(repeats["lat_p99_us"]).dropna())
         predicted = queue_theory.predict(point.arrivals, point.spin_dist, point.rate, point.spin_us,
                                          floor.overhead_us, floor.floor_us)
         rows.append({"model": point.model, "arrivals": point.arrivals, "spin_dist": point.spin_dist,
                      "rate": point.rate, "utilisation": predicted.rho, "lat_mean_us": point.lat_mean_us,
                      "predicted_mean_us": predicted.mean_us, "mean_ratio": point.lat_mean_us / predicted.mean_us,
-                     "lat_p99_us": point.lat_p99_us, "predicted_p99_us": predicted.p99_us,
+                     "lat_p99_us": point.lat_p99_us, "p99_low_us": low, "p99_high_us": high, "p99_interval": how,
+                     "predicted_p99_us": predicted.p99_us,
                      "p99_ratio": point.lat_p99_us / predicted.p99_us, "samples": point.requests_ok})
     return pd.DataFrame(rows, columns=COLUMNS)
 
@@ -117,12 +123,19 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
     for i, ((arrivals, dist), part) in enumerate(table.groupby(["arrivals", "spin_dist"], sort=True)):
         part = part.sort_values("utilisation")
         colour, name = SERIES_COLORS[i % len(SERIES_COLORS)], f"{arrivals} arrivals, {dist} service"
+        whiskers = dict(type="data", symmetric=False, array=part["p99_high_us"] - part["lat_p99_us"],
+                        arrayminus=part["lat_p99_us"] - part["p99_low_us"], thickness=1.2, width=5) \
+            if stat == "p99" else None
         fig.add_scatter(x=part["utilisation"], y=part[f"lat_{stat}_us"], mode="markers", legendgroup=name,
-                        marker=dict(color=colour, symbol=SYMBOLS[i % len(SYMBOLS)], size=11),
-                        name=f"{name}: measured")
+                        marker=dict(color=colour, symbol=SYMBOLS[i % len(SYMBOLS)], size=11), error_y=whiskers,
+                        name=f"{name}: measured", customdata=part[["p99_interval"]].to_numpy(),
+                        hovertemplate="%{y:,.0f} µs measured" + ("<br>whiskers: %{customdata[0]}" if whiskers
+                                                                 else "") + "<extra></extra>")
         fig.add_scatter(x=part["utilisation"], y=part[f"predicted_{stat}_us"], mode="lines", legendgroup=name,
                         line=dict(color=colour, dash="dash"), name=f"{name}: theory")
-    fig.update_layout(title=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
+    fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
+                                 subtitle_text="whiskers: " + "; ".join(sorted(set(table["p99_interval"])))
+                                 if stat == "p99" and len(table) else ""),
                       xaxis_title="utilisation ρ (rate × mean service time)",
                       yaxis_title=f"{stat} response (µs)", legend_title_text="")
     fig.layout.meta = {"alt": describe(table, stat)}

@@ -396,7 +396,9 @@ _FIGURES = {
     "05_different_hosts": [('experiments.get("uploads").plot(upload_df, "transfer_s")', "uploads-by-placement")],
     "06_what_breaks_first": [("say(plots.saturation_warning(load_df)", "latency-vs-offered"),
                              ("queueing.connect_times(queue_df)", "connect-times"),
-                             ('experiments.get("herd").plot(herd_df, "server_cs_per_request")', "herd")],
+                             ('experiments.get("herd").plot(herd_df, "server_cs_per_request")', "herd"),
+                             ('fig = ground_truth.figure(truth, "mean")', "known-answer"),
+                             ("sure_table = pd.DataFrame(", "how-sure")],
 }
 
 

@@ -60,3 +60,29 @@ def test_at_or_past_saturation_there_is_no_steady_state():
 def test_an_unknown_process_is_refused():
     with pytest.raises(ValueError, match="arrivals must be one of"):
         qt.predict("bursty", "exp", 1000, SPIN)
+
+
+def test_each_point_is_set_beside_its_prediction_and_the_p99_figure_draws_its_interval():
+    import pandas as pd
+
+    from labkit import figure_check, ground_truth
+
+    rows = [dict(model="epoll", arrivals=a, spin_dist="exp", spin_us=100, rate=rate, status="ok", lat_mean_us=mean,
+                 lat_p99_us=9 * mean, requests_ok=1000, lat_p99_low_us=8 * mean, lat_p99_high_us=10 * mean,
+                 lat_p99_confidence=0.96)
+            for a, rate, mean in (("even", 2000, 250.0), ("poisson", 2000, 300.0), ("poisson", 5000, 600.0))]
+    floor = ground_truth.Floor(overhead_us=30.0, floor_us=90.0, row={})
+    table = ground_truth.beside_theory(pd.DataFrame(rows), floor)
+    expected = qt.predict("poisson", "exp", 5000, 100, 30.0, 90.0)
+    last = table.iloc[-1]
+    assert last["utilisation"] == pytest.approx(0.65)
+    assert last["predicted_mean_us"] == pytest.approx(expected.mean_us)
+    assert last["mean_ratio"] == pytest.approx(600 / expected.mean_us)
+    assert (last["p99_low_us"], last["p99_high_us"]) == (4800.0, 6000.0)
+    p99 = ground_truth.figure(table, "p99")
+    measured = [trace for trace in p99.data if trace.name.endswith("measured")]
+    assert measured and all(trace.error_y.array is not None for trace in measured)
+    assert "whiskers: 96% interval from the run's own samples" in p99.layout.title.subtitle.text
+    assert figure_check.problems(p99) == [] and figure_check.problems(ground_truth.figure(table)) == []
+    assert "poisson arrivals, exp service, utilisation 0.65: 600 µs measured" in ground_truth.describe(table)
+    assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
