@@ -20,6 +20,11 @@ widest the samples allow and says it is not enough:
   lies above all 1,000 with probability 0.999^1000 = 37%); [X(997), X(1000)] holds it
   with 61% confidence: this run cannot bound its p99.9 at 95%, and says so.
 
+One assumption remains: the samples are independent draws.  A run's latencies are not quite
+(a request that queued long is followed by others that queue long), so a run's own interval
+is narrower than the truth when the server queues; the median of independent repeats is the
+check on it, and its interval needs none (median_interval).
+
 Invariants: no assumption about the distribution; the confidence returned is the one the
 ranks give (computed, not the one asked for); an interval short of the confidence asked
 says so (enough is False), never passes for a 95% one."""
