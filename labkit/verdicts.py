@@ -4,8 +4,9 @@
                    offered (80%)", ...}
 
 Each entry is a check that failed at that point, with its reason in words, the check's
-title first, up to a colon (title()); an empty dict: every check held.  measure.point stores it in the row (`verdicts`); the figures draw a
-point that failed one as a hollow mark and say why under the chart (labkit.plots), and
+title first, up to a colon (title()); an empty dict: every check held.  measure.point
+stores it in the row (`verdicts`); the figures draw a point that failed one as a hollow
+mark, its title under the chart and its reason in the hover (labkit.plots), and
 relevant() says which verdicts bear on which metric.
 
   rate_not_reached    open loop: the requests completed per second over the measured window
