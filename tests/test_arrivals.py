@@ -87,16 +87,23 @@ def test_a_closed_loop_has_no_arrivals_to_speak_of(server):
     assert stamps.spins() == [0] * 6  # --spin-us defaults to 0: the loop's own cost
 
 
+def asked(server, *extra, seed: int = 1) -> list[int]:
+    """The service times 10 connections x 100 requests asked for (a closed loop: at once)."""
+    stamps = Stamps()
+    srv = server(stamps.serve)
+    code, _, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", 10,
+                               "--requests", 100, "--service", "spin", "--seed", seed, *extra)
+    assert code == 0, err
+    return stamps.spins()
+
+
 def test_service_times_are_drawn_as_declared_and_the_seed_repeats_them(server):
-    _, fixed = offered(server, "poisson", "--spin-us", 300)
-    assert fixed.spins() == [300] * 1000
-    _, drawn = offered(server, "poisson", "--spin-us", 300, "--spin-dist", "exp", seed=7)
-    spins = drawn.spins()
+    assert asked(server, "--spin-us", 300) == [300] * 1000
+    spins = asked(server, "--spin-us", 300, "--spin-dist", "exp", seed=7)
     assert statistics.fmean(spins) == pytest.approx(300, rel=0.08)  # 1,000 draws: the mean's sd is 3%
     assert 0.9 <= cv(spins) <= 1.1
-    _, again = offered(server, "poisson", "--spin-us", 300, "--spin-dist", "exp", seed=7)
-    _, other = offered(server, "poisson", "--spin-us", 300, "--spin-dist", "exp", seed=8)
-    assert again.spins() == spins and other.spins() != spins
+    assert asked(server, "--spin-us", 300, "--spin-dist", "exp", seed=7) == spins
+    assert asked(server, "--spin-us", 300, "--spin-dist", "exp", seed=8) != spins
 
 
 def test_the_spin_service_keeps_the_servers_cpu_busy_for_the_time_asked():
