@@ -6,7 +6,7 @@
  *   even     g / rate: one every 1/rate exactly, wrk2's constant throughput;
  *   poisson  the first at 0, then gaps drawn independently from the
  *            exponential distribution of mean 1/rate: a Poisson process of
- *            the same mean rate (mutilate's and Lancet's arrivals), the one
+ *            the same mean rate (mutilate's exponential inter-arrivals), the one
  *            M/M/1 and M/D/1 queueing theory assumes.  Seeded: the same
  *            --seed, the same schedule.
  *
