@@ -20,8 +20,9 @@ The wait in the queue:
     E[Wq] = rate x E[S^2] / (2 (1 - rho));  M/M/1 (no overhead, exponential S) has a
     response time that is itself exponential, of rate 1/E[S] - rate, so its p99 is
     ln(100) / (1/E[S] - rate);
-  * everything else (every p99 but M/M/1's; even arrivals, G/G/1, for which no formula
-    gives the mean): Lindley's recursion, Wq(n+1) = max(0, Wq(n) + S(n) - A(n+1)), run
+  * everything else (every p99 but M/M/1's; the mean with even arrivals, a D/G/1 queue, for
+    which only special cases have a closed form -- D/D/1 never waits, D/M/1's needs the root
+    of an equation): Lindley's recursion, Wq(n+1) = max(0, Wq(n) + S(n) - A(n+1)), run
     over LINDLEY_REQUESTS requests drawn from the same distributions (seeded).  It is the
     queue of the textbook, first come first served, computed rather than measured.
 
