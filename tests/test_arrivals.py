@@ -3,9 +3,11 @@ service times (exchange.c), seen from a server that is not the lab's own: a Pyth
 server that stamps each request as it arrives and keeps the time it asks for.
 
 Counts are exact (every request of rate x duration arrives once).  The gaps' statistics
-are the process's: an exponential gap has a coefficient of variation (std / mean) of 1,
-an even one of 0; a loaded machine moves a gap by tens of microseconds, far less than
-the 1 ms gaps here, so the bounds hold on a busy machine too.  The spin service itself
+are the process's, read by quartiles, which a stall here and there does not move: an
+exponential gap's interquartile range is 1.58 times its median (ln 3 / ln 2), an even
+gap's 0.  The requests come over one connection, so one server thread stamps them all:
+with ten, ten threads took turns at Python's lock and an even schedule of 1 ms gaps read as
+a coefficient of variation of 0.45 (CI run 70); here the gaps are 2 ms.  The spin service itself
 (the server keeps its CPU busy for the time asked) is in test_protocol, for every model,
 and its CPU time here, for epoll."""
 
@@ -22,7 +24,7 @@ from test_loadgen import Loadgen, build_loadgen, read_line, run_loadgen, server 
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
-RATE, DURATION = 1000, 1.0  # 1,000 requests, 1 ms apart on average
+RATE, DURATION = 500, 2.0  # 1,000 requests, 2 ms apart on average
 
 
 class Stamps:
@@ -53,7 +55,7 @@ class Stamps:
 def offered(server, arrivals: str, *extra, seed: int = 1) -> tuple[dict, Stamps]:
     stamps = Stamps()
     srv = server(stamps.serve)
-    code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", 10,
+    code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", 1,
                                     "--service", "spin", "--rate", RATE, "--duration", DURATION,
                                     "--arrivals", arrivals, "--seed", seed, *extra)
     assert code == 0, err
@@ -64,14 +66,21 @@ def cv(values: list[float]) -> float:
     return statistics.pstdev(values) / statistics.fmean(values)
 
 
-@pytest.mark.parametrize("arrivals, low, high", [("poisson", 0.85, 1.15), ("even", 0.0, 0.3)])
+def spread(values: list[float]) -> float:
+    """The interquartile range over the median."""
+    q1, median, q3 = statistics.quantiles(values, n=4)
+    return (q3 - q1) / median
+
+
+# 1,000 exponential gaps: the spread's standard error is about 0.11, so 1.2-2.0 is over 3 of them
+@pytest.mark.parametrize("arrivals, low, high", [("poisson", 1.2, 2.0), ("even", 0.0, 0.3)])
 def test_arrivals_reach_the_server_as_the_process_they_name(server, arrivals, low, high):
     report, stamps = offered(server, arrivals)
     assert report["arrivals"] == arrivals and report["mode"] == "open"
     assert len(stamps.seen) == report["requests_ok"] == RATE * DURATION  # every request, once
     gaps = stamps.gaps()
     assert statistics.fmean(gaps) == pytest.approx(1 / RATE, rel=0.1)  # the same mean rate either way
-    assert low <= cv(gaps) <= high, f"{arrivals}: gaps' coefficient of variation {cv(gaps):.2f}"
+    assert low <= spread(gaps) <= high, f"{arrivals}: the gaps' interquartile range, {spread(gaps):.2f} x their median"
     if arrivals == "poisson":  # exponential: P(gap < mean x ln 2) = 1/2, the median
         below = sum(gap < statistics.fmean(gaps) * 0.6931 for gap in gaps) / len(gaps)
         assert 0.45 <= below <= 0.55, below
