@@ -8,14 +8,14 @@ exponential gap's interquartile range is 1.58 times its median (ln 3 / ln 2), an
 gap's 0.  The requests come over one connection, so one server thread stamps them all:
 with ten, ten threads took turns at Python's lock and an even schedule of 1 ms gaps read as
 a coefficient of variation of 0.45 (CI run 70); here the gaps are 2 ms.  The spin service itself
-(the server keeps its CPU busy for the time asked) is in test_protocol, for every model,
-and its CPU time here, for epoll."""
+(the server answers after the time asked) is in test_protocol, for every model, and that
+it stays runnable all that time, here, for epoll."""
 
 import statistics
 import threading
 import time
+from pathlib import Path
 
-import psutil
 import pytest
 
 import serverproc
@@ -115,19 +115,30 @@ def test_service_times_are_drawn_as_declared_and_the_seed_repeats_them(server):
     assert asked(server, "--spin-us", 300, "--spin-dist", "exp", seed=8) != spins
 
 
+def runnable_ns(pid: int) -> int:
+    """The time the process's threads spent on a CPU or waiting in a run queue for one, from
+    the kernel's scheduler statistics (/proc/PID/task/TID/schedstat: on-CPU ns, run-queue ns,
+    slices): all of its time but what it spent asleep."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        on_cpu, waiting, _ = (int(field) for field in (task / "schedstat").read_text().split())
+        total += on_cpu + waiting
+    return total
+
+
 def test_the_spin_service_keeps_the_servers_cpu_busy_for_the_time_asked():
-    """epoll (one thread): ten requests of 20 ms, pipelined, cost the server 200 ms of CPU
-    time (psutil reads /proc/PID/stat), and the last reply comes no sooner."""
+    """epoll (one thread): ten requests of 20 ms, pipelined, keep the server runnable for 200 ms
+    -- on a CPU or waiting for one, never asleep (the kernel's schedstat) -- and the last reply
+    comes no sooner.  How much of that it spent on a CPU is the machine's load (a nice-19
+    spinner on every CPU left it 150 ms of 200, CI run 76), so that is not asserted."""
     with serverproc.running("epoll", service="spin") as srv, Client(srv.port) as client:
-        process = psutil.Process(srv.proc.pid)
-        before, started = process.cpu_times(), time.monotonic()
+        before, started = runnable_ns(srv.proc.pid), time.monotonic()
         client.send(b"SPIN 20000\n" * 10)
         assert [client.line() for _ in range(10)] == [b"OK 20000"] * 10
         wall = time.monotonic() - started
-        after = process.cpu_times()
-        cpu = (after.user + after.system) - (before.user + before.system)
+        runnable = (runnable_ns(srv.proc.pid) - before) / 1e9
     assert wall >= 0.2
-    assert cpu >= 0.2 * 0.9, f"the server used {cpu * 1000:.0f} ms of CPU for 200 ms of spinning"
+    assert runnable >= 0.2 * 0.95, f"the server was runnable {runnable * 1000:.0f} ms of 200 ms of spinning"
 
 
 def test_a_measured_point_carries_each_percentiles_interval_and_the_floor_is_measured():
