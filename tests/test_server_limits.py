@@ -163,17 +163,17 @@ def proc_net_tcp_queued(port: int) -> int | None:
 
 
 def ss(*args: str) -> list[list[str]]:
-    # a hang guard, not a timing: beside the parallel phase's other tests ss once took over 5 s
-    # (with -p, which reads every process's descriptors; CI run 75)
+    # a hang guard, not a timing: beside the parallel phase's other tests `ss -lntp` once took
+    # over 5 s (-p reads every process's descriptors; CI run 75)
     result = subprocess.run(["ss", "-H", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return [line.split() for line in result.stdout.splitlines() if line.strip()]
 
 
 def ss_listeners(port: int) -> list[list[str]]:
-    """ss -lnt rows for port: State Recv-Q Send-Q Local Peer (no -p: no process reads it, and it
-    walks every process's descriptors)."""
-    return ss("-lnt", f"sport = :{port}")
+    """ss -lntp rows for port: State Recv-Q Send-Q Local Peer users (-p: the reuseport tests read
+    which worker holds each listener; it walks every process's descriptors, hence ss's timeout)."""
+    return ss("-lntp", f"sport = :{port}")
 
 
 def server_side_established(server_port: int, client_port: int) -> int:
