@@ -209,8 +209,8 @@ def _interval(rows, metric: str):
     from .uncertainty import Interval
 
     measured = pd.to_numeric(rows[metric], errors="coerce").dropna()
-    low, high, words = point_interval(rows, metric, measured)
-    return Interval(low, high, math.nan) if words and words != "one run, no interval" else None
+    low, high, _ = point_interval(rows, metric, measured)
+    return Interval(low, high, math.nan) if low < high else None  # one run of a figure with none: low == high
 
 
 def _range(interval) -> str:

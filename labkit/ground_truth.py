@@ -22,7 +22,7 @@ import pandas as pd
 from labkit import queue_theory
 
 FLOOR_RATE = 500  # requests/s of SPIN 0: utilisation near 0
-FLOOR_CLIENTS = 20
+SPIN_CLIENTS = 20  # connections of every spin load (spin_load)
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,15 @@ class Floor:
         return math.isfinite(self.overhead_us) and math.isfinite(self.floor_us)
 
 
-def floor_load(duration: float = 3.0):
+def spin_load(rate: float, duration: float, arrivals: str = "poisson", dist: str = "fixed", spin_us: int = 0,
+              seed: int = 1):
+    """The load generator's open loop against the spin service, over SPIN_CLIENTS connections,
+    its first quarter (at most 0.5 s) left out as warm-up."""
     from labkit.procs import LoadSpec
 
-    return LoadSpec(FLOOR_CLIENTS, 1, "spin", {"rate": FLOOR_RATE, "duration": duration,
-                                               "warmup": f"{min(0.5, duration / 4):g}s",
-                                               "arrivals": "poisson", "spin-us": 0, "engine": "events"},
-                    timeout=10)
+    options = {"rate": round(rate), "duration": duration, "warmup": f"{min(0.5, duration / 4):g}s",
+               "arrivals": arrivals, "spin-dist": dist, "spin-us": spin_us, "seed": seed, "engine": "events"}
+    return LoadSpec(SPIN_CLIENTS, 1, "spin", options, timeout=10)
 
 
 def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor:
@@ -58,7 +60,7 @@ def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor
     from labkit.procs import ServerSpec
 
     try:
-        row = measure.point(measure.Run(ServerSpec(model, "spin"), floor_load(duration), pinning))
+        row = measure.point(measure.Run(ServerSpec(model, "spin"), spin_load(FLOOR_RATE, duration), pinning))
     except LabError as failure:
         return Floor(math.nan, math.nan, {}, failure.what.splitlines()[0])
     overhead = float(row.get("server_cpu_us_per_request", math.nan))
@@ -79,20 +81,17 @@ def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
     from labkit.plots.grid import point_interval
 
     ok = df[df["status"] == "ok"] if "status" in df else df
-    keys = ["model", "arrivals", "spin_dist", "spin_us", "rate"]
-    medians = ok.groupby(keys, sort=True)[["lat_mean_us", "lat_p99_us", "requests_ok"]].median().reset_index()
     rows = []
-    for point in medians.itertuples(index=False):
-        repeats = ok[(ok[keys] == pd.Series(point._asdict())[keys]).all(axis=1)]
+    for (model, arrivals, dist, spin_us, rate), repeats in ok.groupby(
+            ["model", "arrivals", "spin_dist", "spin_us", "rate"], sort=True):
+        mean, p99 = repeats["lat_mean_us"].median(), repeats["lat_p99_us"].median()
         low, high, how = point_interval(repeats, "lat_p99_us", pd.to_numeric(repeats["lat_p99_us"]).dropna())
-        predicted = queue_theory.predict(point.arrivals, point.spin_dist, point.rate, point.spin_us,
-                                         floor.overhead_us, floor.floor_us)
-        rows.append({"model": point.model, "arrivals": point.arrivals, "spin_dist": point.spin_dist,
-                     "rate": point.rate, "utilisation": predicted.rho, "lat_mean_us": point.lat_mean_us,
-                     "predicted_mean_us": predicted.mean_us, "mean_ratio": point.lat_mean_us / predicted.mean_us,
-                     "lat_p99_us": point.lat_p99_us, "p99_low_us": low, "p99_high_us": high, "p99_interval": how,
-                     "predicted_p99_us": predicted.p99_us,
-                     "p99_ratio": point.lat_p99_us / predicted.p99_us, "samples": point.requests_ok})
+        predicted = queue_theory.predict(arrivals, dist, rate, spin_us, floor.overhead_us, floor.floor_us)
+        rows.append({"model": model, "arrivals": arrivals, "spin_dist": dist, "rate": rate,
+                     "utilisation": predicted.rho, "lat_mean_us": mean, "predicted_mean_us": predicted.mean_us,
+                     "mean_ratio": mean / predicted.mean_us, "lat_p99_us": p99, "p99_low_us": low,
+                     "p99_high_us": high, "p99_interval": how, "predicted_p99_us": predicted.p99_us,
+                     "p99_ratio": p99 / predicted.p99_us, "samples": repeats["requests_ok"].median()})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 

@@ -12,7 +12,8 @@ between, and the lab's own load generator opens thousands of connections, each o
 ephemeral port of the same range: the kernel then dies with "Address already in use" before
 it replies to kernel_info (a CI run of 2026-11-26; papermill issue 511, jupyter_client issue
 154).  jupyter_client's `ipc` transport puts the five channels on Unix-domain sockets instead:
-here, in a folder made for the run, so no other process can be holding their names.
+here, in a folder made for the run (/tmp/labkit-kernel-<pid>-...), so no other process can be
+holding their names.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ def execute(source, output, **options):
     what papermill returns, or raises."""
     import papermill
 
-    folder = Path(tempfile.mkdtemp(prefix="labkit-kernel-"))
+    from labkit import paths
+
+    # a run killed with -9 cannot remove its folder: the next run removes it (owned_folder)
+    folder = paths.owned_folder("labkit-kernel", Path(tempfile.gettempdir()))
     try:
         return papermill.execute_notebook(str(source), str(output), config=ipc_config(folder), **options)
     finally:

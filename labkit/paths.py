@@ -117,3 +117,25 @@ def describe() -> str:
         return f"{ROOT} (the lab and your results and builds)"
     own = "your own csrc/ and build" if CSRC == OWN_CSRC else "the installed programs"
     return f"{HOME} (your results and builds); the lab installed in {ROOT}, read-only for you; running {own}"
+
+
+def owned_folder(prefix: str, parent: Path) -> Path:
+    """A fresh folder (mode 700) named <prefix>-<our pid>-..., after removing those of the same
+    prefix whose process is gone: a process killed with -9 cannot remove its own (graders,
+    grading workers, notebook_run's kernel sockets)."""
+    import re
+    import tempfile
+
+    import psutil
+
+    def gone(pid: int) -> bool:  # a zombie (killed, not yet reaped) is gone too
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    for stale in parent.glob(f"{prefix}-*"):
+        found = re.match(rf"{re.escape(prefix)}-(\d+)-", stale.name)
+        if found and gone(int(found.group(1))) and stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))

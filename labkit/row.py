@@ -14,6 +14,8 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
+from labkit import uncertainty
+
 NAN = float("nan")
 
 # The version of these columns' meaning, written in every row ("schema"); a row without one
@@ -135,7 +137,7 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("lat_histogram",            [],       "histogram",                     _buckets),
     # how sure each latency percentile is: its interval from the run's own samples (the
     # histogram's order statistics, labkit.uncertainty) and the confidence it reached
-    *((f"lat_{p}_{end}", NAN) for p in ("p50", "p99", "p999") for end in ("low_us", "high_us", "confidence")),
+    *((column, NAN) for p in uncertainty.PERCENTILES for column in uncertainty.interval_columns(f"lat_{p}_us")),
     ("lat_samples",              0,        "latency_us.samples",            int),
     # the self-checks the point failed, each with its reason (labkit.verdicts; empty: all held)
     ("verdicts",                 {}),

@@ -166,23 +166,33 @@ def histogram_quantile_interval(buckets, q: float, confidence: float = CONFIDENC
     return Interval(value_of(low), value_of(high), reached, confidence)
 
 
+def interval_columns(metric: str) -> tuple[str, str, str] | None:
+    """The row's columns of `metric`'s own interval (lat_p99_us: lat_p99_low_us,
+    lat_p99_high_us, lat_p99_confidence), or None for a metric that has none: the one place
+    their names are made (labkit.row, percentile_columns, the plots, the verdicts)."""
+    name = metric.removeprefix("lat_").removesuffix("_us")
+    if metric != f"lat_{name}_us" or name not in PERCENTILES:
+        return None
+    return f"lat_{name}_low_us", f"lat_{name}_high_us", f"lat_{name}_confidence"
+
+
 def percentile_columns(buckets, reported: dict | None = None) -> dict:
-    """The row's interval of each of its latency percentiles, from the run's histogram:
-    lat_<p>_low_us, lat_<p>_high_us and lat_<p>_confidence (what the samples reached: below
-    CONFIDENCE, too few samples for that percentile); NaN where there were no samples.  The
-    percentile the generator `reported` ({"p99": µs}: the middle of its bucket) is always
-    inside its interval (at the extremes the two can differ by part of a bucket)."""
+    """The row's interval of each of its latency percentiles, from the run's histogram
+    (interval_columns: low, high, and the confidence the samples reached: below CONFIDENCE,
+    too few samples for that percentile); NaN where there were no samples.  The percentile
+    the generator `reported` ({"p99": µs}: the middle of its bucket) is always inside its
+    interval (at the extremes the two can differ by part of a bucket)."""
     columns = {}
     total = sum(int(count) for _, count in buckets or [])
     for name, q in PERCENTILES.items():
-        interval = histogram_quantile_interval(buckets, q) if total else None
+        low, high, sure = interval_columns(f"lat_{name}_us")
+        if not total:
+            columns.update({low: math.nan, high: math.nan, sure: math.nan})
+            continue
+        interval = histogram_quantile_interval(buckets, q)
         value = (reported or {}).get(name, math.nan)
-        value = value if isinstance(value, (int, float)) and value == value else None
-        columns[f"lat_{name}_low_us"] = (min(interval.low, value) if value is not None else interval.low) \
-            if interval else math.nan
-        columns[f"lat_{name}_high_us"] = (max(interval.high, value) if value is not None else interval.high) \
-            if interval else math.nan
-        columns[f"lat_{name}_confidence"] = interval.confidence if interval else math.nan
+        value = value if isinstance(value, (int, float)) and value == value else interval.low
+        columns.update({low: min(interval.low, value), high: max(interval.high, value), sure: interval.confidence})
     return columns
 
 

@@ -42,7 +42,7 @@ def judge(row: dict) -> dict:
         failed["generator_saturated"] = ("generator saturated: the load generator's CPUs were busy all along, "
                                          "it measured itself")
     for name in uncertainty.PERCENTILES:
-        confidence = _number(row.get(f"lat_{name}_confidence"))
+        confidence = _number(row.get(uncertainty.interval_columns(f"lat_{name}_us")[2]))
         if confidence == confidence and confidence < uncertainty.CONFIDENCE - 1e-12:
             samples = row.get("lat_samples")
             failed[f"too_few_for_{name}"] = (f"too few requests for {name}: {f'{samples:,} ' if samples else 'they '}"

@@ -16,21 +16,13 @@ from __future__ import annotations
 
 from labkit import ground_truth, queue_theory, store
 from labkit.errors import LabError
-from labkit.procs import LoadSpec, Pinning, ServerSpec
+from labkit.procs import Pinning, ServerSpec
 
 from .common import environment_columns, environment_line, results_file
 from .echo import measured_point
 
 UTILISATIONS = (0.3, 0.5, 0.7)
 SPIN_US = 200          # the mean service time asked for: well above the loop's own cost
-CLIENTS = ground_truth.FLOOR_CLIENTS
-
-
-def _load(rate: float, duration: float, arrivals: str, dist: str, spin_us: int, seed: int) -> LoadSpec:
-    warmup = f"{min(0.5, duration / 4):g}s"
-    return LoadSpec(CLIENTS, 1, "spin", {"rate": round(rate), "duration": duration, "warmup": warmup,
-                                         "arrivals": arrivals, "spin-dist": dist, "spin-us": spin_us,
-                                         "seed": seed, "engine": "events"}, timeout=10)
 
 
 def calibrate(duration: float = 4.0, spin_us: int = SPIN_US, server_cpus=None, client_cpus=None,
@@ -57,7 +49,8 @@ def calibrate(duration: float = 4.0, spin_us: int = SPIN_US, server_cpus=None, c
             for seed, rho in enumerate(UTILISATIONS, start=1):
                 rate = rho * 1e6 / (spin_us + overhead)
                 measured = measured_point(ServerSpec("epoll", "spin"),
-                                          _load(rate, duration, arrivals, dist, spin_us, seed), pinned)
+                                          ground_truth.spin_load(rate, duration, arrivals, dist, spin_us, seed),
+                                          pinned)
                 predicted = queue_theory.predict(arrivals, dist, round(rate), spin_us, overhead, floor_us, seed=seed)
                 measured.update(bench="queueing", arrivals=arrivals, spin_dist=dist, rate=round(rate),
                                 utilisation=rho, overhead_us=overhead, floor_us=floor_us,
@@ -83,7 +76,8 @@ def format_calibration(frame) -> str:
     a = frame.attrs
     hows = sorted({f"mean: {m}; p99: {p}" for m, p in zip(frame["mean_how"], frame["p99_how"])})
     lines = [environment_line(a), "",
-             f"epoll server, spin service, {a['spin_us']} us per request on average, {CLIENTS} connections, "
+             f"epoll server, spin service, {a['spin_us']} us per request on average, "
+             f"{ground_truth.SPIN_CLIENTS} connections, "
              f"{a['duration']:g} s a point; measured here first, with SPIN 0 at {ground_truth.FLOOR_RATE} requests/s: "
              f"the loop's own cost {a['overhead_us']:.1f} us per request (server CPU time), and "
              f"{a['floor_us']:.1f} us of each response outside the queue (loopback, the generator).",

@@ -91,6 +91,7 @@ class WrongLab(Exception):
 
 def grade_remote(payload: Payload) -> Result:
     """Run on a worker: grade one student's notebook with grader.Grader, as local grading does."""
+    from .. import paths
     from . import sandbox
     from .grader import Grader, Task
     from .submissions import safe_name
@@ -102,7 +103,7 @@ def grade_remote(payload: Payload) -> Result:
                        f"{payload.identity['version']} at {payload.identity['commit']}: update the worker "
                        "(git pull && make setup build) or the grader, then grade again")
     _log_start(payload, worker)
-    work = sandbox.owned_folder("labkit-task", Path(tempfile.gettempdir()))  # 0700: no grading uid reads it
+    work = paths.owned_folder("labkit-task", Path(tempfile.gettempdir()))  # 0700: no grading uid reads it
     try:
         instructor_dir = work / "instructor"
         instructor_dir.mkdir()

@@ -110,30 +110,9 @@ def make_base() -> Path:
     import tempfile
 
     parent = "/var/lib" if running_as_root() and os.access("/var/lib", os.W_OK) else None
-    base = owned_folder("labkit-grade", Path(parent or tempfile.gettempdir()))
+    base = paths.owned_folder("labkit-grade", Path(parent or tempfile.gettempdir()))
     base.chmod(0o711)
     return base
-
-
-def owned_folder(prefix: str, parent: Path) -> Path:
-    """A fresh folder (mode 700) named <prefix>-<our pid>-..., after removing those of the same
-    prefix whose process is gone: a grader or worker killed with -9 cannot remove its own."""
-    import re
-    import tempfile
-
-    import psutil
-
-    def gone(pid: int) -> bool:  # a zombie (killed, not yet reaped) is gone too
-        try:
-            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-        except psutil.NoSuchProcess:
-            return True
-
-    for stale in parent.glob(f"{prefix}-*"):
-        found = re.match(rf"{re.escape(prefix)}-(\d+)-", stale.name)
-        if found and gone(int(found.group(1))) and stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{prefix}-{os.getpid()}-", dir=parent))
 
 
 def private_folder(base: Path, name: str) -> Path:

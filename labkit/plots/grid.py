@@ -99,21 +99,12 @@ def point_label(df: pd.DataFrame, axes: list[str], values) -> str:
     return " · ".join(value_text(df, axis, value) for axis, value in zip(axes, values))
 
 
-def run_interval_columns(metric: str) -> tuple[str, str, str] | None:
-    """The row's own interval columns of `metric` (lat_p99_us: lat_p99_low_us, ...high_us,
-    ...confidence, labkit.row), or None for a metric without them."""
-    if not (metric.startswith("lat_p") and metric.endswith("_us")):
-        return None
-    stem = metric[:-3]
-    return f"{stem}_low_us", f"{stem}_high_us", f"{stem}_confidence"
-
-
 def point_interval(ok: pd.DataFrame, metric: str, measured: pd.Series) -> tuple[float, float, str]:
     """labkit.uncertainty.point_interval for one point: its ok repeats' values, and with one
     repeat the run's own interval where the row has one."""
     from labkit import uncertainty
 
-    own = run_interval_columns(metric)
+    own = uncertainty.interval_columns(metric)
     run = [math.nan] * 3
     if own and len(measured) == 1 and all(c in ok.columns for c in own):
         first = ok.loc[measured.index[0]]
