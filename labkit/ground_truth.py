@@ -134,7 +134,8 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
                         line=dict(color=colour, dash="dash"), name=f"{name}: theory")
     fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
                                  subtitle_text="whiskers: " + "; ".join(sorted(set(table["p99_interval"])))
-                                 if stat == "p99" and len(table) else ""),
+                                 if stat == "p99" else "no whiskers: a run's mean has no interval here "
+                                 "(the p99 figure has each run's own)"),
                       xaxis_title="utilisation ρ (rate × mean service time)",
                       yaxis_title=f"{stat} response (µs)", legend_title_text="")
     fig.layout.meta = {"alt": describe(table, stat)}
@@ -143,7 +144,11 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
 
 def describe(table: pd.DataFrame, stat: str = "mean") -> str:
     """The figure in words: each point's measured `stat` beside the predicted one."""
+    def sure(r) -> str:  # the p99's interval, where the figure draws one
+        return f" ({r.p99_low_us:,.0f} to {r.p99_high_us:,.0f}: {r.p99_interval})" \
+            if stat == "p99" and r.p99_low_us < r.p99_high_us else ""
+
     parts = [f"{r.arrivals} arrivals, {r.spin_dist} service, utilisation {r.utilisation:.2f}: "
-             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured, {getattr(r, f'predicted_{stat}_us'):,.0f} µs "
-             f"predicted" for r in table.itertuples()]
+             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured{sure(r)}, "
+             f"{getattr(r, f'predicted_{stat}_us'):,.0f} µs predicted" for r in table.itertuples()]
     return f"{stat} response time against utilisation. " + "; ".join(parts) + "."

@@ -85,4 +85,7 @@ def test_each_point_is_set_beside_its_prediction_and_the_p99_figure_draws_its_in
     assert "whiskers: 96% interval from the run's own samples" in p99.layout.title.subtitle.text
     assert figure_check.problems(p99) == [] and figure_check.problems(ground_truth.figure(table)) == []
     assert "poisson arrivals, exp service, utilisation 0.65: 600 µs measured" in ground_truth.describe(table)
+    assert "5,400 µs measured (4,800 to 6,000: 96% interval from the run's own samples)" in \
+        ground_truth.describe(table, "p99")
+    assert "no whiskers: a run's mean has no interval" in ground_truth.figure(table).layout.title.subtitle.text
     assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
