@@ -5,17 +5,20 @@
 pytest's own --durations lists each phase alone; this lists the 15 slowest of all (a
 test's time: its setup, call and teardown), each phase's wall time and count, and the files
 whose tests used the most CPU (tests/conftest.py records each test's CPU time, its reaped
-processes included): the parallel phase keeps every CPU busy, so these decide its length."""
+processes included): the parallel phase keeps every CPU busy, so these decide its length.
+The tests that failed come last, each with the first line of its message: a CI log that keeps
+only its tail still says what failed."""
 
 import sys
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 SHOWN = 15
+REASON_CHARS = 300
 
 
 def main(reports: list[str]) -> None:
-    tests, cpu = [], {}
+    tests, cpu, failed = [], {}, []
     for report in map(Path, reports):
         if not report.exists():
             print(f"{report}: no report (the phase did not run)")
@@ -27,6 +30,10 @@ def main(reports: list[str]) -> None:
         tests += [(float(case.get("time") or 0), f"{case.get('classname')}::{case.get('name')}", report.stem)
                   for case in suite.iter("testcase")]
         for case in suite.iter("testcase"):
+            for outcome in (*case.iter("failure"), *case.iter("error")):
+                reason = (outcome.get("message") or outcome.text or "").strip().splitlines() or [""]
+                failed.append((report.stem, f"{case.get('classname')}::{case.get('name')}", outcome.tag,
+                               reason[0][:REASON_CHARS]))
             for prop in case.iter("property"):
                 if prop.get("name") == "cpu_s":
                     key = (report.stem, case.get("classname"))
@@ -38,6 +45,10 @@ def main(reports: list[str]) -> None:
         print(f"\n{SHOWN} files whose tests used the most CPU (their processes included):")
         for (phase, name), seconds in sorted(cpu.items(), key=lambda kv: -kv[1])[:SHOWN]:
             print(f"{seconds:8.1f} s  {phase:8}  {name}")
+    if failed:
+        print(f"\n{len(failed)} failed (pytest's report of each is above, in its phase):")
+        for phase, name, tag, reason in failed:
+            print(f"  {phase:8}  {name}  [{tag}]\n            {reason}")
 
 
 if __name__ == "__main__":
