@@ -36,6 +36,10 @@ def _buckets(histogram) -> list:
     return [list(bucket) for bucket in histogram]
 
 
+def _halves(halves) -> list:
+    return [_buckets(half) for half in halves]
+
+
 @dataclass(frozen=True)
 class Column:
     """One measured column: its value before (or without) a measurement, and where the load
@@ -135,6 +139,9 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("client_write_syscalls_per_repetition", NAN),
     ("server_read_syscalls_per_repetition", NAN),
     ("lat_histogram",            [],       "histogram",                     _buckets),
+    # the same latencies of the first and of the second half of the run's plan (the warm-up
+    # left out): whether the run was steady (labkit.verdicts)
+    ("lat_histogram_halves",     [],       "histogram_halves",              _halves),
     # how sure each latency percentile is: its interval from the run's own samples (the
     # histogram's order statistics, labkit.uncertainty) and the confidence it reached
     *((column, NAN) for p in uncertainty.PERCENTILES for column in uncertainty.interval_columns(f"lat_{p}_us")),

@@ -15,11 +15,17 @@ relevant() says which verdicts bear on which metric.
                       measured is not the load that was asked for;
   generator_saturated the load generator's CPUs were busy all along (measure.client_saturated):
                       it measured itself, not the server;
+  not_steady          the run's first half and its second (of its plan, the warm-up left out
+                      of the first) disagree: their 95% intervals of the median, or of the
+                      p99 where both halves have samples enough to bound it, do not overlap.
+                      A queue still growing, a warm-up not left out, a neighbour that came
+                      and went: the run's figures are an average over two different states;
   too_few_for_<p>     the run's samples cannot bound that latency percentile at 95%
                       (labkit.uncertainty: p99.9 needs thousands of requests).
 
-A point's steady state (the run's first and second half agreeing within their intervals)
-is not judged yet: the load generator reports one histogram per run, not one per half.
+The steadiness test takes each half's samples as independent; a queue's latencies are not
+(labkit.uncertainty says why), so its intervals are narrower than the truth and the test errs
+towards "not steady": a flagged point is worth a longer run or a repeat, not proof of drift.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import math
 from labkit import uncertainty
 
 RATE_TOLERANCE = 0.02  # the completed rate within 2% of the offered one
+STEADY_PERCENTILES = {"p50": 0.5, "p99": 0.99}  # what the two halves must agree on
 
 
 def judge(row: dict) -> dict:
@@ -41,6 +48,9 @@ def judge(row: dict) -> dict:
     if row.get("client_saturated"):
         failed["generator_saturated"] = ("generator saturated: the load generator's CPUs were busy all along, "
                                          "it measured itself")
+    drift = _drift(row.get("lat_histogram_halves"))
+    if drift:
+        failed["not_steady"] = f"not steady: {drift}"
     for name in uncertainty.PERCENTILES:
         confidence = _number(row.get(uncertainty.interval_columns(f"lat_{name}_us")[2]))
         if confidence == confidence and confidence < uncertainty.CONFIDENCE - 1e-12:
@@ -48,6 +58,19 @@ def judge(row: dict) -> dict:
             failed[f"too_few_for_{name}"] = (f"too few requests for {name}: {f'{samples:,} ' if samples else 'they '}"
                                              f"bound it with {confidence:.0%} confidence, not 95%")
     return failed
+
+
+def _drift(halves) -> str:
+    """Where the run's two halves disagree beyond their intervals, in words (the first
+    percentile that does); "" when they agree, or there are no two halves to compare."""
+    if not halves or len(halves) != 2 or not all(halves):
+        return ""
+    for name, q in STEADY_PERCENTILES.items():
+        first, second = (uncertainty.histogram_quantile_interval(half, q) for half in halves)
+        if first.enough and second.enough and uncertainty.differ(first, second):
+            return (f"{name} was {first.low:,.0f}-{first.high:,.0f} µs in the run's first half and "
+                    f"{second.low:,.0f}-{second.high:,.0f} µs in its second (95% intervals)")
+    return ""
 
 
 def title(reason: str) -> str:

@@ -259,7 +259,7 @@ REPORT_KEYS = {"service", "clients", "requests_per_client", "connections_ok",
                "engine", "mode", "rate_rps", "duration_s", "connections_lost",
                "idle_connections", "idle_connections_ok", "idle_connections_failed",
                "requests_planned", "warmup", "latency_source", "percentile_precision",
-               "latency_uncorrected_us", "histogram"}
+               "latency_uncorrected_us", "histogram", "histogram_halves"}
 LATENCY_KEYS = {"p50", "p90", "p99", "p999", "max", "mean", "samples"}
 RUSAGE_KEYS = {"user_s", "sys_s", "voluntary_ctxt_switches", "involuntary_ctxt_switches",
                "minor_faults", "major_faults", "max_rss_kb"}
@@ -284,6 +284,8 @@ def test_every_service_succeeds_with_full_report(loadgen, server, service, handl
     # Closed loop: the send is the intended start, so both figures agree.
     assert report["latency_uncorrected_us"] == report["latency_us"]
     assert sum(count for _, count in report["histogram"]) == 40
+    # the first half of the plan (exchange j of client i is j x 8 + i of 40) and the second
+    assert [sum(count for _, count in half) for half in report["histogram_halves"]] == [20, 20]
     assert (report["clients"], report["requests_per_client"]) == (8, 5)
     assert (report["connections_ok"], report["connections_failed"]) == (8, 0)
     assert (report["requests_ok"], report["requests_failed"]) == (40, 0)

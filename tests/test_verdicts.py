@@ -7,6 +7,13 @@ import pytest
 
 from labkit import verdicts
 
+
+def spread(low_us: float, samples: int) -> list:
+    """A half's histogram as the load generator reports it ([upper bound µs, count]): `samples`
+    latencies spread evenly over 20 buckets from `low_us` up (1% apart)."""
+    return [[round(low_us * 1.01 ** i, 3), samples // 20] for i in range(1, 21)]
+
+
 VERDICTS = [
     # the row's measured columns -> the checks it fails (their names)
     ({"rate": 3000, "completed_rps": 2990.0}, set()),                        # within 2%
@@ -16,6 +23,12 @@ VERDICTS = [
     ({"client_saturated": True}, {"generator_saturated"}),                    # an over-driven generator
     ({"lat_p99_confidence": 0.97, "lat_p999_confidence": 0.61, "lat_samples": 1000}, {"too_few_for_p999"}),
     ({"lat_p50_confidence": float("nan")}, set()),                            # nothing measured: nothing judged
+    # the run's two halves: the same spread agrees; a median three times higher later drifted;
+    # 20 requests a half cannot bound a p99, and their medians still agree
+    ({"lat_histogram_halves": [spread(100, 2000), spread(100, 2000)]}, set()),
+    ({"lat_histogram_halves": [spread(100, 2000), spread(300, 2000)]}, {"not_steady"}),
+    ({"lat_histogram_halves": [spread(100, 20), spread(100, 20)]}, set()),
+    ({"lat_histogram_halves": [spread(100, 2000), []]}, set()),               # a half with nothing: no comparison
 ]
 
 
@@ -31,6 +44,8 @@ def test_a_reason_names_the_numbers():
     assert judged["rate_not_reached"] == "offered rate not reached: completed 2,400/s of the 3,000/s offered (80%)"
     assert judged["too_few_for_p999"] == "too few requests for p999: 1,000 bound it with 61% confidence, not 95%"
     assert verdicts.title(judged["too_few_for_p999"]) == "too few requests for p999"
+    drift = verdicts.judge({"lat_histogram_halves": [spread(100, 2000), spread(300, 2000)]})["not_steady"]
+    assert drift.startswith("not steady: p50 was 11") and "in its second (95% intervals)" in drift, drift
 
 
 def test_a_metric_hears_only_the_verdicts_that_bear_on_it():
@@ -50,6 +65,8 @@ def test_a_rate_the_server_cannot_keep_up_with_and_a_run_too_short_for_its_tail_
     row = measure.point(measure.Run(ServerSpec("epoll", "spin"), over, pinning))
     assert "rate_not_reached" in row["verdicts"], (row["verdicts"], row["completed_rps"], row["error"])
     assert row["completed_rps"] < 0.5 * 3000
+    # ... and its queue grew all along: its second half waited longer than its first
+    assert "not_steady" in row["verdicts"], row["verdicts"]
     # 50 requests: no interval can hold p99 or p99.9 at 95%, however fast the server
     short = LoadSpec(1, 50, "spin", {"engine": "events"}, timeout=5)
     row = measure.point(measure.Run(ServerSpec("epoll", "spin"), short, pinning))

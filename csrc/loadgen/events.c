@@ -426,8 +426,7 @@ static void exchange_end(struct driver *d, struct conn *c)
     if (warming_up) {
         out->warmup_excluded++;
     } else {
-        hist_record(&out->corrected, now - c->due_ns);
-        hist_record(&out->uncorrected, now - c->sent_ns);
+        note_latency(out, c->next * o->clients + c->id, d->run_planned, now - c->due_ns, now - c->sent_ns);
     }
 
     if (o->reconnect) {
@@ -1000,6 +999,8 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         out->last_reply_ns = p->last_reply_ns > out->last_reply_ns ? p->last_reply_ns : out->last_reply_ns;
         hist_merge(&out->corrected, &p->corrected);
         hist_merge(&out->uncorrected, &p->uncorrected);
+        hist_merge(&out->halves[0], &p->halves[0]);
+        hist_merge(&out->halves[1], &p->halves[1]);
         outcome_free(&parts[t]);
     }
     out->parts = parts;  /* kept for the report's per_thread; outcome_free frees them */

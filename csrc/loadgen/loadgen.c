@@ -46,7 +46,8 @@
  * client slots (report.c).
  *
  * stdout gets exactly one JSON object (counts, elapsed time, latency
- * percentiles, a histogram, failures by name, the client's own getrusage);
+ * percentiles, a histogram and one of each half of the run's plan, failures
+ * by name, the client's own getrusage);
  * human messages go to stderr.  Exit 0 if every connection and request
  * succeeded, 1 if some failed, 2 for bad arguments or a client count that
  * cannot fit.
@@ -143,7 +144,8 @@ static void usage(FILE *to)
         "                         interval (Slowloris), read what comes back\n"
         "  --bad-interval S       slow/drip: seconds between reads/bytes (default 1)\n"
         "  --describe             print the flags' limits as JSON, and exit\n"
-        "Prints one JSON object on stdout: counts, latencies, connect times (connect_us,\n"
+        "Prints one JSON object on stdout: counts, latencies (histogram, and histogram_halves:\n"
+        "the first and second half of the plan), connect times (connect_us,\n"
         "connect_histogram, connects_over_1s/3s), in flight (events), the bad connections.\n"
         "Exit 0: all succeeded, 1: some failed, 2: bad arguments.\n");
 }

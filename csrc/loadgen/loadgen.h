@@ -111,6 +111,11 @@ struct outcome {
     /* Latency from the intended start (open loop; = the send in closed
      * loop), and from the actual send. */
     struct histogram corrected, uncorrected;
+    /* The corrected latencies again, of the exchanges in the first and in the second half
+     * of the run's plan (exchange g of planned N: g < N/2 is the first half; the warm-up
+     * left out of it): the report's histogram_halves, whose agreement says whether the run
+     * was in a steady state (labkit.verdicts). */
+    struct histogram halves[2];
     /* The threads driver also keeps every sample, sorted, for exact
      * percentiles; NULL from the events driver. */
     uint64_t *exact_ns;
@@ -152,6 +157,9 @@ void outcome_free(struct outcome *out);
 void note_bad_reply(struct outcome *out, long connection, const struct exchange *x);
 /* One connect that succeeded after `ns` (not thread-safe: each thread its own outcome). */
 void note_connect(struct outcome *out, uint64_t ns);
+/* One measured exchange's latency: exchange g (0-based) of the run's `planned`, in the
+ * order of the plan (g = its index on its connection x clients + the connection's). */
+void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns);
 
 /* The drivers: run the whole load, fill in *out. */
 void drive_threads(const struct options *o, const struct net_addr *addr,

@@ -92,6 +92,8 @@ void outcome_init(struct outcome *out)
     hist_init(&out->corrected);
     hist_init(&out->uncorrected);
     hist_init(&out->connect);
+    hist_init(&out->halves[0]);
+    hist_init(&out->halves[1]);
     out->began_ns = out->ended_ns = now_ns();
 }
 
@@ -128,6 +130,13 @@ void note_connect(struct outcome *out, uint64_t ns)
         out->connects_over_1s++;
     if (ns >= 2900000000ull)
         out->connects_over_3s++;
+}
+
+void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns)
+{
+    hist_record(&out->corrected, corrected_ns);
+    hist_record(&out->uncorrected, uncorrected_ns);
+    hist_record(&out->halves[2 * g < planned ? 0 : 1], corrected_ns);
 }
 
 /* ------------------------------------------------------------ the report */
@@ -177,10 +186,10 @@ static void print_histogram_latency(const char *key, const struct histogram *h)
            (unsigned long long)h->total);
 }
 
-/* The non-empty buckets only, as [highest value in the bucket (us), count]. */
-static void print_histogram_buckets(const struct histogram *h)
+/* The non-empty buckets only, as [[highest value in the bucket (us), count], ...]. */
+static void print_buckets(const struct histogram *h)
 {
-    printf("\"histogram\":[");
+    putchar('[');
     const char *sep = "";
     for (size_t b = 0; b < HIST_BUCKETS; b++) {
         if (h->count[b] == 0)
@@ -189,7 +198,13 @@ static void print_histogram_buckets(const struct histogram *h)
                (unsigned long long)h->count[b]);
         sep = ",";
     }
-    printf("]");
+    putchar(']');
+}
+
+static void print_histogram_buckets(const struct histogram *h)
+{
+    printf("\"histogram\":");
+    print_buckets(h);
 }
 
 static void print_optional(const char *key, bool given, double value);
@@ -433,7 +448,11 @@ int report(const struct options *o, struct outcome *out)
     }
     putchar(',');
     print_histogram_buckets(&out->corrected);
+    printf(",\"histogram_halves\":[");
+    print_buckets(&out->halves[0]);
     putchar(',');
+    print_buckets(&out->halves[1]);
+    printf("],");
     print_parts(out, elapsed);
     print_errors(&out->failures);
     printf(",\"window\":{\"wall_s\":%.6f,\"cpu_s\":%.6f},", out->window_wall_s, out->window_cpu_s);

@@ -345,16 +345,14 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
             out->first_send_ns = c->first_send_ns;
         if (c->last_reply_ns > out->last_reply_ns)
             out->last_reply_ns = c->last_reply_ns;
+        for (long j = 0; j < c->requests_ok; j++)
+            note_latency(out, j * o->clients + i, out->requests_planned, c->latency_ns[j], c->latency_ns[j]);
         memmove(latency + n, c->latency_ns, (size_t)c->requests_ok * sizeof *latency);
         n += (size_t)c->requests_ok;
     }
     out->ended_ns = now_ns();
     out->measure_from_ns = out->first_send_ns;
     qsort(latency, n, sizeof *latency, compare_u64);
-    for (size_t i = 0; i < n; i++) {
-        hist_record(&out->corrected, latency[i]);
-        hist_record(&out->uncorrected, latency[i]);
-    }
     out->exact_ns = latency;  /* freed by outcome_free */
     out->exact_count = n;
     free(clients);

@@ -261,15 +261,13 @@ static void collect(struct run *run, const struct client *clients)
         if (c->began_ns < out->began_ns) out->began_ns = c->began_ns;
         if (c->ended_ns > out->ended_ns) out->ended_ns = c->ended_ns;
         const uint64_t *mine = run->latency_ns + i * run->opt->requests;
+        for (long j = 0; j < c->requests_ok; j++)  /* exchange j of client i: j x clients + i of the plan */
+            note_latency(out, j * run->opt->clients + i, out->requests_planned, mine[j], mine[j]);
         memmove(run->latency_ns + n, mine, (size_t)c->requests_ok * sizeof *mine);
         n += (size_t)c->requests_ok;
     }
     out->measure_from_ns = out->first_send_ns;  /* no warm-up in closed loop */
     qsort(run->latency_ns, n, sizeof *run->latency_ns, compare_u64);
-    for (size_t i = 0; i < n; i++) {
-        hist_record(&out->corrected, run->latency_ns[i]);
-        hist_record(&out->uncorrected, run->latency_ns[i]);
-    }
     out->exact_ns = run->latency_ns;
     out->exact_count = n;
 }
