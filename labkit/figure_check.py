@@ -16,7 +16,13 @@ Each check is one thing a chart of this lab once got wrong:
   - a legend too long to show beside the plot (over LEGEND_MOST entries: it scrolls, and
     a model just ticked in the panel is out of view);
   - traces that coincide and look alike (same colour-less style: one hides the other,
-    and a measured model looks missing).
+    and a measured model looks missing);
+  - measured points drawn without their interval, where nothing the reader sees says why
+    (a number without its uncertainty teaches a bad habit): a trace of marks or bars
+    draws whiskers (error_y or error_x), or the title, the subtitle, a note, its name or
+    its hover says "no interval" (a seed report's printed figure, a run's mean) or "exact"
+    (counts), or its own name or hover says "failed" (a mark where nothing was measured).  A trace of lines alone is a
+    theory's curve or a distribution, not points, and is not asked.
 tests/test_notebooks.py runs it on every figure every notebook makes in the quick profile.
 """
 
@@ -53,6 +59,7 @@ def problems(figure) -> list[str]:
     found += _text_problems(layout)
     found += _legend_problems(data, layout)
     found += _coinciding(data)
+    found += _uncertainty_problems(data, layout)
     return found
 
 
@@ -191,6 +198,33 @@ def _legend_problems(data, layout) -> list[str]:
         return [f"the legend beside the plot has {len(entries)} entries (more than {LEGEND_MOST} scroll "
                 "out of view): put it under the plot in rows, or split the figure"]
     return []
+
+
+# What a reader may see instead of whiskers: why a figure's or a trace's points have none
+NO_INTERVAL_SAYS = ("no interval", "exact")
+NOT_MEASURED_SAYS = "failed"
+
+
+def _uncertainty_problems(data, layout) -> list[str]:
+    title = layout.get("title") or {}
+    said = " ".join([_text_of(title), _text_of(title.get("subtitle")) if isinstance(title, dict) else ""]
+                    + [str(note.get("text") or "") for note in layout.get("annotations", []) or []]).lower()
+    if any(words in said for words in NO_INTERVAL_SAYS):
+        return []
+    found = []
+    for trace in data:
+        points = trace.get("type") == "bar" or (trace.get("type") in ("scatter", "scattergl")
+                                                and "markers" in (trace.get("mode") or "markers"))
+        if not points or trace.get("visible", True) is not True or not any(map(math.isfinite, _numbers(trace.get("y")))):
+            continue
+        whiskers = any((trace.get(key) or {}).get("visible", True) is not False and
+                       ((trace.get(key) or {}).get("array") is not None or (trace.get(key) or {}).get("value"))
+                       for key in ("error_y", "error_x"))
+        own = f"{trace.get('name') or ''} {trace.get('hovertemplate') or ''}".lower()
+        if not whiskers and not any(words in own for words in (*NO_INTERVAL_SAYS, NOT_MEASURED_SAYS)):
+            found.append(f"trace {trace.get('name')!r}: measured points without their interval, and nothing says why; "
+                         "draw whiskers (error_y), or say 'no interval' (and why) in its hover or the subtitle")
+    return found
 
 
 def _style(trace: dict) -> tuple:

@@ -187,7 +187,8 @@ def connect_times(df: pd.DataFrame, by=("model", "backlog")):
     fig.update_yaxes(title="connections")
     schedule = ", ".join(f"{t:g} s" for t in retries)
     fig.update_layout(template=plots.TEMPLATE, title="how long each connect took",
-                      title_subtitle_text=f"dotted: when this kernel sends a dropped SYN again ({schedule})")
+                      title_subtitle_text=f"exact counts: every connect of the points' runs<br>"
+                                          f"dotted: when this kernel sends a dropped SYN again ({schedule})")
     if not fig.data:
         plots.style.annotate(fig, plots.style.wrap(plots.grid.nothing_measured(df, "connect times"), 95))
     return fig

@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from labkit import bench, build, launcher
+from labkit import bench, build, figure_check, launcher
 from labkit.errors import LabError
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
@@ -109,11 +109,15 @@ def test_throughput_refuses_an_unknown_model():
 
 def test_events_rows_per_backend_and_select_refuses_past_fd_setsize(tmp_path, monkeypatch, built_bin):
     monkeypatch.setattr(bench.common, "RESULTS_DIR", tmp_path)
-    frame = bench.events(descriptors=(10, 2000), writes=50, runs=1)
+    frame = bench.events(descriptors=(10, 2000), writes=50, runs=3)
     assert sorted(frame["backend"].unique()) == sorted(bench.BACKENDS)
     assert len(frame) == 2 * len(bench.BACKENDS)
     measured = frame[~((frame["backend"] == "select") & (frame["descriptors"] == 2000))]
     assert (measured["ns_per_poll"] > 0).all() and (measured["ns_per_event"] > 0).all()
+    # the median of 3 runs lies between the slowest and the fastest: [min, max], a 75% interval
+    assert (measured["ns_per_poll_low"] <= measured["ns_per_poll"]).all()
+    assert (measured["ns_per_poll"] <= measured["ns_per_poll_high"]).all()
+    assert set(measured["ns_per_poll_interval"]) == {"75% interval of the median of 3 runs"}
     refused = frame[(frame["backend"] == "select") & (frame["descriptors"] == 2000)].iloc[0]
     assert math.isnan(refused["ns_per_poll"])
     assert "select can watch descriptors below 1024 only" in refused["note"]
@@ -200,6 +204,25 @@ def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
     assert list(by_name["select"].x) == [100]  # the refused size is not drawn at all
     assert list(by_name["poll"].y) == [0.9, 9.0]  # ns -> µs
     assert "select at 2,000" in fig.layout.title.subtitle.text
+    # rows saved before each run was kept: no whiskers, and the hover says why
+    assert by_name["poll"].customdata[0][0] == "no interval (saved before its runs were kept)"
+    assert figure_check.problems(fig) == []
+
+
+def test_event_cost_draws_the_median_of_the_runs_with_its_interval():
+    frame = pd.DataFrame({
+        "backend": ["poll", "poll"], "descriptors": [100, 1000], "active": 1, "writes": 10,
+        "ns_per_poll": [900.0, 9000.0], "ns_per_event": 1.0, "note": "",
+        **pd.DataFrame([bench.ev_bench.median_interval_columns(runs) for runs in
+                        ([800.0, 850.0, 900.0, 950.0, 1000.0], [9000.0])]).to_dict("list"),
+    })
+    fig = bench.event_cost(frame)
+    poll = fig.data[0]
+    assert [round(v, 9) for v in (*poll.error_y.array, *poll.error_y.arrayminus)] == [0.1, 0.0, 0.1, 0.0]
+    assert [c[0] for c in poll.customdata] == ["94% interval of the median of 5 runs: 0.80 - 1.00 µs",
+                                               "one run, no interval"]
+    assert "whiskers: 94% interval of the median of 5 runs" in fig.layout.title.subtitle.text
+    assert figure_check.problems(fig) == []
 
 
 def test_a_backend_that_fails_gets_its_message_and_the_others_are_measured(tmp_path, monkeypatch, built_bin):

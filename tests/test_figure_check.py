@@ -20,7 +20,7 @@ def hline_on_log():  # what add_hline did with iperf3's ceiling on a log axis
 
 
 def reference_on_log():
-    fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[0.5, 3, 9], name="epoll")).update_yaxes(type="log")
+    fig = go.Figure(go.Scatter(x=[1, 10, 100], y=[0.5, 3, 9], name="epoll", mode="lines")).update_yaxes(type="log")
     return plots.reference_line(fig, 12.58, "iperf3")
 
 
@@ -31,13 +31,21 @@ def long_title():
 def many_traces():
     fig = go.Figure()
     for i in range(12):
-        fig.add_scatter(x=[1, 2], y=[i, i + 1], name=f"model {i}")
+        fig.add_scatter(x=[1, 2], y=[i, i + 1], name=f"model {i}", mode="lines")
     return fig
 
 
 def coinciding(**second_style):
     fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[10, 20, 30], name="epoll", mode="lines"))
     return fig.add_scatter(x=[1, 2, 3], y=[10.01, 20.02, 30.0], name="poll", mode="lines", **second_style)
+
+
+def marks(**style):
+    """Two measured points of one model, as marks."""
+    return go.Figure(go.Scatter(x=[1, 2], y=[3, 4], mode="markers", name="epoll", **style))
+
+
+WHISKERS = dict(type="data", array=[0.2, 0.3])
 
 
 def range_leaves_data_out():
@@ -53,12 +61,24 @@ CASES = [
     ("two lines that coincide, drawn alike", coinciding, "coincide"),
     ("two lines that coincide, dashes apart", lambda: coinciding(line=dict(dash="dot")), ""),
     ("a range that leaves data out", range_leaves_data_out, "leaves data out"),
-    ("bars on a linear axis", lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 3])), ""),
+    ("bars on a linear axis", lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 3], error_y=WHISKERS)), ""),
     ("a legend of 12 entries under the plot", lambda: many_traces().update_layout(legend_orientation="h"), ""),
     ("a y title taller than the plot", lambda: go.Figure(go.Scatter(x=[1], y=[1])).update_layout(
         yaxis_title="server read system calls per repetition (median)"), "taller than the plot"),
-    ("a y title broken in two", lambda: go.Figure(go.Scatter(x=[1], y=[1])).update_layout(
+    ("a y title broken in two", lambda: go.Figure(go.Scatter(x=[1], y=[1], mode="lines")).update_layout(
         yaxis_title="server read system calls<br>per repetition (median)"), ""),
+    # measured points say how sure they are, or why they cannot
+    ("marks without whiskers", marks, "without their interval"),
+    ("bars without whiskers", lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 3], name="epoll")), "without their interval"),
+    ("marks with whiskers", lambda: marks(error_y=WHISKERS), ""),
+    ("marks whose whiskers are hidden", lambda: marks(error_y=dict(WHISKERS, visible=False)), "without their interval"),
+    ("marks of a figure that says why none", lambda: marks().update_layout(
+        title=dict(text="t", subtitle=dict(text="no interval: the seed report prints none"))), ""),
+    ("marks whose hover says why none", lambda: marks(hovertemplate="%{y} (exact counts)"), ""),
+    ("a figure that names a failure does not excuse marks", lambda: marks().update_layout(
+        title=dict(text="t", subtitle=dict(text="failed here (not drawn): select"))), "without their interval"),
+    ("the marks of the failed points", lambda: marks().update_traces(name="failed"), ""),
+    ("a theory's line", lambda: marks().update_traces(mode="lines"), ""),
 ]
 
 

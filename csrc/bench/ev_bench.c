@@ -20,7 +20,8 @@
  * event and each read takes one, so two chains meeting on one source lose
  * nothing.
  *
- * stdout: one JSON object.  Exit 0, 2 for bad arguments or an open-file
+ * stdout: one JSON object: the medians over the runs, and each run's time per
+ * poll call (ns_per_poll_runs; median() sorts in place, so in ascending order).  Exit 0, 2 for bad arguments or an open-file
  * limit too low, 3 when this backend cannot watch that many descriptors
  * (select above FD_SETSIZE: a clear refusal, not memory corruption).
  */
@@ -217,9 +218,12 @@ int main(int argc, char **argv)
     double events_per_poll = (double)events / (double)polls;
     printf("{\"backend\":\"%s\",\"descriptors\":%ld,\"active\":%ld,\"writes\":%ld,\"runs\":%ld,"
            "\"polls\":%ld,\"events\":%ld,\"events_per_poll\":%.3f,"
-           "\"ns_per_poll\":%.1f,\"ns_per_event\":%.1f}\n",
+           "\"ns_per_poll\":%.1f,\"ns_per_event\":%.1f,\"ns_per_poll_runs\":[",
            ev_name(), sources, active, writes, runs, polls, events, events_per_poll,
            median(per_poll, runs), median(per_event, runs));
+    for (long i = 0; i < runs; i++)  /* each run's own: how sure the median is (labkit.uncertainty) */
+        printf("%s%.1f", i ? "," : "", per_poll[i]);
+    printf("]}\n");
 
     for (long i = 0; i < sources; i++)
         close(b.source_fd[i]);

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from labkit import build, exercises, store, system
+from labkit import build, exercises, store, system, uncertainty
 from labkit.errors import LabError
 
 from .common import NAN, environment_columns, environment_line, pinning, prose, results_file, run_tool
@@ -51,7 +51,8 @@ def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, 
             print(waits.sentence)
         for count in descriptors:
             row = {"backend": backend, "descriptors": count, "active": active, "writes": writes,
-                   "ns_per_poll": NAN, "ns_per_event": NAN, "status": "failed", "note": failed,
+                   "ns_per_poll": NAN, "ns_per_poll_low": NAN, "ns_per_poll_high": NAN, "ns_per_poll_interval": "",
+                   "ns_per_event": NAN, "status": "failed", "note": failed,
                    "waiting_for_exercise": waits.exercise.label if waits else ""}
             if failed is None:
                 argv = [str(program), "--descriptors", str(count), "--active", str(active),
@@ -60,7 +61,7 @@ def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, 
                 if done.returncode == 0:
                     figures = json.loads(done.stdout)
                     row.update(ns_per_poll=figures["ns_per_poll"], ns_per_event=figures["ns_per_event"],
-                               status="ok", note="")
+                               status="ok", note="", **median_interval_columns(figures["ns_per_poll_runs"]))
                 elif done.returncode == 3:  # the backend's own refusal (select past FD_SETSIZE)
                     row.update(status="refused", note=done.stderr.strip().splitlines()[-1])
                 else:
@@ -77,6 +78,16 @@ def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, 
             store.append(path, {**row, "bench": "events", "server_cpus": server_cpus, "pinning_note": note, **env})
         frame.attrs["saved_to"] = str(path)
     return frame
+
+
+def median_interval_columns(runs: list[float]) -> dict:
+    """How sure the median time per poll call is: its interval over the runs (order
+    statistics: 5 runs give [min, max], a 94% interval) and that in words; one run has none."""
+    if len(runs) < 2:
+        return {"ns_per_poll_low": runs[0], "ns_per_poll_high": runs[0], "ns_per_poll_interval": "one run, no interval"}
+    interval = uncertainty.median_interval(runs)
+    return {"ns_per_poll_low": interval.low, "ns_per_poll_high": interval.high,
+            "ns_per_poll_interval": f"{interval.confidence:.0%} interval of the median of {len(runs)} runs"}
 
 
 def _status(frame) -> "pd.Series":
@@ -106,22 +117,27 @@ def format_events(frame) -> str:
 
 def event_cost(bench: "pd.DataFrame") -> "go.Figure":
     """ev_bench (libevent's bench.c): microseconds per poll call against watched
-    descriptors, one line per backend, log-log; a refused size (select past
-    FD_SETSIZE) is named in the subtitle instead of being drawn as zero."""
+    descriptors, one line per backend, log-log, each point the median of its runs with
+    that median's interval as whiskers (a row saved before its runs were kept has none,
+    and its hover says so); a refused size (select past FD_SETSIZE) is named in the
+    subtitle instead of being drawn as zero."""
     import plotly.graph_objects as go
 
     from labkit.plots.grid import require
-    from labkit.plots.style import TEMPLATE, color
+    from labkit.plots.style import TEMPLATE, color, set_title
 
     require(bench, ["backend", "descriptors", "ns_per_poll"])
     active = int(bench["active"].iloc[0])
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, legend_title_text="backend",
-                      title=f"time per poll call vs watched descriptors ({active} active)",
                       xaxis=dict(title="watched descriptors", type="log", dtick=1),
                       yaxis=dict(title="µs per poll call", type="log", dtick=1))
-    refused, failed, waiting = [], [], {}
+    refused, failed, waiting, kinds = [], [], {}, set()
     status = _status(bench)
+    for column in ("ns_per_poll_low", "ns_per_poll_high"):
+        bench = bench.assign(**{column: bench[column] if column in bench else NAN})
+    interval = bench["ns_per_poll_interval"].fillna("") if "ns_per_poll_interval" in bench else ""
+    bench = bench.assign(ns_per_poll_interval=interval)
     waits = bench["waiting_for_exercise"].fillna("") if "waiting_for_exercise" in bench else None
     for backend, rows in bench.groupby("backend", sort=False):
         measured = rows.dropna(subset=["ns_per_poll"]).sort_values("descriptors")
@@ -131,16 +147,22 @@ def event_cost(bench: "pd.DataFrame") -> "go.Figure":
             waiting.setdefault(exercise, []).append(backend)
         elif (status[rows.index] == "failed").any():
             failed.append(backend)
+        us, low, high = (measured[c] / 1000.0 for c in ("ns_per_poll", "ns_per_poll_low", "ns_per_poll_high"))
+        said_of = [kind if hi == lo else f"{kind}: {lo:,.2f} - {hi:,.2f} µs" if kind else
+                   "no interval (saved before its runs were kept)"
+                   for kind, lo, hi in zip(measured["ns_per_poll_interval"], low, high)]
+        kinds |= {kind for kind, lo, hi in zip(measured["ns_per_poll_interval"], low, high) if kind and hi > lo}
         fig.add_trace(go.Scatter(
-            x=measured["descriptors"], y=measured["ns_per_poll"] / 1000.0, mode="lines+markers",
-            name=backend, line=dict(color=color(backend)),
-            hovertemplate=f"<b>{backend}</b><br>%{{x:,}} descriptors<br>%{{y:,.2f}} µs per poll<extra></extra>"))
-    said = []
+            x=measured["descriptors"], y=us, mode="lines+markers", name=backend, line=dict(color=color(backend)),
+            error_y=dict(type="data", symmetric=False, array=high - us, arrayminus=us - low, thickness=1.2, width=5),
+            customdata=[[text] for text in said_of],
+            hovertemplate=f"<b>{backend}</b><br>%{{x:,}} descriptors<br>%{{y:,.2f}} µs per poll (median)<br>"
+                          "%{customdata[0]}<extra></extra>"))
+    said = [f"whiskers: {'; '.join(sorted(kinds))}"] if kinds else []
     if refused:
         said.append("refused (above FD_SETSIZE): " + ", ".join(refused))
     if failed:
         said.append("failed, not drawn (see its note): " + ", ".join(failed))
     said += [f"not measurable until exercise {label}: {', '.join(names)}" for label, names in waiting.items()]
-    if said:
-        fig.update_layout(title_subtitle_text="; ".join(said))
+    set_title(fig, f"time per poll call vs watched descriptors ({active} active)", ["; ".join(said)] if said else [])
     return fig

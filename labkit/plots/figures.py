@@ -277,7 +277,9 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
 def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
     """Response-time percentiles (p50, p90, p99, p99.9, max) of every model at one grid
     point: `at` gives its axis values (clients=5000, exchanges=200); an axis not given
-    takes its largest value.  Medians of the ok repeats."""
+    takes its largest value.  Medians of the ok repeats, each percentile's whiskers its
+    interval (point_interval: the median's over the repeats, or one run's own); p90 and the
+    maximum have none, and their hover says so."""
     axes = point_axes(df, axes)
     require(df, ["model", *axes, "status"])
     for axis in axes:
@@ -289,18 +291,30 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, xaxis_title="percentile", yaxis_title="response time (µs)")
     failed = sorted(df.loc[df["status"] != "ok", "model"].unique())
-    set_title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"]
-              + ([escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []))
     fig.update_yaxes(type="log")
+    kinds = set()
     for i, (model, point) in enumerate(df.groupby("model", sort=False)):
         ok = point[point["status"] == "ok"]
-        medians = [pd.to_numeric(ok[column], errors="coerce").median() for column in names.values()]
         if ok.empty:
             continue
-        fig.add_trace(go.Scatter(x=list(names), y=medians, name=model, mode="lines+markers",
-                                 line=dict(color=color(model), width=2),
-                                 marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
-                                 hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<extra></extra>"))
+        measured = [pd.to_numeric(ok[column], errors="coerce") for column in names.values()]
+        medians = [values.median() for values in measured]
+        intervals = [point_interval(ok, column, values.dropna()) for column, values in zip(names.values(), measured)]
+        said = [f"{kind}: {low:,.0f} - {high:,.0f} µs" if high > low else "no interval"
+                for low, high, kind in intervals]
+        kinds |= {kind for low, high, kind in intervals if high > low}
+        fig.add_trace(go.Scatter(
+            x=list(names), y=medians, name=model, mode="lines+markers", line=dict(color=color(model), width=2),
+            marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
+            error_y=dict(type="data", symmetric=False, thickness=1.2, width=5,
+                         array=[high - median for median, (_, high, _) in zip(medians, intervals)],
+                         arrayminus=[median - low for median, (low, _, _) in zip(medians, intervals)]),
+            customdata=[[text] for text in said],
+            hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<br>%{{customdata[0]}}<extra></extra>"))
+    whiskers = f"whiskers: {'; '.join(sorted(kinds))} (none: no interval, see the hover)" if kinds else \
+        "no interval: one run's p90 and maximum have none"
+    set_title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"]
+              + ([escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []) + [whiskers])
     return fig
 
 

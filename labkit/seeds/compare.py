@@ -161,7 +161,8 @@ def comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> go.Fi
             mode="lines+markers", line=dict(color=color(model), width=2, dash="dot"),
             marker=dict(symbol="square"), customdata=line[["seed_label", "printed"]].to_numpy(),
             hovertemplate=(f"<b>{model}</b> (seed {seed_name}: %{{customdata[0]}})<br>"
-                           "%{x} clients<br>as printed: %{customdata[1]}<extra></extra>"),
+                           "%{x} clients<br>as printed: %{customdata[1]} (no interval: the report gives none)"
+                           "<extra></extra>"),
         ), row=1, col=2)
     if column in df.columns and not summary.empty:
         add_failures(fig, summary, "clients", row=1, col=1)
