@@ -76,7 +76,7 @@ def latency_vs_offered(df: pd.DataFrame, percentiles=("p50", "p99", "p999")):
         models = list(same["model"])
         _mark_on_log_x(fig, rate, f"knee: {', '.join(models)}", plots.color(models[0]) if len(models) == 1 else "#555")
     fig.update_xaxes(type="log")
-    fig.update_layout(title="request latency vs offered rate (dotted: each model's knee)")
+    fig.update_layout(title_text="request latency vs offered rate (dotted: each model's knee)")
     return fig
 
 

@@ -17,9 +17,12 @@ relevant() says which verdicts bear on which metric.
                       it measured itself, not the server;
   not_steady          the run's first half and its second (of its plan, the warm-up left out
                       of the first) disagree: their 95% intervals of the median, or of the
-                      p99 where both halves have samples enough to bound it, do not overlap.
-                      A queue still growing, a warm-up not left out, a neighbour that came
-                      and went: the run's figures are an average over two different states;
+                      p99 where both halves have samples enough to bound it, do not overlap,
+                      and one half's is more than STEADY_TOLERANCE above the other's (a run
+                      of thousands of requests separates halves 1% apart, a difference no
+                      figure of the lab turns on).  A queue still growing, a warm-up not left
+                      out, a neighbour that came and went: the run's figures are an average
+                      over two different states;
   too_few_for_<p>     the run's samples cannot bound that latency percentile at 95%
                       (labkit.uncertainty: p99.9 needs thousands of requests).
 
@@ -36,6 +39,7 @@ from labkit import uncertainty
 
 RATE_TOLERANCE = 0.02  # the completed rate within 2% of the offered one
 STEADY_PERCENTILES = {"p50": 0.5, "p99": 0.99}  # what the two halves must agree on
+STEADY_TOLERANCE = 0.25  # ... within their intervals, or within 25% of each other
 
 
 def judge(row: dict) -> dict:
@@ -67,7 +71,9 @@ def _drift(halves) -> str:
         return ""
     for name, q in STEADY_PERCENTILES.items():
         first, second = (uncertainty.histogram_quantile_interval(half, q) for half in halves)
-        if first.enough and second.enough and uncertainty.differ(first, second):
+        lower, upper = sorted(((first.low + first.high) / 2, (second.low + second.high) / 2))
+        if first.enough and second.enough and uncertainty.differ(first, second) \
+                and upper > lower * (1 + STEADY_TOLERANCE):
             return (f"{name} was {first.low:,.0f}-{first.high:,.0f} µs in the run's first half and "
                     f"{second.low:,.0f}-{second.high:,.0f} µs in its second (95% intervals)")
     return ""

@@ -81,6 +81,14 @@ def test_a_point_that_failed_a_self_check_is_hollow_and_the_chart_says_why():
     assert [symbol.endswith("-open") for symbol in line.marker.symbol] == [False, True, False]  # p99.9's not p99's
     assert "hollow = offered rate not reached (1 point(s); hover for the numbers)" in fig.layout.title.subtitle.text
     assert "completed 2,400/s of the 3,000/s offered" in line.customdata[1][7]
+    # the latency percentiles' chart too, each percentile hearing its own verdicts
+    df["verdicts"] = [{}, {"not_steady": "not steady: p50 was 100-110 µs in the run's first half and ..."},
+                      {"too_few_for_p999": "too few requests for p999: 50 bound it at 5%, not 95%"}]
+    fig = plots.latency_vs(df.assign(lat_p999_us=df["lat_p99_us"] * 2), percentiles=("p50", "p999"))
+    hollow = {trace.name: [symbol.endswith("-open") for symbol in trace.marker.symbol] for trace in fig.data}
+    assert hollow == {"epoll p50": [False, True, False], "epoll p999": [False, True, True]}
+    assert "hollow = not steady, too few requests for p999 (3 point(s)" in fig.layout.title.subtitle.text
+    assert "whiskers: one run, no interval" in fig.layout.title.subtitle.text
 
 
 def test_one_line_per_model_with_median_and_min_max_spread():

@@ -76,11 +76,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                                                          values[1:], varying),
             mode="lines+markers", legendgroup=None if by_series else model,
             line=dict(color=colour, width=2, dash=dash),
-            # a point where the load generator was the limit is greyed out: it measured itself; one
-            # that failed another self-check (labkit.verdicts) is hollow, its reason under the chart
-            marker=dict(size=8, symbol=[f"{shape}-open" if s or f else shape
-                                        for s, f in zip(line["saturated"], line["flags"])],
-                        color=[SATURATED_GREY if s else colour for s in line["saturated"]]),
+            marker=_checked_marks(line, shape, colour),
             error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
                          arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
             customdata=line[["low", "high", "interval", "min", "max", "measured", "saturated", "flags"]].to_numpy(),
@@ -103,10 +99,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                      f"{why_missing(df, metric)}")
     if summary["saturated"].any():
         notes.append(SATURATED_NOTE)
-    flagged = measured[measured["flags"] != ""]
-    if len(flagged):  # one line: a long reason under the chart squeezed the plot (the hover has it whole)
-        checks = sorted({verdicts.title(why) for flags in flagged["flags"] for why in flags.split("; ")})
-        notes.append(f"hollow = {', '.join(checks)} ({len(flagged)} point(s); hover for the numbers)")
+    notes += _self_check_notes(measured)
     notes.append(whiskers_note(measured))
     _add_notes(fig, notes)
     finish(fig)
@@ -121,6 +114,24 @@ def whiskers_note(summary: pd.DataFrame) -> str:
 
 # What a greyed-out, hollow mark means, under a chart that has one (tables.saturation_warning points here)
 SATURATED_NOTE = "hollow grey = the load generator was the limit there (it measured itself, not the server)"
+
+
+def _checked_marks(line: pd.DataFrame, shape: str, colour: str) -> dict:
+    """The marks of a line of summarize()'s points: a point where the load generator was the
+    limit is greyed out (it measured itself); one that failed another self-check
+    (labkit.verdicts) is hollow, its reason under the chart (_self_check_notes)."""
+    return dict(size=8, symbol=[f"{shape}-open" if s or f else shape for s, f in zip(line["saturated"], line["flags"])],
+                color=[SATURATED_GREY if s else colour for s in line["saturated"]])
+
+
+def _self_check_notes(measured: pd.DataFrame) -> list[str]:
+    """The note under a chart whose points failed a self-check: which checks, how many points.
+    One line: a long reason under the chart squeezed the plot (the hover has it whole)."""
+    flagged = measured[measured["flags"] != ""]
+    if not len(flagged):
+        return []
+    checks = sorted({verdicts.title(why) for flags in flagged["flags"] for why in flags.split("; ")})
+    return [f"hollow = {', '.join(checks)} ({len(flagged)} point(s); hover for the numbers)"]
 
 
 def _add_notes(fig: go.Figure, notes: list[str]) -> None:
@@ -152,24 +163,30 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
                       xaxis_title=x_title, yaxis_title="latency (µs)")
     if log_y:
         fig.update_yaxes(type="log")
-    any_measured = False
+    drawn = []
     for dash, pct in zip(dashes, percentiles):
         column = f"lat_{pct}_us"
         summary = summarize(df, column, x).dropna(subset=["median"])
-        any_measured |= not summary.empty
+        drawn.append(summary)
         for model, line in summary.groupby("model", sort=False):
             fig.add_trace(go.Scatter(
                 x=line[x], y=line["median"], name=f"{model} {pct}", legendgroup=model,
                 mode="lines+markers", line=dict(color=color(model), dash=dash, width=2),
+                marker=_checked_marks(line, "circle", color(model)),
                 error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
                              arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
-                customdata=line[["low", "high", "interval"]].to_numpy(),
+                customdata=line[["low", "high", "interval", "flags"]].to_numpy(),
                 hovertemplate=(f"<b>{model}</b> {pct}<br>%{{x}} {x_title}<br>%{{y:,.0f}} µs<br>"
-                               "%{customdata[2]}: %{customdata[0]:,.0f} - %{customdata[1]:,.0f} µs<extra></extra>"),
+                               "%{customdata[2]}: %{customdata[0]:,.0f} - %{customdata[1]:,.0f} µs<br>"
+                               "%{customdata[3]}<extra></extra>"),
             ))
     add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
-    if not any_measured:
+    measured = pd.concat(drawn) if drawn else pd.DataFrame()
+    if measured.empty:
         annotate(fig, wrap(nothing_measured(df, "latency"), 95))
+    else:
+        _add_notes(fig, [*([SATURATED_NOTE] if measured["saturated"].any() else []), *_self_check_notes(measured),
+                         whiskers_note(measured)])
     fig.update_xaxes(tickvals=sorted(df[x].unique()))
     finish(fig)
     return fig
