@@ -3,7 +3,9 @@ progress, errors a student can act on, the experiment's figures and the table.
 
 Everything comes from the experiment's declaration: a field per parameter a
 student chooses (its kind makes the widget and reads it back), the figures it
-offers, its x axis.  So what a student chooses here and what papermill passes
+offers, its x axis.  Above the Run button the panel says how long the sweep the fields
+describe will take on this machine (labkit.estimate, from what was measured here), and
+takes a time budget: no point starts once it is spent, and a next Run measures the rest.  So what a student chooses here and what papermill passes
 with -p are the same thing.  The figure is a plain plotly go.Figure shown in an
 Output widget: plotly 7's FigureWidget needs anywidget, and a plain figure
 renders the same in JupyterLab 4, in a saved notebook and in an exported one.
@@ -128,6 +130,11 @@ class ControlPanel:
         options = [(plots.label(f.metric), f.metric) for f in self.experiment.figures]
         self.plot_choice = w.Dropdown(options=options, value=metric or options[0][1], description="plot")
         self.plot_choice.observe(lambda change: self._refresh_figure(), names="value")
+        self.budget = w.BoundedFloatText(value=0, min=0, max=24 * 60, step=1, description="budget (min)",
+                                         layout=w.Layout(width="190px"), style={"description_width": "90px"})
+        self.estimate_line = w.HTML()
+        for param in self.experiment.fields:
+            _on_change(self.fields[param.name], lambda change: self._refresh_estimate())
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.run_button.on_click(lambda _button: self.run())
         self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="300px"))
@@ -139,6 +146,9 @@ class ControlPanel:
             w.HTML(f"<b>{html.escape(self.experiment.title)}</b> "
                    f"(profile <code>{html.escape(self.profile)}</code>)"),
             *rows,
+            w.HBox([self.budget, w.HTML("<span style='color:#666'>time budget in minutes (0: none): no point "
+                                        "starts once it is spent; Run again for the rest</span>")]),
+            self.estimate_line,
             w.HBox([self.run_button, self.progress, self.status]),
             self.errors, self.plot_choice, self.figure_area, self.table_area,
         ])
@@ -181,7 +191,8 @@ class ControlPanel:
             self.plan = self.plan.with_values(**self.values())
             self.progress.value, self.progress.bar_style = 0, ""
             self.status.value = "starting..."
-            self.df = sweep.run(self.plan, results=self.results, progress=self._on_progress)
+            self.df = sweep.run(self.plan, results=self.results, progress=self._on_progress,
+                                budget_s=self.budget.value * 60 or None)
         except LabError as problem:
             self.last_error = problem
             self.progress.bar_style = "danger"
@@ -195,9 +206,22 @@ class ControlPanel:
         if waits or failures:  # the lab's stub (said once, with what to do), then the points' own reasons
             _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)
                                        + "".join(f"<p><b>why:</b> {html.escape(line)}</p>" for line in failures)))
+        if self.df.attrs.get("unmeasured"):
+            self.status.value += f"; {self.df.attrs['unmeasured']} left by the time budget: Run again for them"
+        self._refresh_estimate()
         self._refresh_figure()
         self._refresh_table()
         return self.df
+
+    def _refresh_estimate(self) -> None:
+        """Say how long a Run of the fields' values would take here (nothing while a field is
+        wrong: its own message says why)."""
+        try:
+            took = sweep.how_long(self.plan.with_values(**self.values()), self.results)
+        except (LabError, ValueError, TypeError):
+            self.estimate_line.value = ""
+            return
+        self.estimate_line.value = f"<span style='color:#444'>{html.escape(took.sentence())}</span>"
 
     def _on_progress(self, done: int, total: int, row: dict) -> None:
         self.progress.max = total
@@ -220,6 +244,7 @@ class ControlPanel:
 
     # -- display -------------------------------------------------------------
     def show(self) -> None:
+        self._refresh_estimate()
         display(self.box)
 
     def _ipython_display_(self) -> None:

@@ -7,16 +7,21 @@ an interrupted sweep loses nothing and resumes where it stopped: a run whose key
 is already in the file with status "ok" is not measured again.  The frame it
 returns keeps the plan's experiment in frame.attrs["experiment"], for the plots
 to read its axes.
+
+Before it measures, a sweep says how long it will take on this machine (labkit.estimate,
+from the wall time each earlier row kept: point_wall_s); given a time budget, it starts no
+point once the budget is spent, and says how many are left for the next run to measure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import confinement, cpu_leases, launcher, store
+from . import confinement, cpu_leases, estimate, launcher, store
 from .friendly import say
 from . import measure as measure_module
 from .row import SCHEMA
@@ -63,21 +68,21 @@ def _progress_reporter(progress, total: int, axes: list[str]):
 
 
 def run(plan, results=None, measure=measure_module.point, progress=True, resume: bool = True,
-        on_point=None):
+        on_point=None, budget_s: float | None = None, clock=time.monotonic):
     """Measure every point of `plan` (a labkit.plan.Plan) and return their rows.
 
     `measure(run)` measures one measure.Run (measure.point); `on_point(row)` sees each
-    row as it is stored."""
+    row as it is stored.  `budget_s`: no point starts once this many seconds (by `clock`)
+    have passed; the frame holds the points measured, attrs["unmeasured"] how many were
+    left for a next run."""
     import pandas as pd
 
     experiment = plan.experiment
-    path = Path(results) if results is not None else store.results_path(experiment.name)
+    path = _results_path(plan, results)
     runs = plan.points()
     earlier = store.read_rows(path)
     store.check_schema(earlier, path)  # a newer lab's rows are refused before anything is measured
-    # a point counts as measured when its row is ok and means what this lab's columns mean
-    measured_ok = {row.get("point_key") for row in earlier
-                   if row.get("status") == "ok" and row.get("schema", 1) == SCHEMA} if resume else set()
+    measured_ok = _measured_ok(earlier) if resume else set()
 
     already_running = set(launcher.live_children())
     run_id = uuid.uuid4().hex[:12]
@@ -90,14 +95,19 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     # CPUs the machine chose are leased for the sweep, so that two lab users' sweeps on one
     # machine do not measure each other (or share them, and say so); the point keys stay.
     # (none where every point is already measured: nothing will run)
-    to_measure = any(planned.key not in measured_ok for planned in runs)
-    _say_what_waits([planned for planned in runs if planned.key not in measured_ok])
+    pending = [planned for planned in runs if planned.key not in measured_ok]
+    to_measure = bool(pending)
+    _say_what_waits(pending)
+    if pending:
+        took = _estimate(experiment, pending, earlier)
+        say(took.sentence() + (f"; time budget {estimate.duration_text(budget_s)}" if budget_s else ""))
     lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine and to_measure else None
     pinning = lease.pinning if lease else plan.pinning
     if lease:
         runs = [dataclasses.replace(planned, pinning=pinning) for planned in runs]
         if lease.shared:
             say(f"note: {pinning.note}")  # a sentence: wraps between words in a notebook
+    started, unmeasured = clock(), 0
     try:
         for planned in runs:
             if planned.key in measured_ok:
@@ -105,8 +115,13 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
                 _points_done += 1
                 advance({**planned.point, "repeat": planned.repeat, "status": "skipped (already measured)"})
                 continue
+            if budget_s is not None and clock() - started >= budget_s:
+                unmeasured += 1
+                continue
+            began = clock()
             row = {**planned.point, **measure(planned)}  # what was measured wins (server_cpus: the CPUs it had)
             row.update({
+                "point_wall_s": clock() - began,  # start to stop of the point, its server's start-up included
                 "experiment": experiment.name,
                 "repeat": planned.repeat,
                 "point_key": planned.key,
@@ -133,6 +148,9 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
         if lease:
             lease.close()
 
+    if unmeasured:
+        say(f"time budget of {estimate.duration_text(budget_s)} spent: {unmeasured} of {len(pending)} point(s) "
+            "not measured; run the sweep again to measure them (the points measured are kept and not run again)")
     wanted = {planned.key for planned in runs}
     rows = [row for row in store.read_rows(path) if row.get("point_key") in wanted]
     frame = pd.DataFrame(rows)
@@ -142,8 +160,31 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     # points_before: how many points this process had measured or reused before this sweep began;
     # experiment: the declaration the plots read the axes from
     frame.attrs.update(reused=reused, planned=len(runs), results=str(path), points_before=points_before,
-                       experiment=experiment)
+                       experiment=experiment, unmeasured=unmeasured)
     return frame
+
+
+def how_long(plan, results=None, resume: bool = True) -> estimate.Estimate:
+    """How long run(plan, results) would take on this machine, before anything runs."""
+    earlier = store.read_rows(_results_path(plan, results))
+    measured_ok = _measured_ok(earlier) if resume else set()
+    return _estimate(plan.experiment, [planned for planned in plan.points() if planned.key not in measured_ok], earlier)
+
+
+def _results_path(plan, results) -> Path:
+    return Path(results) if results is not None else store.results_path(plan.experiment.name)
+
+
+def _measured_ok(earlier: list[dict]) -> set:
+    """The keys of the points measured: a row that is ok and means what this lab's columns mean."""
+    return {row.get("point_key") for row in earlier if row.get("status") == "ok" and row.get("schema", 1) == SCHEMA}
+
+
+def _estimate(experiment, pending, earlier: list[dict]) -> estimate.Estimate:
+    from . import system
+
+    return estimate.estimate(pending, [row for row in earlier if row.get("experiment") == experiment.name],
+                             system.environment().get("hostname"))
 
 
 def _say_what_waits(runs) -> None:
@@ -169,6 +210,7 @@ def run_each(plans, results=None, **options):
     experiments = {id(f.attrs.get("experiment")): f.attrs.get("experiment") for f in frames}
     frame.attrs.update(reused=sum(f.attrs["reused"] for f in frames),
                        planned=sum(f.attrs["planned"] for f in frames),
+                       unmeasured=sum(f.attrs.get("unmeasured", 0) for f in frames),
                        points_before=frames[0].attrs["points_before"])
     if len(experiments) == 1:
         frame.attrs["experiment"] = next(iter(experiments.values()))

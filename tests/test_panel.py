@@ -70,6 +70,8 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     cpus = psutil.Process().cpu_affinity()
     panel.set(models=["select"], clients=[2], requests=2, repeats=1, k=2,
               server_cpus=[cpus[0]], client_cpus=[cpus[-1]])
+    assert "1 point to measure; nothing of this experiment was measured on this machine yet" in \
+        panel.estimate_line.value
     panel.run_button.click()
     assert panel.last_error is None, panel.last_error
     df = panel.df
@@ -82,6 +84,11 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     assert panel.plan["clients"] == [2] and panel.plan.profile == "quick"
     rows = [json.loads(line) for line in (tmp_path / "proc_top.jsonl").read_text().splitlines()]
     assert len(rows) == 1 and rows[0]["model"] == "select"
+    # after the run: nothing left to measure, and another point takes as long as that one did
+    assert "every point is already measured" in panel.estimate_line.value
+    panel.set(clients=[2, 3])
+    took = rows[0]["point_wall_s"]
+    assert f"1 point to measure: about {took:.0f} s to {took:.0f} s on this machine" in panel.estimate_line.value
 
     panel.plot_choice.value = "server_context-switches"
     assert panel.figure.layout.yaxis.title.text == "server context switches"
@@ -216,7 +223,7 @@ def test_a_failed_points_reason_is_said_under_the_panel_in_its_own_words(panel, 
 
     said = "the server closed the connection after 3 of 8 replies (ECONNRESET)"
 
-    def sweep_run(plan, results=None, progress=None):
+    def sweep_run(plan, results=None, progress=None, **options):
         rows = [{"model": model, "clients": clients, "repeat": 0, "status": "ok" if model == "select" else "failed",
                  "error": "" if model == "select" else said, "requests_ok": 4}
                 for model in ("select", "epoll") for clients in (2, 4)]

@@ -1,0 +1,89 @@
+"""labkit.estimate and the sweep's time budget: how long a sweep will take, from what this
+machine measured (tables of earlier rows), and a budget that starts no point once spent.
+The sweeps here measure with a stand-in that advances a clock of their own: the subject is
+the sweep's bookkeeping, not a server."""
+
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from labkit import estimate, experiments, sweep
+from labkit.row import SCHEMA
+
+
+@dataclass
+class Planned:  # what estimate() reads of a measure.Run
+    point: dict
+
+
+def row(wall, host="here", **point):
+    return {"experiment": "e", "point_wall_s": wall, "env_hostname": host, **point}
+
+
+EARLIER = [row(10.0, clients=1), row(12.0, clients=1), row(20.0, clients=2), row(40.0, clients=4),
+           row(999.0, host="elsewhere", clients=8)]
+
+ESTIMATES = [
+    # points to measure, earlier rows -> (low s, high s) and words the basis holds
+    ([{"clients": 1}], EARLIER, (11.0, 11.0), "from 4 points measured here before"),  # the same point: its median
+    ([{"clients": 1}, {"clients": 2}], EARLIER, (31.0, 31.0), "from 4 points"),
+    # a point not measured here: the middle half of the experiment's points (11.5 to 25 s)
+    ([{"clients": 8}], EARLIER, (11.5, 25.0), "1 not measured before, taken as long as the middle half"),
+    # a point that runs for a set time takes at least that
+    ([{"clients": 1, "duration": 30}], EARLIER, (30.0, 30.0), "from 4 points"),
+    # another machine's rows say nothing of this one's
+    ([{"clients": 1}], [row(5.0, host="elsewhere", clients=1)], (math.nan, math.nan), "nothing of this experiment"),
+    # rows saved before the wall time was kept
+    ([{"clients": 1}], [{"clients": 1, "env_hostname": "here"}], (math.nan, math.nan), "the first points will tell"),
+]
+
+
+@pytest.mark.parametrize("points, earlier, expected, basis", ESTIMATES)
+def test_the_estimate_comes_from_what_this_machine_measured(points, earlier, expected, basis):
+    took = estimate.estimate([Planned(p) for p in points], earlier, "here")
+    assert (took.low_s, took.high_s) == pytest.approx(expected, nan_ok=True)
+    assert took.to_measure == len(points) and basis in took.basis
+
+
+def test_the_estimate_in_words():
+    assert estimate.estimate([], EARLIER, "here").sentence() == "every point is already measured: nothing to run"
+    took = estimate.estimate([Planned({"clients": 8})] * 300, EARLIER, "here")
+    assert took.sentence().startswith("300 points to measure: about 57.5 min to 2.1 h on this machine (from 4 points")
+    unknown = estimate.estimate([Planned({"clients": 1})], [], "here").sentence()
+    assert unknown == ("1 point to measure; nothing of this experiment was measured on this machine yet: "
+                       "the first points will tell")
+
+
+class Clock:
+    """A clock the stand-in measurement advances: each point takes `step` seconds."""
+
+    def __init__(self, step):
+        self.now, self.step, self.measured = 0.0, step, []
+
+    def __call__(self):
+        return self.now
+
+    def measure(self, run):
+        self.now += self.step
+        self.measured.append(run.point)
+        return {"schema": SCHEMA, "status": "ok", "error": ""}
+
+
+def test_a_budget_starts_no_point_once_spent_and_a_next_run_measures_the_rest(tmp_path, built_bin, capsys):
+    plan = experiments.resolve("proc_top", profile="quick", models=["iterative", "select"], clients=[2, 3], repeats=1)
+    results = tmp_path / "r.jsonl"
+    assert "nothing of this experiment was measured" in sweep.how_long(plan, results).sentence()
+    clock = Clock(step=10.0)
+    first = sweep.run(plan, results=results, measure=clock.measure, progress=False, budget_s=15, clock=clock)
+    assert len(clock.measured) == 2 and len(first) == 2 and first.attrs["unmeasured"] == 2  # started at 0 s and 10 s
+    assert list(first["point_wall_s"]) == [10.0, 10.0]
+    said = capsys.readouterr().out
+    assert "time budget of 15 s spent: 2 of 4 point(s) not measured" in said
+    # what is left takes as long as what was measured here: 2 points of 10 s
+    left = sweep.how_long(plan, results)
+    assert (left.to_measure, left.low_s, left.high_s) == (2, 20.0, 20.0)
+    second = sweep.run(plan, results=results, measure=clock.measure, progress=False, budget_s=60, clock=clock)
+    assert len(clock.measured) == 4 and len(second) == 4 and second.attrs["unmeasured"] == 0
+    assert "2 points to measure: about 20 s to 20 s on this machine" in capsys.readouterr().out
+    assert sweep.how_long(plan, results).sentence() == "every point is already measured: nothing to run"
