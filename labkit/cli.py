@@ -122,6 +122,27 @@ def _given(args) -> dict:
     return given
 
 
+def _until(args, experiment):
+    """--until METRIC:PERCENT (and --most N) as a repeat_until.Target, or None."""
+    from . import repeat_until
+
+    if not args.until:
+        return None
+    metric, colon, percent = args.until.rpartition(":")
+    try:
+        relative = float(percent) / 100
+    except ValueError:
+        relative = None
+    if not colon or not metric or relative is None:
+        raise LabError(f"--until {args.until!r} is not METRIC:PERCENT",
+                       "write e.g. --until lat_p99_us:10 (the median of p99 known to ±10% at 95%)")
+    figures = [figure.metric for figure in experiment.figures]
+    if metric not in figures and metric not in experiment.summary_columns:
+        raise LabError(f"{experiment.name} does not draw {metric}",
+                       f"choose one of: {', '.join(dict.fromkeys([*figures, *experiment.summary_columns]))}")
+    return repeat_until.Target(metric, relative, args.most)
+
+
 def _sweep(args) -> int:
     from . import experiments, plots, store, sweep
 
@@ -130,7 +151,8 @@ def _sweep(args) -> int:
     if plan.pinning_note:
         print(f"note: {plan.pinning_note}", file=sys.stderr)
     results = args.results or os.environ.get("LABKIT_RESULTS") or None  # the notebooks' rule too
-    frame = sweep.run(plan, results=results, resume=not args.resume_off)
+    frame = sweep.run(plan, results=results, resume=not args.resume_off, until=_until(args, experiment),
+                      budget_s=args.budget * 60 if args.budget else None)
     if frame.attrs.get("reused"):
         print(f"note: {frame.attrs['reused']} of {frame.attrs['planned']} point(s) were already measured in "
               f"{frame.attrs['results']} and were reused, not measured again (--no-resume measures them again)",
@@ -267,6 +289,12 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--results", help="JSON Lines file to append to (default data/results/<experiment>.jsonl)")
     sweep.add_argument("--no-resume", dest="resume_off", action="store_true",
                        help="measure every point again, even those already in the results file")
+    sweep.add_argument("--until", metavar="METRIC:PERCENT",
+                       help="repeat each point past --repeats until the median of METRIC is known to within PERCENT "
+                            "at 95%%, e.g. lat_p99_us:10 (6 repeats at the least; netperf's -I)")
+    sweep.add_argument("--most", type=int, default=10, help="--until: repeats per point at the most (default 10)")
+    sweep.add_argument("--budget", type=float, metavar="MINUTES",
+                       help="start no point once this many minutes have passed; a next run measures the rest")
     sweep.set_defaults(run=_sweep)
 
     bench = commands.add_parser("bench", help="the lab against its anchors: rtt (vs sockperf), throughput, events, "

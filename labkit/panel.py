@@ -5,7 +5,10 @@ Everything comes from the experiment's declaration: a field per parameter a
 student chooses (its kind makes the widget and reads it back), the figures it
 offers, its x axis.  Above the Run button the panel says how long the sweep the fields
 describe will take on this machine (labkit.estimate, from what was measured here), and
-takes a time budget: no point starts once it is spent, and a next Run measures the rest.  So what a student chooses here and what papermill passes
+takes a time budget: no point starts once it is spent, and a next Run measures the rest.
+It also takes a target: each point repeated until the median of the plotted figure is known
+to within that many percent at 95% (labkit.repeat_until), and says after the Run where it
+was reached and what was, where not.  So what a student chooses here and what papermill passes
 with -p are the same thing.  The figure is a plain plotly go.Figure shown in an
 Output widget: plotly 7's FigureWidget needs anywidget, and a plain figure
 renders the same in JupyterLab 4, in a saved notebook and in an exported one.
@@ -20,7 +23,7 @@ import ipywidgets as w
 import plotly.graph_objects as go
 from IPython.display import HTML, display
 
-from labkit import plots, sweep
+from labkit import plots, repeat_until, sweep
 from labkit.errors import LabError
 from labkit.friendly import error_html
 
@@ -132,7 +135,12 @@ class ControlPanel:
         self.plot_choice.observe(lambda change: self._refresh_figure(), names="value")
         self.budget = w.BoundedFloatText(value=0, min=0, max=24 * 60, step=1, description="budget (min)",
                                          layout=w.Layout(width="190px"), style={"description_width": "90px"})
+        self.target = w.BoundedFloatText(value=0, min=0, max=99, step=1, description="target (±%)",
+                                         layout=w.Layout(width="190px"), style={"description_width": "90px"})
+        self.most = w.BoundedIntText(value=10, min=repeat_until.LEAST_FOR_95, max=100, description="at most",
+                                     layout=w.Layout(width="160px"), style={"description_width": "60px"})
         self.estimate_line = w.HTML()
+        self.target_line = w.HTML()
         for param in self.experiment.fields:
             _on_change(self.fields[param.name], lambda change: self._refresh_estimate())
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
@@ -148,8 +156,13 @@ class ControlPanel:
             *rows,
             w.HBox([self.budget, w.HTML("<span style='color:#666'>time budget in minutes (0: none): no point "
                                         "starts once it is spent; Run again for the rest</span>")]),
+            w.HBox([self.target, self.most, w.HTML(
+                "<span style='color:#666'>repeat each point until the median of the plotted figure is known "
+                f"to ± this many percent at 95% (0: just the repeats above; {repeat_until.LEAST_FOR_95} repeats "
+                "at the least), at most this many repeats</span>")]),
             self.estimate_line,
             w.HBox([self.run_button, self.progress, self.status]),
+            self.target_line,
             self.errors, self.plot_choice, self.figure_area, self.table_area,
         ])
 
@@ -191,8 +204,11 @@ class ControlPanel:
             self.plan = self.plan.with_values(**self.values())
             self.progress.value, self.progress.bar_style = 0, ""
             self.status.value = "starting..."
+            until = repeat_until.Target(self.plot_choice.value, self.target.value / 100, self.most.value) \
+                if self.target.value else None
+            self.target_line.value = ""
             self.df = sweep.run(self.plan, results=self.results, progress=self._on_progress,
-                                budget_s=self.budget.value * 60 or None)
+                                budget_s=self.budget.value * 60 or None, until=until)
         except LabError as problem:
             self.last_error = problem
             self.progress.bar_style = "danger"
@@ -206,6 +222,9 @@ class ControlPanel:
         if waits or failures:  # the lab's stub (said once, with what to do), then the points' own reasons
             _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)
                                        + "".join(f"<p><b>why:</b> {html.escape(line)}</p>" for line in failures)))
+        if until is not None:
+            said = repeat_until.summary(until, self.df.attrs["reached"], self.experiment.axis_columns)
+            self.target_line.value = f"<span style='color:#444'>{html.escape(said)}</span>"
         if self.df.attrs.get("unmeasured"):
             self.status.value += f"; {self.df.attrs['unmeasured']} left by the time budget: Run again for them"
         self._refresh_estimate()

@@ -11,6 +11,7 @@ made, and its pinning resolved (procs.Pinning, with the note to show beside it).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -117,6 +118,14 @@ class Plan:
                     point=point, repeat=repeat,
                     key=point_key(experiment.name, point, repeat, capstone.version(point.get("model"))))
                 for point in self.grid() for repeat in range(self.values["repeats"])]
+
+    def another_repeat(self, run: Run, repeat: int) -> Run:
+        """`run` again as repeat number `repeat` of its point, keyed as points() keys it (a
+        repeat a target asks for past the planned ones: labkit.repeat_until)."""
+        from labkit import capstone
+
+        key = point_key(self.experiment.name, run.point, repeat, capstone.version(run.point.get("model")))
+        return dataclasses.replace(run, repeat=repeat, key=key)
 
 
 def _copy(value):

@@ -21,7 +21,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import confinement, cpu_leases, estimate, launcher, store
+from . import confinement, cpu_leases, estimate, launcher, repeat_until, store
 from .friendly import say
 from . import measure as measure_module
 from .row import SCHEMA
@@ -42,23 +42,25 @@ def _environment() -> dict:
     return {f"env_{key}": value for key, value in system.environment().items()}
 
 
-def _progress_reporter(progress, total: int, axes: list[str]):
-    """(advance(row), close()) for a tqdm bar, a callable, or nothing."""
+def _progress_reporter(progress, total, axes: list[str]):
+    """(advance(row), close()) for a tqdm bar, a callable, or nothing; total() is the
+    points planned so far."""
     if callable(progress):
         done = 0
 
         def advance(row):
             nonlocal done
             done += 1
-            progress(done, total, row)
+            progress(done, total(), row)
 
         return advance, lambda: None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, unit="point")
+        bar = tqdm(total=total(), unit="point")
 
         def advance(row):
+            bar.total = total()
             where = " ".join(f"{row.get(axis)}" for axis in axes)
             bar.set_postfix_str(f"{where} {row.get('status')}", refresh=False)
             bar.update(1)
@@ -68,13 +70,15 @@ def _progress_reporter(progress, total: int, axes: list[str]):
 
 
 def run(plan, results=None, measure=measure_module.point, progress=True, resume: bool = True,
-        on_point=None, budget_s: float | None = None, clock=time.monotonic):
+        on_point=None, budget_s: float | None = None, until=None, clock=time.monotonic):
     """Measure every point of `plan` (a labkit.plan.Plan) and return their rows.
 
     `measure(run)` measures one measure.Run (measure.point); `on_point(row)` sees each
     row as it is stored.  `budget_s`: no point starts once this many seconds (by `clock`)
     have passed; the frame holds the points measured, attrs["unmeasured"] how many were
-    left for a next run."""
+    left for a next run.  `until` (a repeat_until.Target): each point is repeated past its
+    planned repeats until its median is known well enough; attrs["reached"] says, per point,
+    what was."""
     import pandas as pd
 
     experiment = plan.experiment
@@ -87,7 +91,8 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     already_running = set(launcher.live_children())
     run_id = uuid.uuid4().hex[:12]
     environment = _environment()
-    advance, close = _progress_reporter(progress, len(runs), experiment.axis_columns)
+    extras: list = []  # the repeats a target adds, as it adds them: the progress's total grows
+    advance, close = _progress_reporter(progress, lambda: len(runs) + len(extras), experiment.axis_columns)
     reused = 0
     global _points_done
     points_before = _points_done
@@ -108,36 +113,59 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
         if lease.shared:
             say(f"note: {pinning.note}")  # a sentence: wraps between words in a notebook
     started, unmeasured = clock(), 0
-    try:
-        for planned in runs:
-            if planned.key in measured_ok:
-                reused += 1
-                _points_done += 1
-                advance({**planned.point, "repeat": planned.repeat, "status": "skipped (already measured)"})
-                continue
-            if budget_s is not None and clock() - started >= budget_s:
-                unmeasured += 1
-                continue
-            began = clock()
-            row = {**planned.point, **measure(planned)}  # what was measured wins (server_cpus: the CPUs it had)
-            row.update({
-                "point_wall_s": clock() - began,  # start to stop of the point, its server's start-up included
-                "experiment": experiment.name,
-                "repeat": planned.repeat,
-                "point_key": planned.key,
-                "run_id": run_id,
-                "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "profile": plan.profile,
-                "pinning_note": pinning.note,
-                "cpus_shared": lease.shared if lease else [],  # with another lab run's lease
-                "cpu_quota": quota.cpus if quota and quota.cpus is not None else None,  # CPUs' worth; None: none
-                **environment,
-            })
-            store.append(path, row)
+    latest = {row.get("point_key"): row for row in earlier} if resume else {}  # each key's newest row
+    reached = []
+
+    def spent() -> bool:
+        return budget_s is not None and clock() - started >= budget_s
+
+    def take(planned) -> None:
+        """Measure `planned` and store its row, or reuse its row, or leave it to the budget."""
+        nonlocal reused, unmeasured
+        global _points_done
+        if planned.key in measured_ok:
+            reused += 1
             _points_done += 1
-            advance(row)
-            if on_point is not None:
-                on_point(row)
+            advance({**planned.point, "repeat": planned.repeat, "status": "skipped (already measured)"})
+            return
+        if spent():
+            unmeasured += 1
+            return
+        began = clock()
+        row = {**planned.point, **measure(planned)}  # what was measured wins (server_cpus: the CPUs it had)
+        row.update({
+            "point_wall_s": clock() - began,  # start to stop of the point, its server's start-up included
+            "experiment": experiment.name,
+            "repeat": planned.repeat,
+            "point_key": planned.key,
+            "run_id": run_id,
+            "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "profile": plan.profile,
+            "pinning_note": pinning.note,
+            "cpus_shared": lease.shared if lease else [],  # with another lab run's lease
+            "cpu_quota": quota.cpus if quota and quota.cpus is not None else None,  # CPUs' worth; None: none
+            **environment,
+        })
+        store.append(path, row)
+        latest[planned.key] = row
+        _points_done += 1
+        advance(row)
+        if on_point is not None:
+            on_point(row)
+
+    try:
+        for index, planned in enumerate(runs):
+            take(planned)
+            last_of_point = index + 1 == len(runs) or runs[index + 1].point != planned.point
+            if until is not None and last_of_point:
+                keys = [r.key for r in runs if r.point == planned.point]
+                more = planned
+                while until.more(_values(latest, keys, until.metric), len(keys)) and not spent():
+                    more = plan.another_repeat(more, more.repeat + 1)
+                    extras.append(more)
+                    keys.append(more.key)
+                    take(more)
+                reached.append((planned.point, until.judge(_values(latest, keys, until.metric))))
     except BaseException:
         # KeyboardInterrupt included: whatever this sweep started stops, the rows
         # written so far stay, and the interrupt goes on to the caller.
@@ -151,7 +179,9 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     if unmeasured:
         say(f"time budget of {estimate.duration_text(budget_s)} spent: {unmeasured} of {len(pending)} point(s) "
             "not measured; run the sweep again to measure them (the points measured are kept and not run again)")
-    wanted = {planned.key for planned in runs}
+    if until is not None:
+        say(repeat_until.summary(until, reached, experiment.axis_columns))
+    wanted = {planned.key for planned in (*runs, *extras)}
     rows = [row for row in store.read_rows(path) if row.get("point_key") in wanted]
     frame = pd.DataFrame(rows)
     if not frame.empty:
@@ -160,8 +190,13 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     # points_before: how many points this process had measured or reused before this sweep began;
     # experiment: the declaration the plots read the axes from
     frame.attrs.update(reused=reused, planned=len(runs), results=str(path), points_before=points_before,
-                       experiment=experiment, unmeasured=unmeasured)
+                       experiment=experiment, unmeasured=unmeasured, reached=reached)
     return frame
+
+
+def _values(latest: dict, keys: list[str], metric: str) -> list:
+    """`metric` of each of `keys`' rows that is ok."""
+    return [latest[key].get(metric) for key in keys if key in latest and latest[key].get("status") == "ok"]
 
 
 def how_long(plan, results=None, resume: bool = True) -> estimate.Estimate:

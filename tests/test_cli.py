@@ -44,6 +44,10 @@ def test_help_lists_the_commands():
     (["--server-cpus", "4096"], "CPU 4096 is not usable"),
     (["--repeats", "0"], "repeats must be at least 1"),
     (["--profile", "huge"], "unknown profile 'huge'"),
+    (["--until", "lat_p99_us"], "is not METRIC:PERCENT"),
+    (["--until", "lat_p99_us:ten"], "is not METRIC:PERCENT"),
+    (["--until", "nosuch:10"], "proc_top does not draw nosuch"),
+    (["--until", "lat_p99_us:10", "--most", "3"], "can never give a 95% interval"),
 ])
 def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says, tmp_path):
     done = labkit("sweep", "proc_top", "--results", str(tmp_path / "r.jsonl"), *args)

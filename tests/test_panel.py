@@ -94,6 +94,19 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     assert panel.figure.layout.yaxis.title.text == "server context switches"
 
 
+def test_a_target_repeats_each_point_and_the_panel_says_what_was_reached(panel, tmp_path):
+    cpus = psutil.Process().cpu_affinity()
+    panel.set(models=["select"], clients=[2], requests=2, repeats=1, k=2, server_cpus=[cpus[0]], client_cpus=[cpus[-1]])
+    panel.plot_choice.value = "server_context-switches"
+    panel.target.value, panel.most.value = 50, 6  # at most 6 repeats, whatever the spread
+    panel.run_button.click()
+    assert panel.last_error is None, panel.last_error
+    assert len(panel.df) == 6 and sorted(panel.df["repeat"]) == list(range(6))
+    assert panel.target_line.value.startswith("<span style='color:#444'>target: the median of server_context-switches "
+                                              "to ±50% at 95%: reached at ")
+    assert "of 1 point(s)" in panel.target_line.value
+
+
 def test_bad_fields_show_what_and_fix_without_running(panel, tmp_path):
     panel.set(models=[])
     assert panel.run() is None
