@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import paths, seeds
+from labkit import figure_check, paths, seeds
 from labkit.errors import LabError
 from test_plots import of_experiment, synthetic, uploads_rows  # results shaped like the sweep's
 
@@ -129,6 +129,12 @@ def test_seed_comparison_puts_the_seed_beside_your_numbers():
     left = {t.name: t for t in fig.data if t.xaxis == "x"}
     assert list(left["threaded"].y) == [2 * c * 2 for c in (3, 6, 10)]
     assert fig.layout.yaxis.title.text and fig.layout.yaxis2.title.text == fig.layout.yaxis.title.text
+    # yours with the interval every figure draws (3 repeats: [min, max], the median's 75% one), the seed's
+    # printed without one, and both said where the reader looks
+    assert list(left["threaded"].error_y.array) == [2 * c * 3 - 2 * c * 2 for c in (3, 6, 10)]
+    assert left["threaded"].customdata[0][0] == "75% interval of the median of 3 runs"
+    assert "no interval: the report gives none" in threaded.hovertemplate
+    assert figure_check.problems(fig) == []
 
 
 def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():

@@ -150,9 +150,13 @@ def comparison(df: pd.DataFrame, seed_table: pd.DataFrame, metric: str) -> go.Fi
             x=line["clients"], y=line["median"], name=model, legendgroup=model,
             mode="lines+markers", line=dict(color=color(model), width=2),
             marker=dict(symbol=SYMBOLS[number % len(SYMBOLS)]),
-            error_y=dict(type="data", symmetric=False, array=line["max"] - line["median"],
-                         arrayminus=line["median"] - line["min"], thickness=1.2, width=5),
-            hovertemplate=f"<b>{model}</b> (you)<br>%{{x}} clients<br>%{{y:,.4g}}<extra></extra>",
+            # the interval every figure draws around a point (grid.point_interval: the median's over
+            # the repeats, or one run's own), said in the hover: the seed printed none to set beside it
+            error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
+                         arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
+            customdata=line[["interval", "low", "high"]].to_numpy(),
+            hovertemplate=(f"<b>{model}</b> (you)<br>%{{x}} clients<br>median %{{y:,.4g}}<br>"
+                           "%{customdata[0]}: %{customdata[1]:,.4g} - %{customdata[2]:,.4g}<extra></extra>"),
         ), row=1, col=1)
     for model, line in seed_rows.sort_values("clients").groupby("model", sort=False):
         fig.add_trace(go.Scatter(
