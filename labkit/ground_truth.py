@@ -70,8 +70,8 @@ def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor
     return Floor(overhead, mean - overhead, row, why)
 
 
-COLUMNS = ["model", "arrivals", "spin_dist", "rate", "utilisation", "lat_mean_us", "predicted_mean_us",
-           "mean_ratio", "lat_p99_us", "p99_low_us", "p99_high_us", "p99_interval", "predicted_p99_us", "p99_ratio",
+COLUMNS = ["model", "arrivals", "spin_dist", "rate", "utilisation", "lat_mean_us", "mean_low_us", "mean_high_us",
+           "mean_interval", "predicted_mean_us", "mean_ratio", "lat_p99_us", "p99_low_us", "p99_high_us", "p99_interval", "predicted_p99_us", "p99_ratio",
            "samples"]
 
 
@@ -86,9 +86,12 @@ def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
             ["model", "arrivals", "spin_dist", "spin_us", "rate"], sort=True):
         mean, p99 = repeats["lat_mean_us"].median(), repeats["lat_p99_us"].median()
         low, high, how = point_interval(repeats, "lat_p99_us", pd.to_numeric(repeats["lat_p99_us"]).dropna())
+        mean_low, mean_high, mean_how = point_interval(repeats, "lat_mean_us",
+                                                       pd.to_numeric(repeats["lat_mean_us"]).dropna())
         predicted = queue_theory.predict(arrivals, dist, rate, spin_us, floor.overhead_us, floor.floor_us)
         rows.append({"model": model, "arrivals": arrivals, "spin_dist": dist, "rate": rate,
-                     "utilisation": predicted.rho, "lat_mean_us": mean, "predicted_mean_us": predicted.mean_us,
+                     "utilisation": predicted.rho, "lat_mean_us": mean, "mean_low_us": mean_low,
+                     "mean_high_us": mean_high, "mean_interval": mean_how, "predicted_mean_us": predicted.mean_us,
                      "mean_ratio": mean / predicted.mean_us, "lat_p99_us": p99, "p99_low_us": low,
                      "p99_high_us": high, "p99_interval": how, "predicted_p99_us": predicted.p99_us,
                      "p99_ratio": p99 / predicted.p99_us, "samples": repeats["requests_ok"].median()})
@@ -122,20 +125,16 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
     for i, ((arrivals, dist), part) in enumerate(table.groupby(["arrivals", "spin_dist"], sort=True)):
         part = part.sort_values("utilisation")
         colour, name = SERIES_COLORS[i % len(SERIES_COLORS)], f"{arrivals} arrivals, {dist} service"
-        whiskers = dict(type="data", symmetric=False, array=part["p99_high_us"] - part["lat_p99_us"],
-                        arrayminus=part["lat_p99_us"] - part["p99_low_us"], thickness=1.2, width=5) \
-            if stat == "p99" else None
+        whiskers = dict(type="data", symmetric=False, array=part[f"{stat}_high_us"] - part[f"lat_{stat}_us"],
+                        arrayminus=part[f"lat_{stat}_us"] - part[f"{stat}_low_us"], thickness=1.2, width=5)
         fig.add_scatter(x=part["utilisation"], y=part[f"lat_{stat}_us"], mode="markers", legendgroup=name,
                         marker=dict(color=colour, symbol=SYMBOLS[i % len(SYMBOLS)], size=11), error_y=whiskers,
-                        name=f"{name}: measured", customdata=part[["p99_interval"]].to_numpy(),
-                        hovertemplate="%{y:,.0f} µs measured" + ("<br>whiskers: %{customdata[0]}" if whiskers
-                                                                 else "") + "<extra></extra>")
+                        name=f"{name}: measured", customdata=part[[f"{stat}_interval"]].to_numpy(),
+                        hovertemplate="%{y:,.0f} µs measured<br>whiskers: %{customdata[0]}<extra></extra>")
         fig.add_scatter(x=part["utilisation"], y=part[f"predicted_{stat}_us"], mode="lines", legendgroup=name,
                         line=dict(color=colour, dash="dash"), name=f"{name}: theory")
     fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
-                                 subtitle_text="whiskers: " + "; ".join(sorted(set(table["p99_interval"])))
-                                 if stat == "p99" else "no whiskers: a run's mean has no interval here "
-                                 "(the p99 figure has each run's own)"),
+                                 subtitle_text="whiskers: " + "; ".join(sorted(set(table[f"{stat}_interval"])))),
                       xaxis_title="utilisation ρ (rate × mean service time)",
                       yaxis_title=f"{stat} response (µs)", legend_title_text="")
     fig.layout.meta = {"alt": describe(table, stat)}
@@ -144,9 +143,9 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
 
 def describe(table: pd.DataFrame, stat: str = "mean") -> str:
     """The figure in words: each point's measured `stat` beside the predicted one."""
-    def sure(r) -> str:  # the p99's interval, where the figure draws one
-        return f" ({r.p99_low_us:,.0f} to {r.p99_high_us:,.0f}: {r.p99_interval})" \
-            if stat == "p99" and r.p99_low_us < r.p99_high_us else ""
+    def sure(r) -> str:  # the interval the figure draws, where it has one
+        low, high, how = (getattr(r, f"{stat}_{part}") for part in ("low_us", "high_us", "interval"))
+        return f" ({low:,.0f} to {high:,.0f}: {how})" if low < high else ""
 
     parts = [f"{r.arrivals} arrivals, {r.spin_dist} service, utilisation {r.utilisation:.2f}: "
              f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured{sure(r)}, "

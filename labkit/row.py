@@ -145,6 +145,8 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # how sure each latency percentile is: its interval from the run's own samples (the
     # histogram's order statistics, labkit.uncertainty) and the confidence it reached
     *((column, NAN) for p in uncertainty.PERCENTILES for column in uncertainty.interval_columns(f"lat_{p}_us")),
+    # ... and of the mean, by the central limit theorem (uncertainty.mean_columns)
+    *((column, NAN) for column in uncertainty.interval_columns(f"lat_{uncertainty.MEAN}_us")),
     ("lat_samples",              0,        "latency_us.samples",            int),
     # the self-checks the point failed, each with its reason (labkit.verdicts; empty: all held)
     ("verdicts",                 {}),

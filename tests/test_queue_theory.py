@@ -62,14 +62,15 @@ def test_an_unknown_process_is_refused():
         qt.predict("bursty", "exp", 1000, SPIN)
 
 
-def test_each_point_is_set_beside_its_prediction_and_the_p99_figure_draws_its_interval():
+def test_each_point_is_set_beside_its_prediction_and_each_figure_draws_its_interval():
     import pandas as pd
 
     from labkit import figure_check, ground_truth
 
     rows = [dict(model="epoll", arrivals=a, spin_dist="exp", spin_us=100, rate=rate, status="ok", lat_mean_us=mean,
                  lat_p99_us=9 * mean, requests_ok=1000, lat_p99_low_us=8 * mean, lat_p99_high_us=10 * mean,
-                 lat_p99_confidence=0.96)
+                 lat_p99_confidence=0.96, lat_mean_low_us=0.95 * mean, lat_mean_high_us=1.05 * mean,
+                 lat_mean_confidence=0.95)
             for a, rate, mean in (("even", 2000, 250.0), ("poisson", 2000, 300.0), ("poisson", 5000, 600.0))]
     floor = ground_truth.Floor(overhead_us=30.0, floor_us=90.0, row={})
     table = ground_truth.beside_theory(pd.DataFrame(rows), floor)
@@ -87,5 +88,8 @@ def test_each_point_is_set_beside_its_prediction_and_the_p99_figure_draws_its_in
     assert "poisson arrivals, exp service, utilisation 0.65: 600 µs measured" in ground_truth.describe(table)
     assert "5,400 µs measured (4,800 to 6,000: 96% interval from the run's own samples)" in \
         ground_truth.describe(table, "p99")
-    assert "no whiskers: a run's mean has no interval" in ground_truth.figure(table).layout.title.subtitle.text
+    mean = ground_truth.figure(table)
+    assert "whiskers: 95% interval from the run's own samples" in mean.layout.title.subtitle.text
+    assert all(trace.error_y.array is not None for trace in mean.data if trace.name.endswith("measured"))
+    assert "600 µs measured (570 to 630: 95% interval from the run's own samples)" in ground_truth.describe(table)
     assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
