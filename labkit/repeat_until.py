@@ -96,3 +96,25 @@ def summary(target: Target, reached: list[tuple[dict, Reached]], axes: list[str]
         if len(missed) > 5:
             said += f"; and {len(missed) - 5} more"
     return said
+
+
+def by_repeats(values) -> "pd.DataFrame":
+    """How the median's interval shrinks as repeats come in: after each of `values` (a point's
+    repeats, in the order measured), the median of those so far, its interval and the
+    confidence it reaches (none after one), and its half-width over the median."""
+    import pandas as pd
+
+    rows, seen = [], []
+    for value in values:
+        if value is None or value != value:
+            continue
+        seen.append(float(value))
+        median = statistics.median(seen)
+        if len(seen) < 2:
+            rows.append({"repeats": 1, "median": median, "from": math.nan, "to": math.nan, "sure to": math.nan,
+                         "± of median": math.nan})
+            continue
+        interval = uncertainty.median_interval(seen)
+        rows.append({"repeats": len(seen), "median": median, "from": interval.low, "to": interval.high,
+                     "sure to": interval.confidence, "± of median": (interval.high - interval.low) / 2 / abs(median)})
+    return pd.DataFrame(rows, columns=["repeats", "median", "from", "to", "sure to", "± of median"])

@@ -116,3 +116,11 @@ def test_the_summary_names_the_points_not_reached():
     assert repeat_until.summary(target, reached, ["model", "clients"]) == (
         "target: the median of lat_p99_us to ±10% at 95%: reached at 1 of 2 point(s) (6 repeats); not at model poll: "
         "±50.0% at 97% after 6 repeats (target ±10% not reached)")
+
+
+def test_the_medians_interval_after_each_repeat_narrows_and_grows_surer():
+    table = repeat_until.by_repeats([100.0, 150.0, None, 60.0, 101.0, 99.0, 100.0, 100.5])
+    assert list(table["repeats"]) == [1, 2, 3, 4, 5, 6, 7]  # a failed repeat has no value
+    assert math.isnan(table["sure to"][0])
+    assert (table["from"][2], table["to"][2], round(table["sure to"][2], 2)) == (60.0, 150.0, 0.75)  # [min, max] of 3
+    assert table["sure to"].iloc[-1] >= 0.95
