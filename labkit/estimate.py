@@ -12,6 +12,7 @@ measured here yet says so rather than guess.  Rows keep each point's wall time
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -35,7 +36,8 @@ class Estimate:
         points = f"{self.to_measure} point{'s' if self.to_measure != 1 else ''} to measure"
         if not self.known:
             return f"{points}; {self.basis}"
-        return f"{points}: about {duration_text(self.low_s)} to {duration_text(self.high_s)} on this machine ({self.basis})"
+        low, high = duration_text(self.low_s), duration_text(self.high_s)
+        return f"{points}: about {low if low == high else f'{low} to {high}'} on this machine ({self.basis})"
 
 
 def estimate(runs, earlier: list[dict], hostname: str | None = None) -> Estimate:
@@ -54,9 +56,15 @@ def estimate(runs, earlier: list[dict], hostname: str | None = None) -> Estimate
     typical = (_quantile(walls, 0.25), _quantile(walls, 0.75))
     low = high = 0.0
     same = 0
+    indexes: dict[tuple, dict] = {}  # by the points' columns: each point's earlier wall times
     for planned in runs:
         floor = float(planned.point.get("duration") or 0.0)  # a point that runs for a set time
-        before = [_wall(row) for row in timed if _same_point(row, planned.point)]
+        columns = tuple(sorted(planned.point))
+        if columns not in indexes:
+            indexes[columns] = {}
+            for row in timed:
+                indexes[columns].setdefault(_identity(row, columns), []).append(_wall(row))
+        before = indexes[columns].get(_identity(planned.point, columns))
         if before:
             same += 1
             took = max(statistics.median(before), floor)
@@ -78,14 +86,10 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _same_point(row: dict, point: dict) -> bool:
-    """Whether `row` measured `point` (a grid point: its axes and fixed values), by value as
-    JSON keeps it (a tuple is read back as a list)."""
-    return all(_plain(row.get(key)) == _plain(value) for key, value in point.items())
-
-
-def _plain(value):
-    return list(value) if isinstance(value, tuple) else value
+def _identity(point: dict, columns: tuple) -> str:
+    """A grid point's values in `columns`, as JSON keeps them (a tuple is read back as a list),
+    to tell the rows that measured it."""
+    return json.dumps([point.get(column) for column in columns], sort_keys=True, default=str)
 
 
 def _wall(row: dict) -> float:

@@ -85,5 +85,5 @@ def test_a_budget_starts_no_point_once_spent_and_a_next_run_measures_the_rest(tm
     assert (left.to_measure, left.low_s, left.high_s) == (2, 20.0, 20.0)
     second = sweep.run(plan, results=results, measure=clock.measure, progress=False, budget_s=60, clock=clock)
     assert len(clock.measured) == 4 and len(second) == 4 and second.attrs["unmeasured"] == 0
-    assert "2 points to measure: about 20 s to 20 s on this machine" in capsys.readouterr().out
+    assert "2 points to measure: about 20 s on this machine" in capsys.readouterr().out
     assert sweep.how_long(plan, results).sentence() == "every point is already measured: nothing to run"

@@ -88,7 +88,7 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     assert "every point is already measured" in panel.estimate_line.value
     panel.set(clients=[2, 3])
     took = rows[0]["point_wall_s"]
-    assert f"1 point to measure: about {took:.0f} s to {took:.0f} s on this machine" in panel.estimate_line.value
+    assert f"1 point to measure: about {took:.0f} s on this machine" in panel.estimate_line.value
 
     panel.plot_choice.value = "server_context-switches"
     assert panel.figure.layout.yaxis.title.text == "server context switches"
