@@ -87,9 +87,13 @@ def duration_text(seconds: float) -> str:
 
 
 def _identity(point: dict, columns: tuple) -> str:
-    """A grid point's values in `columns`, as JSON keeps them (a tuple is read back as a list),
-    to tell the rows that measured it."""
-    return json.dumps([point.get(column) for column in columns], sort_keys=True, default=str)
+    """A grid point's values in `columns`, as JSON keeps them (a tuple is read back as a list,
+    a None as NaN), to tell the rows that measured it."""
+    return json.dumps([_plain(point.get(column)) for column in columns], sort_keys=True, default=str)
+
+
+def _plain(value):
+    return None if isinstance(value, float) and value != value else value
 
 
 def _wall(row: dict) -> float:

@@ -159,6 +159,7 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # across a link (its namespaces are the run's own, so their counters are the run's): TCP segments
     # both sides retransmitted, frames the delay line lost on purpose, and how late it let one leave
     ("tcp_retrans_segs",         NAN),
+    ("client_autocorked",        NAN),  # the client's small writes autocorking held back (TcpExt)
     ("link_lost_frames",         NAN),
     ("link_max_late_us",         NAN),
     ("server_cpus",              []),

@@ -30,6 +30,8 @@ ESTIMATES = [
     ([{"clients": 1}, {"clients": 2}], EARLIER, (31.0, 31.0), "from 4 points"),
     # a point not measured here: the middle half of the experiment's points (11.5 to 25 s)
     ([{"clients": 8}], EARLIER, (11.5, 25.0), "1 not measured before, taken as long as the middle half"),
+    # a value the grid gives as None reads back from the results file as NaN: the same point
+    ([{"clients": 1, "link_rate": None}], [row(10.0, clients=1, link_rate=math.nan)], (10.0, 10.0), "from 1 point"),
     # a point that runs for a set time takes at least that
     ([{"clients": 1, "duration": 30}], EARLIER, (30.0, 30.0), "from 4 points"),
     # another machine's rows say nothing of this one's

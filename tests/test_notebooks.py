@@ -407,8 +407,14 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
     assert set(truth) == {(a, rate) for a in ("even", "poisson") for rate in (2000, 5000)}, sorted(truth)
     assert all(r["status"] == "ok" and r["requests_ok"] == r["rate"] * r["duration"] for r in truth.values()), \
         [(key, r["error"], r["requests_ok"]) for key, r in truth.items()]
-    assert truth[("poisson", 5000)]["lat_mean_us"] > truth[("even", 5000)]["lat_mean_us"], \
-        (truth[("poisson", 5000)]["lat_mean_us"], truth[("even", 5000)]["lat_mean_us"])
+    # Unless something else used the CPUs meanwhile (a nice-19 spinner on each made every mean
+    # at 5,000/s five times theory's, and the order either way): then the notebook says so.
+    noisy = shown_text(outputs(nb, "truth = ground_truth.beside_theory("))
+    if "above theory, this machine's own floor included" in noisy:
+        assert float(re.search(r"sit up to ([\d.]+)× above theory", noisy).group(1)) >= 2.0, noisy
+    else:
+        assert truth[("poisson", 5000)]["lat_mean_us"] > truth[("even", 5000)]["lat_mean_us"], \
+            (truth[("poisson", 5000)]["lat_mean_us"], truth[("even", 5000)]["lat_mean_us"])
 
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "06_what_breaks_first: 11/17 points from 14 checks; all passed; 6 written answer(s)" in text

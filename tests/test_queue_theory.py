@@ -93,3 +93,15 @@ def test_each_point_is_set_beside_its_prediction_and_each_figure_draws_its_inter
     assert all(trace.error_y.array is not None for trace in mean.data if trace.name.endswith("measured"))
     assert "600 µs measured (570 to 630: 95% interval from the run's own samples)" in ground_truth.describe(table)
     assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
+
+
+def test_means_far_above_theory_are_said_to_be_the_machines_not_the_queues():
+    import pandas as pd
+
+    from labkit import ground_truth
+
+    quiet = pd.DataFrame({"mean_ratio": [0.96, 1.03, 1.29, 0.99]})  # measured so on a quiet 2-core machine
+    assert ground_truth.interference(quiet) == ""
+    busy = pd.DataFrame({"mean_ratio": [1.88, 5.14, 1.47, 5.27]})  # ... with a nice-19 spinner on each CPU
+    assert ground_truth.interference(busy).startswith("Your measured means sit up to 5.3× above theory")
+    assert ground_truth.interference(pd.DataFrame({"mean_ratio": []})) == ""

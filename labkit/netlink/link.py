@@ -266,14 +266,16 @@ class Link:
                                "this should not happen in a new namespace: report it")
 
     def tcp_counters(self) -> dict:
-        """The kernel's TCP counters (/proc/net/snmp) of the server's and the client's
-        namespace: {'server': {'RetransSegs': ..., 'OutSegs': ...}, 'client': {...}}."""
+        """The kernel's TCP counters (/proc/net/snmp's Tcp and /proc/net/netstat's TcpExt) of
+        the server's and the client's namespace: {'server': {'RetransSegs': ..., 'OutSegs': ...,
+        'TCPAutoCorking': ...}, 'client': {...}}."""
         found = {}
         for side, ns in (("server", self.server_ns), ("client", self.client_ns)):
-            done = self._in(ns, "cat", "/proc/net/snmp")
-            tcp = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("Tcp:")]
-            if len(tcp) == 2:
-                found[side] = {name: int(value) for name, value in zip(*tcp)}
+            done = self._in(ns, "cat", "/proc/net/snmp", "/proc/net/netstat")
+            for prefix in ("Tcp:", "TcpExt:"):
+                table = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith(prefix)]
+                if len(table) == 2:
+                    found.setdefault(side, {}).update({name: int(value) for name, value in zip(*table)})
         return found
 
     def route_to(self, address: str) -> str:
@@ -334,6 +336,9 @@ class Link:
         nan = float("nan")
         return {
             "tcp_retrans_segs": sum(side.get("RetransSegs", 0) for side in tcp.values()) if tcp else nan,
+            # the times the client's kernel held a small write back while its last packet was still
+            # queued (tcp_push: LINUX_MIB_TCPAUTOCORKING, never counted with tcp_autocorking off)
+            "client_autocorked": tcp.get("client", {}).get("TCPAutoCorking", nan),
             "link_lost_frames": (line["left_to_right"]["lost"] + line["right_to_left"]["lost"]) if line else nan,
             "link_max_late_us": max(line["left_to_right"]["max_late_us"], line["right_to_left"]["max_late_us"])
             if line else nan,

@@ -127,6 +127,7 @@ _COLUMN_LABELS = {
     "kernel_kernelstack_kib_per_connection": "kernel stacks per connection (KiB)",
     "kernel_pagetables_kib_per_connection": "page tables per connection (KiB)",
     "tcp_retrans_segs": "TCP segments retransmitted",
+    "client_autocorked": "client writes held back by autocorking (TcpExtTCPAutoCorking)",
 }
 
 
