@@ -259,6 +259,8 @@ def test_counters_table_has_medians_and_keeps_missing_counters_missing():
     assert html.count("not measurable") == 1 and "not supported" not in html
     assert "not measurable on this machine: cycles, instructions, IPC (instructions per cycle), branches" in html
     assert "<th" in html and ">cycles<" not in html and "task-clock (ms)" in html
+    # each median with its interval over the 3 repeats, said in the caption
+    assert ">6<br><small>(3 - 9)</small><" in html and "under each median, in brackets: 75% interval of the median of 3 runs" in html
 
 
 def test_counters_table_with_hardware_counters():

@@ -10,6 +10,7 @@ import math
 
 import pandas as pd
 
+from labkit import uncertainty
 from labkit.errors import LabError
 from labkit.friendly import Note
 from labkit.perf.parse import NOT_MEASURABLE
@@ -26,9 +27,12 @@ COUNTER_EVENTS = ["task-clock", "cpus-utilized", "context-switches", "cpu-migrat
 def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.DataFrame:
     """Median perf counters per grid point (model x the grid's axes), like the seed
     reports' tables.  An axis with one value in the whole sweep (placement same_host)
-    names no row: it is said once, in the caption.
+    names no row: it is said once, in the caption.  Each median's interval over the
+    repeats (uncertainty.point_interval: 3 repeats give [min, max], a 75% interval) is kept
+    beside the table, in attrs["low"] and attrs["high"], what it is in attrs["intervals"].
 
-    NaN means not measurable on this machine; show it with style_counters(), which says so."""
+    NaN means not measurable on this machine; show it with style_counters(), which says so
+    and writes each median with its interval."""
     if side not in ("server", "client"):
         raise LabError(f"side must be 'server' or 'client', not {side!r}",
                        "counters_table(df, side='server') or side='client'")
@@ -46,7 +50,15 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
     for axis in axes:
         wide[axis] = ok[axis]
     # median() skips NaN, so a group with no measured value stays NaN (never 0).
-    table = wide.groupby(axes).median(numeric_only=True)
+    groups = wide.groupby(axes)
+    table = groups.median(numeric_only=True)
+    low, high, kinds = table.copy(), table.copy(), set()
+    for key, group in groups:
+        for column in table.columns:
+            lo, hi, kind = uncertainty.point_interval(list(pd.to_numeric(group[column], errors="coerce")))
+            low.loc[key, column], high.loc[key, column] = lo, hi
+            kinds |= {kind} if hi > lo else set()
+    table.attrs.update(low=low, high=high, intervals=sorted(kinds))
     table.attrs["caption"] = (f"{side} side: median of the repeats of each point"
                               + (f" ({', '.join(constant)})" if constant else ""))
     # the index keeps the values (table.loc[("select", 10485760)]); shown as written: 10MB
@@ -71,15 +83,38 @@ def style_counters(table: pd.DataFrame):
                     EVENT_LABELS["ipc"]: "{:.2f}"})
     formats = {c: f for c, f in formats.items() if c in table.columns}
     attrs, axes = dict(table.attrs), list(table.index.names)
+    if attrs.get("intervals"):
+        caption += f"; under each median, in brackets: {' / '.join(attrs['intervals'])}"
+    numbers = table
+    table = _with_intervals(table, attrs.get("low"), attrs.get("high"), formats)
     table = table.rename_axis([attrs.get("index_titles", {}).get(axis, axis) for axis in axes])
     styler = table.style
     for level, axis in enumerate(axes):
         shown = attrs.get("index_text", {}).get(axis)
         if shown:
             styler = styler.format_index(lambda value, shown=shown: shown.get(value, value), level=level)
-    return (styler.format(formats, na_rep="not measurable")
-            .map(lambda v: "color: #999; font-style: italic; white-space: nowrap" if pd.isna(v) else "")
+    grey = "color: #999; font-style: italic; white-space: nowrap"
+    return (styler.format(na_rep="not measurable")
+            .apply(lambda _: numbers.isna().replace({True: grey, False: "white-space: nowrap"}).set_axis(
+                table.index, axis=0), axis=None)
             .set_caption(caption))
+
+
+def _with_intervals(table: pd.DataFrame, low, high, formats: dict) -> pd.DataFrame:
+    """Each median written as its column's format says, and under it, smaller, "(low - high)"
+    where it has an interval (on a line of its own: the table keeps its width on a laptop's
+    page); NaN stays NaN (style_counters writes "not measurable")."""
+    shown = table.astype(object)
+    for column in table.columns:
+        form = formats.get(column, "{:,.0f}")
+        for key in table.index:
+            value = table.at[key, column]
+            if pd.isna(value):
+                continue
+            lo, hi = (low.at[key, column], high.at[key, column]) if low is not None else (value, value)
+            shown.at[key, column] = form.format(value) + (
+                f"<br><small>({form.format(lo)} - {form.format(hi)})</small>" if hi > lo else "")
+    return shown
 
 
 def failed_points(df: pd.DataFrame) -> pd.DataFrame:
