@@ -261,6 +261,8 @@ def test_counters_table_has_medians_and_keeps_missing_counters_missing():
     assert "<th" in html and ">cycles<" not in html and "task-clock (ms)" in html
     # each median with its interval over the 3 repeats, said in the caption
     assert ">6<br><small>(3 - 9)</small><" in html and "under each median, in brackets: 75% interval of the median of 3 runs" in html
+    once = plots.style_counters(plots.counters_table(synthetic(hardware=False, repeats=1), side="client")).to_html()
+    assert "one run per point, so no interval" in once and "<small>" not in once
 
 
 def test_counters_table_with_hardware_counters():

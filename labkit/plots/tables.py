@@ -58,7 +58,8 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
             lo, hi, kind = uncertainty.point_interval(list(pd.to_numeric(group[column], errors="coerce")))
             low.loc[key, column], high.loc[key, column] = lo, hi
             kinds |= {kind} if hi > lo else set()
-    table.attrs.update(low=low, high=high, intervals=sorted(kinds))
+    table.attrs.update(low=low, high=high, intervals=sorted(kinds),
+                       repeats=int(groups.size().max()) if len(table) else 0)
     table.attrs["caption"] = (f"{side} side: median of the repeats of each point"
                               + (f" ({', '.join(constant)})" if constant else ""))
     # the index keeps the values (table.loc[("select", 10485760)]); shown as written: 10MB
@@ -85,6 +86,8 @@ def style_counters(table: pd.DataFrame):
     attrs, axes = dict(table.attrs), list(table.index.names)
     if attrs.get("intervals"):
         caption += f"; under each median, in brackets: {' / '.join(attrs['intervals'])}"
+    elif attrs.get("repeats") == 1:
+        caption += "; one run per point, so no interval"
     numbers = table
     table = _with_intervals(table, attrs.get("low"), attrs.get("high"), formats)
     table = table.rename_axis([attrs.get("index_titles", {}).get(axis, axis) for axis in axes])
