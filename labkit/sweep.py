@@ -91,8 +91,6 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     already_running = set(launcher.live_children())
     run_id = uuid.uuid4().hex[:12]
     environment = _environment()
-    extras: list = []  # the repeats a target adds, as it adds them: the progress's total grows
-    advance, close = _progress_reporter(progress, lambda: len(runs) + len(extras), experiment.axis_columns)
     reused = 0
     global _points_done
     points_before = _points_done
@@ -112,6 +110,8 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
         runs = [dataclasses.replace(planned, pinning=pinning) for planned in runs]
         if lease.shared:
             say(f"note: {pinning.note}")  # a sentence: wraps between words in a notebook
+    extras: list = []  # the repeats a target adds, as it adds them: the progress's total grows
+    advance, close = _progress_reporter(progress, lambda: len(runs) + len(extras), experiment.axis_columns)
     started, unmeasured = clock(), 0
     latest = {row.get("point_key"): row for row in earlier} if resume else {}  # each key's newest row
     reached = []
