@@ -53,7 +53,8 @@ def estimate(runs, earlier: list[dict], hostname: str | None = None) -> Estimate
         return Estimate(len(runs), math.nan, math.nan,
                         "nothing of this experiment was measured on this machine yet: the first points will tell")
     # the experiment's middle half: a typical point, neither its fastest nor a stuck one
-    typical = (_quantile(walls, 0.25), _quantile(walls, 0.75))
+    quartiles = statistics.quantiles(walls, n=4, method="inclusive") if len(walls) > 1 else walls * 3
+    typical = (quartiles[0], quartiles[2])
     low = high = 0.0
     same = 0
     indexes: dict[tuple, dict] = {}  # by the points' columns: each point's earlier wall times
@@ -102,10 +103,3 @@ def _wall(row: dict) -> float:
     except (TypeError, ValueError):
         return math.nan
     return value if value > 0 else math.nan
-
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    position = q * (len(sorted_values) - 1)
-    below = math.floor(position)
-    above = min(below + 1, len(sorted_values) - 1)
-    return sorted_values[below] + (sorted_values[above] - sorted_values[below]) * (position - below)

@@ -81,13 +81,11 @@ def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, 
 
 
 def median_interval_columns(runs: list[float]) -> dict:
-    """How sure the median time per poll call is: its interval over the runs (order
-    statistics: 5 runs give [min, max], a 94% interval) and that in words; one run has none."""
-    if len(runs) < 2:
-        return {"ns_per_poll_low": runs[0], "ns_per_poll_high": runs[0], "ns_per_poll_interval": "one run, no interval"}
-    interval = uncertainty.median_interval(runs)
-    return {"ns_per_poll_low": interval.low, "ns_per_poll_high": interval.high,
-            "ns_per_poll_interval": f"{interval.confidence:.0%} interval of the median of {len(runs)} runs"}
+    """How sure the median time per poll call is: the interval every figure draws around a
+    median of repeats (uncertainty.point_interval: 5 runs give [min, max], a 94% interval;
+    one run has none), and what it is in words."""
+    low, high, kind = uncertainty.point_interval(runs)
+    return {"ns_per_poll_low": low, "ns_per_poll_high": high, "ns_per_poll_interval": kind}
 
 
 def _status(frame) -> "pd.Series":
