@@ -353,6 +353,8 @@ static int shed_with_spare(int listen_fd, bool nonblocking)
     int err = errno;
     spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
+        if (err == EMFILE && spare_fd < 0) /* what server_descriptors_enter is there to prevent */
+            warn("lost the spare descriptor: something else opened a file in its slot");
         errno = err;
         return -1;
     }

@@ -105,7 +105,9 @@ int server_accept(int listen_fd, bool nonblocking);
  * /proc scan, in a thread per connection): while the spare's slot is free for
  * the waiting connection, no other thread may take it.  Openers hold this
  * shared; the spare's trick holds it alone (a writer-preferring lock, so a
- * stream of scans cannot keep shedding waiting). */
+ * stream of scans cannot keep shedding waiting).  An opener that skipped it
+ * could take the freed slot; the server then warns "lost the spare descriptor"
+ * and cannot shed until a descriptor comes free. */
 void server_descriptors_enter(void);
 void server_descriptors_leave(void);
 
