@@ -328,13 +328,18 @@ def _status(code: int | None) -> str:
     return str(code)
 
 
-def client_saturated(threads_busy: list, cpu_util: float, cpus_usable: int) -> bool:
+def client_saturated(threads_busy: list, cpu_util: float, cpus_usable: int, threads_waiting: list = ()) -> bool:
     """Whether the load generator measured itself rather than the server.  The events engine
-    reports each loop's CPU time over its wall time: saturated when every loop was busy all
-    along (one idle loop had time to spare).  The threads engine reports no loops: saturated
-    when its CPU use filled the CPUs it could use.  NaN (not measured) is never saturated."""
+    reports each loop's CPU time over its wall time, and the time it waited, runnable, for a
+    CPU (the kernel's run_delay; None where it does not say): saturated when every loop wanted
+    its CPU all along, running or waiting for it (one idle loop had time to spare; a loop that
+    shares its CPU with another task is the limit though its CPU time is half the run).  The
+    threads engine reports no loops: saturated when its CPU use filled the CPUs it could use.
+    NaN (not measured) is never saturated."""
     if threads_busy and None not in threads_busy:
-        return bool(min(threads_busy) >= SATURATION)
+        waiting = threads_waiting if len(threads_waiting) == len(threads_busy) else [None] * len(threads_busy)
+        wanted = [busy + (wait or 0.0) for busy, wait in zip(threads_busy, waiting)]
+        return bool(min(wanted) >= SATURATION)
     return bool(cpu_util >= SATURATION * cpus_usable)
 
 
@@ -360,9 +365,13 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     # The CPUs the generator could use: its threads, at most one CPU each.
     row["client_cpus_usable"] = min(row["client_threads"], len(row["client_cpus"]) or 1)
     threads_busy = [part.get("busy") for part in summary.get("per_thread") or []]
+    threads_waiting = [part.get("waiting") for part in summary.get("per_thread") or []]
     if threads_busy and None not in threads_busy:
         row["client_busiest_thread"] = max(threads_busy)
-    row["client_saturated"] = client_saturated(threads_busy, row["client_cpu_util"], row["client_cpus_usable"])
+    if threads_waiting and None not in threads_waiting:
+        row["client_cpu_wait"] = max(threads_waiting)
+    row["client_saturated"] = client_saturated(threads_busy, row["client_cpu_util"], row["client_cpus_usable"],
+                                               threads_waiting)
 
     failures = []
     if row["connections_failed"]:

@@ -165,11 +165,14 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("server_cpus",              []),
     ("client_cpus",              []),
     # the load generator's headroom: CPUs it used (client_cpu_util) against the CPUs its threads
-    # could use; saturated: it, not the server, was the limit (every event loop busy)
+    # could use; the busiest event loop's CPU time, and the longest a loop waited, runnable, for
+    # a CPU, each over the run; saturated: it, not the server, was the limit (every event loop
+    # running or waiting for its CPU all along)
     ("client_cpu_util",          NAN),
     ("client_threads",           1,        "threads",                       int),
     ("client_cpus_usable",       NAN),
     ("client_busiest_thread",    NAN),
+    ("client_cpu_wait",          NAN),
     ("client_saturated",         False),
     # where the time goes (a point measured with stacks): the server's folded stacks
     # {"epoll;main;...;tcp_sendmsg_[k]": samples}, what they could see, and its system

@@ -13,8 +13,8 @@ relevant() says which verdicts bear on which metric.
                       fell more than RATE_TOLERANCE short of the rate offered (or went past
                       it): the server, or the generator, did not keep up, and what was
                       measured is not the load that was asked for;
-  generator_saturated the load generator's CPUs were busy all along (measure.client_saturated):
-                      it measured itself, not the server;
+  generator_saturated the load generator's loops were running, or waiting for their CPU, all
+                      along (measure.client_saturated): it measured itself, not the server;
   not_steady          the run's first half and its second (of its plan, the warm-up left out
                       of the first) disagree: their 95% intervals of the median, or of the
                       p99 where both halves have samples enough to bound it, do not overlap,
@@ -50,8 +50,8 @@ def judge(row: dict) -> dict:
         failed["rate_not_reached"] = (f"offered rate not reached: completed {completed:,.0f}/s of the "
                                       f"{rate:,.0f}/s offered ({completed / rate:.0%})")
     if row.get("client_saturated"):
-        failed["generator_saturated"] = ("generator saturated: the load generator's CPUs were busy all along, "
-                                         "it measured itself")
+        failed["generator_saturated"] = ("generator saturated: the load generator's loops were running, or "
+                                         "waiting for their CPU, all along: it measured itself")
     drift = _drift(row.get("lat_histogram_halves"))
     if drift:
         failed["not_steady"] = f"not steady: {drift}"

@@ -106,6 +106,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -815,6 +816,20 @@ static double thread_cpu_s(void)
     return (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9;
 }
 
+/* The time the calling thread has waited, runnable, for a CPU (the kernel's
+ * run_delay, the second field of /proc/thread-self/schedstat), in seconds; -1
+ * where the kernel does not say.  A loop whose CPU time plus this fills its
+ * run wanted its CPU all along: another task on it left it none to spare. */
+static double thread_waited_s(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "re");
+    unsigned long long on_cpu_ns, waited_ns;
+    int found = f ? fscanf(f, "%llu %llu", &on_cpu_ns, &waited_ns) : 0;
+    if (f)
+        fclose(f);
+    return found == 2 ? (double)waited_ns / 1e9 : -1;
+}
+
 /* Connect conns[from .. to), at most `most` in flight, until each is
  * established or has failed. */
 static void connect_range(struct driver *d, long from, long to, long most, uint64_t *next_sweep)
@@ -851,7 +866,7 @@ static void *run_driver(void *arg)
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, d->timerfd, &timer_ev) < 0)
         die_errno("epoll_ctl(ADD timerfd)");
 
-    double cpu_at_start = thread_cpu_s();
+    double cpu_at_start = thread_cpu_s(), waited_at_start = thread_waited_s();
     out->began_ns = now_ns();
     d->active_open = d->active;
     for (long i = 0; i < d->total; i++) {
@@ -914,6 +929,8 @@ static void *run_driver(void *arg)
         conn_close(d, &d->conns[i], 0);
     out->ended_ns = now_ns();
     out->thread_cpu_s = thread_cpu_s() - cpu_at_start;
+    double waited = thread_waited_s();
+    out->thread_waited_s = waited >= 0 && waited_at_start >= 0 ? waited - waited_at_start : -1;
 
     close(d->timerfd);
     close(d->epfd);

@@ -125,6 +125,7 @@ struct outcome {
     struct outcome *parts;
     long nparts;
     double thread_cpu_s;           /* a part: the CPU time its thread used */
+    double thread_waited_s;        /* and the time it waited, runnable, for a CPU (-1: unknown) */
     /* The whole run, from just before the driver starts to just after it returns (every
      * connect, exchange and close; not the start-up or the report): wall and process CPU
      * time over the same window, so their ratio is the CPUs the generator used. */

@@ -328,7 +328,8 @@ static void print_optional_count(const char *key, bool given, long value)
 }
 
 /* The events driver's threads, each: its exchanges, its CPU time and how busy
- * that kept it, its histogram (their sum is the one above). */
+ * that kept it, how long it waited for a CPU (null: the kernel did not say),
+ * its histogram (their sum is the one above). */
 static void print_parts(const struct outcome *out, double elapsed)
 {
     printf("\"per_thread\":[");
@@ -337,6 +338,8 @@ static void print_parts(const struct outcome *out, double elapsed)
         printf("%s{\"requests_ok\":%ld,\"connections_ok\":%ld,\"cpu_s\":%.6f,", t ? "," : "", p->requests_ok,
                p->connected, p->thread_cpu_s);
         print_optional("busy", elapsed > 0, elapsed > 0 ? p->thread_cpu_s / elapsed : 0);
+        print_optional("waiting", elapsed > 0 && p->thread_waited_s >= 0,
+                       elapsed > 0 ? p->thread_waited_s / elapsed : 0);
         print_histogram_buckets(&p->corrected);
         printf("}");
     }

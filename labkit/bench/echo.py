@@ -129,9 +129,10 @@ def scaling(model: str = "epoll_workers", workers=(1, 2, 4, 8, 16, 32), clients:
                 raise LabError(f"{model} with {count} worker(s) failed requests: {summary.get('errors')}",
                                "run the same point with labkit sweep to see why")
             busy = [part["busy"] for part in summary.get("per_thread") or [] if part.get("busy") is not None]
+            waiting = [part.get("waiting") for part in summary.get("per_thread") or [] if part.get("busy") is not None]
             rates.append(summary["throughput_rps"])
             busiest.append(max(busy) if busy else NAN)
-            saturated.append(bool(busy) and min(busy) >= measure.SATURATION)
+            saturated.append(bool(busy) and measure.client_saturated(busy, NAN, len(busy), waiting))
         result["points"].append({"workers": count, "server_cpus": server_cpus, "client_cpus": client_cpus,
                                  "generator_threads": summary.get("threads"),
                                  "throughput_rps": statistics.median(rates), "per_round": rates,

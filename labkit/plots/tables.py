@@ -167,8 +167,9 @@ def saturation_warning(df: pd.DataFrame, client_is_subject: bool = False) -> str
     if client_is_subject:
         return ("The sender kept its CPU busy at " + where + ": here the sender's own write calls "
                 "are what is measured, so a busy sender is the measurement, not a flaw.")
-    return ("WARNING: the client saturated its CPU at " + where + ". There it measured itself, "
-            "not the server: give the client more CPUs (client_cpus), or fewer clients/requests.")
+    return ("WARNING: the client saturated its CPU at " + where + " (running, or waiting for the CPU "
+            "while something else ran on it, all along). There it measured itself, not the server: give "
+            "the client more CPUs (client_cpus) and keep other work off them, or fewer clients/requests.")
 
 
 def _where(df: pd.DataFrame, row, axes: list[str]) -> str:
