@@ -380,7 +380,7 @@ _MAIN_TABLE = {
     "00_setup": 'table["shown"] = ',
     "01_proc_service": 'plots.style_counters(plots.counters_table(df, side="server"))',
     "02_multiplexing": "observations = seeds.observations_table(",
-    "03_uploads": 'seeds.times_table(df, seeds.table("002"))',
+    "03_uploads": 'seeds.styled(seeds.times_table(df, seeds.table("002"))',
     "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
     "05_different_hosts": "for model in upload_params[\"models\"]:",
     "06_what_breaks_first": "knees = queueing.knees(load_df)",

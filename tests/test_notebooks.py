@@ -202,7 +202,7 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
     # Seed 002's same-host table beside the student's numbers.
-    table = outputs(nb, 'seeds.times_table(df, seeds.table("002"))')[0]["data"]["text/html"]
+    table = outputs(nb, 'seeds.styled(seeds.times_table(df, seeds.table("002"))')[0]["data"]["text/html"]
     assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
 
     # Every failure case, with the errno each side saw.

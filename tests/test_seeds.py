@@ -153,6 +153,43 @@ def test_seed_times_table_puts_seed_002_beside_your_medians_in_ms():
     assert math.isnan(table.loc[("1", "1KB"), ("seed 002 (ms)", "busypoll")])
 
 
+def repeated_uploads(seconds_by_model: dict) -> pd.DataFrame:
+    """One 10 MB upload point on one connection, repeated: {model: [server_batch_s of each repeat]}."""
+    rows = [dict(model=model, clients=1, size=10 << 20, status="ok", experiment="uploads", placement="same_host",
+                 link="loopback", server_batch_s=value, repeat=i)
+            for model, values in seconds_by_model.items() for i, value in enumerate(values)]
+    return of_experiment(pd.DataFrame(rows), "uploads")
+
+
+def test_your_medians_beside_a_seed_carry_their_interval_and_the_table_says_which():
+    """Three repeats: the median's interval is [min, max] (75%); one run has none, and the
+    seed printed one number, so has none either."""
+    table = seeds.times_table(repeated_uploads({"aio": [0.004, 0.005, 0.0045], "select": [0.006]}),
+                              seeds.table("002"))
+    key, low, high = ("1", "10MB"), table.attrs["low"], table.attrs["high"]
+    assert table.loc[key, ("yours (ms)", "aio")] == pytest.approx(4.5)
+    assert (low.loc[key, ("yours (ms)", "aio")], high.loc[key, ("yours (ms)", "aio")]) == pytest.approx((4.0, 5.0))
+    assert low.loc[key, ("yours (ms)", "select")] == high.loc[key, ("yours (ms)", "select")] == pytest.approx(6.0)
+    assert math.isnan(low.loc[key, ("seed 002 (ms)", "aio")])
+    assert table.attrs["intervals"] == ["75% interval of the median of 3 runs"]
+    html = seeds.styled(table).to_html()
+    assert "4.5<br><small>(4.0 - 5.0)</small>" in html and "6.0<br>" not in html
+    assert "server's time for the batch (ms)" in html and "(s)" not in html  # the unit the table is in
+    assert "under each of yours, in brackets: 75% interval of the median of 3 runs" in html
+    once = seeds.styled(seeds.times_table(repeated_uploads({"aio": [0.004]}), seeds.table("002"))).to_html()
+    assert "one run per point of yours, so no interval" in once and "<small>" not in once
+
+
+def test_the_seed_003_table_writes_the_interval_of_your_median_after_it():
+    rows = [dict(model="epoll", clients=5000, exchanges=200, status="ok", lat_p50_us=p50, lost_connections=0,
+                 repeat=i, error="") for i, p50 in enumerate((2000.0, 2600.0, 2200.0))]
+    table = seeds.observations_table(pd.DataFrame(rows), seeds.table("003"))
+    assert table.loc[("5,000 clients / 200 exchanges", "yours: p50 response time (s)"), "epoll"] == \
+        "0.0022 (0.002 - 0.0026)"
+    assert "in brackets after each of your response times: 75% interval of the median of 3 runs" in \
+        table.attrs["note"]
+
+
 def test_seed_placements_table_puts_the_seeds_hosts_beside_your_links():
     rows = [dict(model="aio", clients=1, size=10 << 20, status="ok", experiment="uploads", placement=placement,
                  link=link, server_batch_s=seconds)

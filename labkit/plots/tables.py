@@ -89,7 +89,7 @@ def style_counters(table: pd.DataFrame):
     elif attrs.get("repeats") == 1:
         caption += "; one run per point, so no interval"
     numbers = table
-    table = _with_intervals(table, attrs.get("low"), attrs.get("high"), formats)
+    table = with_intervals(table, attrs.get("low"), attrs.get("high"), formats)
     table = table.rename_axis([attrs.get("index_titles", {}).get(axis, axis) for axis in axes])
     styler = table.style
     for level, axis in enumerate(axes):
@@ -103,20 +103,22 @@ def style_counters(table: pd.DataFrame):
             .set_caption(caption))
 
 
-def _with_intervals(table: pd.DataFrame, low, high, formats: dict) -> pd.DataFrame:
-    """Each median written as its column's format says, and under it, smaller, "(low - high)"
-    where it has an interval (on a line of its own: the table keeps its width on a laptop's
-    page); NaN stays NaN (style_counters writes "not measurable")."""
+def with_intervals(table: pd.DataFrame, low, high, formats) -> pd.DataFrame:
+    """Each median written as its column's format says (`formats`: a format string or a
+    function for every column, or a dict of them by column, "{:,.0f}" where one is missing),
+    and under it, smaller, "(low - high)" where it has an interval (on a line of its own: the
+    table keeps its width on a laptop's page); NaN stays NaN (the Styler's na_rep writes it)."""
     shown = table.astype(object)
     for column in table.columns:
-        form = formats.get(column, "{:,.0f}")
+        form = formats.get(column, "{:,.0f}") if isinstance(formats, dict) else formats
+        write = form if callable(form) else form.format
         for key in table.index:
             value = table.at[key, column]
             if pd.isna(value):
                 continue
             lo, hi = (low.at[key, column], high.at[key, column]) if low is not None else (value, value)
-            shown.at[key, column] = form.format(value) + (
-                f"<br><small>({form.format(lo)} - {form.format(hi)})</small>" if hi > lo else "")
+            shown.at[key, column] = write(value) + (
+                f"<br><small>({write(lo)} - {write(hi)})</small>" if hi > lo else "")
     return shown
 
 

@@ -6,8 +6,8 @@ unit, the number as the report printed it, and where it was copied from.
 data/seeds/README.md says what each seed measured and how far it compares.
 
 This module reads the tables; seeds/compare.py sets your results beside them
-(beside, times_table, placements_table, observations_table, comparison: all
-re-exported here, so a notebook writes seeds.comparison(df, seeds.table("001"), "cycles")).
+(beside, times_table, placements_table, observations_table, comparison, and styled, which
+writes a table with the interval of each of your medians: all re-exported here, so a notebook writes seeds.comparison(df, seeds.table("001"), "cycles")).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import pandas as pd
 from labkit import paths
 from labkit.errors import LabError
 
-from .compare import beside, comparison, observations_table, placements_table, times_table
+from .compare import beside, comparison, observations_table, placements_table, styled, times_table
 
 __all__ = ["TABLES", "beside", "comparison", "describe", "observations_table", "placements_table", "side", "table",
-           "tables", "times_table", "wide"]
+           "styled", "tables", "times_table", "wide"]
 
 # name -> (file, what it is); the file names are the README's headings.
 TABLES = {

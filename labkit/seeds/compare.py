@@ -11,10 +11,12 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from labkit import uncertainty
 from labkit.errors import LabError
 from labkit.plots.figures import add_failures
 from labkit.plots.grid import kind_of, summarize, value_text, why_missing
 from labkit.plots.style import SYMBOLS, TEMPLATE, color, label, not_measurable, wrap
+from labkit.plots.tables import with_intervals
 
 
 def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clients",),
@@ -36,17 +38,61 @@ def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clie
     seed = seed_rows.pivot_table(index=index, columns=columns, values="value", aggfunc="first", dropna=False) * scale
     seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name}" + (f" ({unit})" if unit else "")], seed.columns])
     ok = df[df["status"] == "ok"]
-    yours = ok.pivot_table(index=index, columns=your_columns or columns, values=column, aggfunc="median") * scale
-    yours.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], yours.columns])
+    yours_title = "yours" + (f" ({unit})" if unit else "")
+
+    def yours_by(aggfunc):
+        frame = ok.pivot_table(index=index, columns=your_columns or columns, values=column, aggfunc=aggfunc) * scale
+        frame.columns = pd.MultiIndex.from_product([[yours_title], frame.columns])
+        return frame
+
+    yours = yours_by("median")
+    kinds = set()
+
+    def interval(end: int):
+        def of(values):
+            lo, hi, kind = uncertainty.point_interval(list(values))
+            kinds.update({kind} if hi > lo else set())
+            return (lo, hi)[end]
+        return of
+
     table = pd.concat([seed, yours], axis=1).dropna(how="all")  # no number on either side: no row
-    kinds = [kind_of(df, name) for name in index]
-    table = table.loc[sorted(table.index, key=lambda key: tuple(
-        kind.sort_key(value) if kind else value for kind, value in zip(kinds, key if isinstance(key, tuple) else (key,))))]
-    table.index = pd.MultiIndex.from_tuples(
+    # each of your medians' interval over its repeats (the seed printed one number: none)
+    low, high = (pd.concat([seed * math.nan, yours_by(interval(end))], axis=1).reindex(
+        index=table.index, columns=table.columns) for end in (0, 1))
+    axis_kinds = [kind_of(df, name) for name in index]
+    order = sorted(table.index, key=lambda key: tuple(
+        kind.sort_key(value) if kind else value
+        for kind, value in zip(axis_kinds, key if isinstance(key, tuple) else (key,))))
+    shown_index = pd.MultiIndex.from_tuples(
         [tuple(value_text(df, name, value) for name, value in zip(index, key if isinstance(key, tuple) else (key,)))
-         for key in table.index], names=index)
-    table.attrs["caption"] = f"{label(column)}: seed {seed_name} beside your medians"
+         for key in order], names=index)
+    table, low, high = (frame.loc[order].set_axis(shown_index, axis=0) for frame in (table, low, high))
+    table.attrs.update(low=low, high=high, intervals=sorted(kinds),
+                       caption=f"{_named(column, unit)}: seed {seed_name} beside your medians")
     return table
+
+
+def _named(column: str, unit: str) -> str:
+    """The column's label, in `unit` where the table scaled it ("server's time for the batch (ms)")."""
+    name = label(column)
+    if not unit:
+        return name
+    if name.endswith(")") and " (" in name:  # the label's own unit goes
+        name = name[:name.rindex(" (")]
+    return f"{name} ({unit})"
+
+
+def styled(table: pd.DataFrame, form="{:,.1f}"):
+    """A beside() table as a student reads it: each number in `form` (a format string or a
+    function such as plots.readable), "—" where a side has none, and under each of your
+    medians, smaller, its interval over your repeats; the caption says which interval, or that
+    one run per point has none.  The seed printed one number per point: it has no interval."""
+    kinds = table.attrs.get("intervals") or []
+    caption = table.attrs.get("caption", "") + (
+        "; under each of yours, in brackets: " + " / ".join(kinds) if kinds
+        else "; one run per point of yours, so no interval: repeat the sweep to see how sure each is")
+    shown = with_intervals(table, table.attrs.get("low"), table.attrs.get("high"), form)
+    return shown.style.format(na_rep="—").set_caption(caption)
 
 
 def times_table(df: pd.DataFrame, seed_table: pd.DataFrame, column: str = "server_batch_s",
@@ -65,7 +111,9 @@ def placements_table(df: pd.DataFrame, seed_table: pd.DataFrame, model: str,
     table = beside(df[df["model"] == model], seed_table[seed_table["model"] == model], column,
                    index=("clients", "size"), columns="placement", your_columns="link", scale=1000.0, unit="ms")
     yours = [c for c in table.columns if c[0].startswith("yours")]
-    return table.dropna(subset=yours, how="all")
+    kept = table.dropna(subset=yours, how="all")
+    kept.attrs.update(low=table.attrs["low"].loc[kept.index], high=table.attrs["high"].loc[kept.index])
+    return kept
 
 
 def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFrame:
@@ -79,8 +127,21 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     exchanges = df["exchanges"] if "exchanges" in df.columns else df["requests"]  # rows older than the column
     measured = df.assign(exchanges=exchanges.astype(int), clients=df["clients"].astype(int))
     ok = measured[measured["status"] == "ok"]
-    yours = ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
-                           aggfunc="median") / 1e6 if not ok.empty else pd.DataFrame()
+    kinds = set()
+
+    def yours_by(aggfunc):
+        return ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
+                              aggfunc=aggfunc) / 1e6 if not ok.empty else pd.DataFrame()
+
+    def interval(values):
+        lo, hi, kind = uncertainty.point_interval(list(values))
+        kinds.update({kind} if hi > lo else set())
+        return f"{lo / 1e6:.6f}".rstrip("0").rstrip(".") + " - " + f"{hi / 1e6:.6f}".rstrip("0").rstrip(".") \
+            if hi > lo else ""
+
+    yours = yours_by("median")
+    spread = ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
+                            aggfunc=interval) if not ok.empty else pd.DataFrame()
     lost = measured.pivot_table(index=["clients", "exchanges"], columns="model", values="lost_connections",
                                 aggfunc="median")
     ran = measured.groupby(["clients", "exchanges", "model"])["status"].agg(lambda s: (s == "ok").any())
@@ -96,6 +157,11 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
             return "failed"
         return "—" if pd.isna(value) else f"{value:.6f}".rstrip("0").rstrip(".")
 
+    def within(key, model):
+        """ (low - high): the median's interval over your repeats, where it has one."""
+        text = spread.at[key, model] if key in spread.index and model in spread.columns else ""
+        return f" ({text})" if isinstance(text, str) and text else ""
+
     def count(key, model):
         value = lost.at[key, model] if key in lost.index and model in lost.columns else math.nan
         return "—" if pd.isna(value) else f"{int(round(value)):,}"
@@ -107,7 +173,8 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
             rows.append({"point": label, "": "seed 003: response time (s)",
                          **{m: seconds(seed, key, m) for m in models}})
         if key in lost.index:
-            rows.append({"point": label, "": "yours: p50 response time (s)", **{m: seconds(yours, key, m) for m in models}})
+            rows.append({"point": label, "": "yours: p50 response time (s)",
+                         **{m: seconds(yours, key, m) + within(key, m) for m in models}})
             rows.append({"point": label, "": "yours: lost connections", **{m: count(key, m) for m in models}})
     table = pd.DataFrame(rows).set_index(["point", ""])
     notes = []
@@ -119,6 +186,8 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
             notes.append("not measured by you: " + ", ".join(f"{c:,} x {e:,}" for c, e in seed_only))
         if yours_only:
             notes.append("not in seed 003: " + ", ".join(f"{c:,} x {e:,}" for c, e in yours_only))
+    if kinds:
+        notes.append("in brackets after each of your response times: " + " / ".join(sorted(kinds)))
     table.attrs["note"] = "; ".join(notes)
     return table
 
