@@ -152,19 +152,24 @@ def _in_this_phase(config, items) -> None:
         items[:] = kept
 
 
-# The parallel phase's longest files, longest first (seconds of work in one make test on 2
-# cores, 4 workers: release 426, browser 390, grade 172, grade_dask 160, capstone_grading
-# 150, grade_attacks 144, battery 81, server_limits 67, capstone 58).  pytest-xdist hands
-# out groups of tests (pytest_xdist_make_scheduler, below) in collection order: a file's tests
-# are one group, since they share the fixtures the file makes once; make test turns off xdist's
-# reordering
-# by test count, which put the one-test files last (the capstone's grading then began five
-# minutes in and ended the phase alone).  Longest first is the classic rule for keeping
-# workers equally busy; a file missing here only runs later, so a stale list costs time,
-# never a test.
-LONGEST_FILES = ("test_release.py", "test_browser.py", "test_grade.py", "test_grade_dask.py",
-                 "test_capstone_grading.py", "test_grade_attacks.py", "test_battery.py", "test_server_limits.py",
-                 "test_capstone.py")
+# The parallel phase's longest groups (group_of, below), handed out longest first: seconds
+# each took on one of 4 workers in a fresh-clone make test on 2 cores (CI run 88, commit
+# 2ed512c; the whole phase was 1,852 worker-seconds in 494 s).  pytest-xdist hands out groups
+# (pytest_xdist_make_scheduler, below) in collection order: a file's tests are one group, since
+# they share the fixtures the file makes once; make test turns off xdist's reordering by test
+# count, which put the one-test files last (the capstone's grading then began five minutes in
+# and ended the phase alone), and in collection order 07's release test, the longest (198 s),
+# began late and ended the phase.  Longest first is the classic rule for keeping workers
+# equally busy (LPT); a group missing here only runs later, so a stale table costs time, never
+# a test.
+GROUP_SECONDS = {
+    "test_release.py::07_your_server": 198, "test_grade_dask.py": 127, "test_grade_attacks.py": 119,
+    "test_capstone_grading.py": 116, "test_capstone.py": 114, "test_battery.py": 106,
+    "test_server_limits.py": 101, "test_grade.py": 95, "test_release.py::03_uploads": 73,
+    "test_browser.py::06_what_breaks_first": 54, "test_release.py": 51, "test_release.py::02_multiplexing": 49,
+    "test_browser.py::04_write_strategies": 43, "test_browser.py::02_multiplexing": 43, "test_exercises.py": 41,
+    "test_browser.py::05_different_hosts": 40, "test_hub.py": 40, "test_protocol.py": 38,
+}
 # Files whose tests each run one notebook: a group per notebook rather than per file (one
 # file's chain of eight notebooks took 426 s on one worker, most of the phase, while the
 # others had finished), at the price of each worker making the file's fixtures for itself.
@@ -179,24 +184,25 @@ def group_of(nodeid: str) -> str:
     return f"{file}::{notebook.group(1)}" if notebook else file
 
 
-def _longest_files_first(config, items) -> None:
-    """Order the parallel phase's tests by group (group_of), the groups of LONGEST_FILES
-    first.  Each xdist worker is handed two groups at once, so the first round gives each
-    worker one long group and one short one: a worker never holds two long ones while
-    another is idle."""
+def _longest_groups_first(config, items) -> None:
+    """Order the parallel phase's tests by group (group_of), the groups of GROUP_SECONDS
+    first, longest first.  Each xdist worker is handed two groups at once, so the first round
+    gives each worker one long group and one short one: a worker never holds two long ones
+    while another is idle."""
     if config.getoption("--phase") != "parallel":
         return
     workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
     by_group: dict[str, list] = {}
     for item in items:
         by_group.setdefault(group_of(item.nodeid), []).append(item)
-    rank = {name: n for n, name in enumerate(LONGEST_FILES)}
 
-    def file_rank(group: str) -> int:
-        return rank[group.split("::", 1)[0].rsplit("/", 1)[-1]]
+    def seconds(group: str) -> int:
+        file, _, notebook = group.partition("::")
+        name = file.rsplit("/", 1)[-1] + (f"::{notebook}" if notebook else "")
+        return GROUP_SECONDS.get(name, 0)
 
-    longest = sorted((g for g in by_group if g.split("::", 1)[0].rsplit("/", 1)[-1] in rank), key=file_rank)
-    others = [g for g in by_group if g not in longest]
+    longest = sorted((g for g in by_group if seconds(g)), key=seconds, reverse=True)
+    others = [g for g in by_group if not seconds(g)]
     order = longest[:workers] + others[:workers] + longest[workers:] + others[workers:]
     items[:] = [item for name in order for item in by_group[name]]
 
@@ -222,12 +228,12 @@ class _GroupScheduling:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Keep this phase's tests (above), longest files first in the parallel phase; in an
+    """Keep this phase's tests (above), longest groups first in the parallel phase; in an
     edition, leave out the tests of every C exercise whose function in csrc/ is still the
     stub (they run once the student's own is there); nothing in the instructor's checkout
     (no tests/edition_left_out.json)."""
     _in_this_phase(config, items)
-    _longest_files_first(config, items)
+    _longest_groups_first(config, items)
     _leave_out_what_waits_for_an_answer(config, items)
 
 
