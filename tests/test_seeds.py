@@ -176,6 +176,9 @@ def test_your_medians_beside_a_seed_carry_their_interval_and_the_table_says_whic
     assert "4.5<br><small>(4.0 - 5.0)</small>" in html and "6.0<br>" not in html
     assert "server's time for the batch (ms)" in html and "(s)" not in html  # the unit the table is in
     assert "under each of yours, in brackets: 75% interval of the median of 3 runs" in html
+    goodput = repeated_uploads({"aio": [0.004]}).assign(goodput_gbit_s=21.0)
+    assert seeds.beside(goodput, seeds.table("002"), "goodput_gbit_s", index=("clients", "size"), unit="Gbit/s",
+                        ).attrs["caption"].startswith("goodput (Gbit/s): seed 002")  # its unit said once
     once = seeds.styled(seeds.times_table(repeated_uploads({"aio": [0.004]}), seeds.table("002"))).to_html()
     assert "one run per point of yours, so no interval" in once and "<small>" not in once
 

@@ -75,7 +75,7 @@ def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clie
 def _named(column: str, unit: str) -> str:
     """The column's label, in `unit` where the table scaled it ("server's time for the batch (ms)")."""
     name = label(column)
-    if not unit:
+    if not unit or f"({unit})" in name or name.startswith(f"{unit} "):  # "Gbit/s while sending": said
         return name
     if name.endswith(")") and " (" in name:  # the label's own unit goes
         name = name[:name.rindex(" (")]
