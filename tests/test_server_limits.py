@@ -554,8 +554,13 @@ def test_worker_counters_add_up_to_the_connections_made(model, san, tmp_path):
 # A worker SIGTERM reaches before its loop has a stop pipe of its own (just forked, or not yet
 # run on a busy machine) ends at once, and once did so without its line (CI, 2026-11-26: 2 lines
 # of 3).  Before the fix (csrc/common/workers.c), 1 to 8 of 500 starts per model lost a line on
-# an idle 2-CPU machine, in every model; a start takes a few milliseconds.
+# an idle 2-CPU machine, in every model; a start takes a few milliseconds.  A worker the machine
+# did not run within the parent's 800 ms after SIGTERM is killed, and says so (STOP_TIMEOUT_MS in
+# csrc/common/workers.c): its line is rightly lost, and that start says nothing of the race (a
+# spinning run of the whole suite saw it once in 2,000 starts).  Such starts are left out of the
+# count, at most SLOW_STARTS of them.
 RACE_TRIES = 500
+SLOW_STARTS = RACE_TRIES // 50
 
 
 def children_of(pid: int) -> list[int]:
@@ -570,7 +575,8 @@ def children_of(pid: int) -> list[int]:
 def test_a_worker_stopped_as_soon_as_it_exists_still_prints_its_line(model):
     argv = [str(serverproc.bin_dir(False) / built(model)), "--port", "0", "--service", "echo",
             "--workers", str(WORKERS)]
-    lines = []
+    lines, slow = [], 0
+    killed = re.compile(rb"^%s: \d+ worker\(s\) ignored SIGTERM and were killed\n$" % model.encode())
     for _ in range(RACE_TRIES):
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
@@ -585,9 +591,13 @@ def test_a_worker_stopped_as_soon_as_it_exists_still_prints_its_line(model):
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
+        if proc.returncode == 0 and killed.match(err):
+            slow += 1  # not run within 800 ms of SIGTERM: killed, its line lost
+            continue
         assert proc.returncode == 0 and err == b"", (proc.returncode, err)
         lines.append(len(out.splitlines()))
-    assert lines == [WORKERS] * RACE_TRIES, f"starts whose lines were not {WORKERS}: " + \
+    assert slow <= SLOW_STARTS, f"{slow} of {RACE_TRIES} starts had a worker killed 800 ms after SIGTERM"
+    assert lines == [WORKERS] * len(lines), f"starts whose lines were not {WORKERS}: " + \
         str({n: lines.count(n) for n in set(lines) if n != WORKERS})
 
 

@@ -32,25 +32,47 @@ def reset(sock: socket.socket) -> None:
     sock.close()
 
 
-class Lines:
-    """Lines read from one connection, each read bounded by the socket's timeout."""
+class Progress:
+    """When the server last sent anything to any of several clients (Lines(sock, progress)):
+    a client that waited its timeout in vain while the server was answering others is
+    queued behind them on a busy machine, not stuck."""
 
-    def __init__(self, sock: socket.socket):
-        self.sock, self.buffer = sock, bytearray()
+    def __init__(self):
+        self.last = time.monotonic()
+
+    def made(self) -> None:
+        self.last = time.monotonic()
+
+    def within(self, seconds: float) -> bool:
+        return time.monotonic() - self.last < seconds
+
+
+class Lines:
+    """Lines read from one connection, each read bounded by the socket's timeout (with a
+    Progress shared among clients: until the server has sent nothing to any of them for that
+    long; the case bounds the whole)."""
+
+    def __init__(self, sock: socket.socket, progress: Progress | None = None):
+        self.sock, self.buffer, self.progress = sock, bytearray(), progress
 
     def line(self, what: str) -> bytes:
         while b"\n" not in self.buffer:
             try:
                 chunk = self.sock.recv(65536)
             except (socket.timeout, TimeoutError):
+                if self.progress is not None and self.progress.within(self.sock.gettimeout()):
+                    continue  # the server is answering the others: this one waits its turn
                 raise CaseFailed(f"waiting for {what}: nothing more came within {self.sock.gettimeout():g} s "
-                                 f"(got {bytes(self.buffer[:80])!r} so far)") from None
+                                 f"(got {bytes(self.buffer[:80])!r} so far)"
+                                 + (" while the server sent nothing to any client" if self.progress else "")) from None
             except ConnectionResetError:
                 raise CaseFailed(f"waiting for {what}: the server reset the connection") from None
             if not chunk:
                 raise CaseFailed(f"waiting for {what}: the server closed the connection"
                                  + (f" after {bytes(self.buffer[:80])!r}" if self.buffer else ""))
             self.buffer += chunk
+            if self.progress is not None:
+                self.progress.made()
         line, _, rest = bytes(self.buffer).partition(b"\n")
         self.buffer = bytearray(rest)
         return line.rstrip(b"\r")
