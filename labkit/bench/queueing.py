@@ -60,8 +60,7 @@ def calibrate(duration: float = 4.0, spin_us: int = SPIN_US, server_cpus=None, c
                     store.append(path, measured)
                 rows.append(measured)
     frame = pd.DataFrame(rows)
-    frame["mean_ratio"] = frame["lat_mean_us"] / frame["predicted_mean_us"]
-    frame["p99_ratio"] = frame["lat_p99_us"] / frame["predicted_p99_us"]
+    with_ratios(frame)
     frame.attrs.update(server_cpus=pinned.server_cpus, client_cpus=pinned.client_cpus, pinning_note=pinned.note,
                        overhead_us=overhead, floor_us=floor_us, spin_us=spin_us, duration=duration)
     if save:
@@ -69,9 +68,20 @@ def calibrate(duration: float = 4.0, spin_us: int = SPIN_US, server_cpus=None, c
     return frame
 
 
+def with_ratios(frame) -> None:
+    """Add measured / predicted to `frame`, for the mean and the p99, and the same ratio at
+    each end of the measured figure's 95% interval (mean_ratio_low ... p99_ratio_high)."""
+    for figure in ("mean", "p99"):
+        for end in ("", "_low", "_high"):
+            frame[f"{figure}_ratio{end}"] = frame[f"lat_{figure}{end}_us"] / frame[f"predicted_{figure}_us"]
+
+
 def format_calibration(frame) -> str:
     shown = frame[["arrivals", "spin_dist", "utilisation", "rate", "completed_rps", "lat_mean_us",
-                   "predicted_mean_us", "mean_ratio", "lat_p99_us", "predicted_p99_us", "p99_ratio"]]
+                   "predicted_mean_us", "lat_p99_us", "predicted_p99_us"]].copy()
+    for figure in ("mean", "p99"):
+        shown[f"{figure}_ratio (95%)"] = [_ratio_text(*values) for values in zip(
+            frame[f"{figure}_ratio"], frame[f"{figure}_ratio_low"], frame[f"{figure}_ratio_high"])]
     table = shown.to_string(index=False, na_rep="not measured", float_format=lambda v: f"{v:,.2f}")
     a = frame.attrs
     hows = sorted({f"mean: {m}; p99: {p}" for m, p in zip(frame["mean_how"], frame["p99_how"])})
@@ -82,7 +92,16 @@ def format_calibration(frame) -> str:
              f"the loop's own cost {a['overhead_us']:.1f} us per request (server CPU time), and "
              f"{a['floor_us']:.1f} us of each response outside the queue (loopback, the generator).",
              "utilisation = rate x (spin + the loop's cost); response from each request's due time; "
-             "ratio = measured / predicted:", table, "predicted by " + " | ".join(hows)]
+             "ratio = measured / predicted, in brackets its 95% interval from the run's own samples "
+             "(labkit.uncertainty: independent samples assumed, which a queue's are not, so it is too narrow):",
+             table, "predicted by " + " | ".join(hows)]
     if a.get("saved_to"):
         lines.append(f"rows saved to {a['saved_to']}")
     return "\n".join(lines)
+
+
+def _ratio_text(ratio: float, low: float, high: float) -> str:
+    """'1.07 (0.98-1.17)'; 'not measured' for NaN; no brackets where the run bounds nothing."""
+    if ratio != ratio:
+        return "not measured"
+    return f"{ratio:.2f}" + (f" ({low:.2f}-{high:.2f})" if low == low and high == high else "")
