@@ -195,9 +195,10 @@ def connect_times(df: pd.DataFrame, by=("model", "backlog")):
 
 
 def _mark_on_log_x(fig, x: float, text: str, color: str) -> None:
-    """A dotted vertical line at x on a log x axis, labelled at its top.  plotly places the
+    """A dotted vertical line at x on a log x axis, labelled inside the plot at its top, left
+    of the line (above the plot it ran into the notes under the title).  plotly places the
     line (a shape) in data units and its label (an annotation) in log units on a log axis
     (plotly.js#6194), so add_vline's own label would sit at 10^x."""
     fig.add_shape(type="line", x0=x, x1=x, yref="paper", y0=0, y1=1, line=dict(color=color, dash="dot", width=1.5))
-    fig.add_annotation(x=math.log10(x), yref="paper", y=1, yanchor="bottom", xanchor="left", text=text,
-                       showarrow=False, font=dict(size=11, color=color))
+    fig.add_annotation(x=math.log10(x), yref="paper", y=1, yanchor="top", xanchor="right", text=text,
+                       showarrow=False, font=dict(size=11, color=color), bgcolor="rgba(255,255,255,0.85)")

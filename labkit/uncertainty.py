@@ -32,6 +32,7 @@ says so (enough is False), never passes for a 95% one."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Sequence
@@ -257,3 +258,32 @@ def point_interval(values: Sequence[float], run_low: float = math.nan, run_high:
             " (too few samples for 95%)"
         return run_low, run_high, f"{reached} interval from the run's own samples{short}"
     return values[0], values[0], "one run, no interval"
+
+
+_KIND = re.compile(r"^(\d+)% (interval .*?)( \(too few samples for 95%\))?$")
+
+
+def kinds_text(kinds) -> str:
+    """point_interval's kinds of interval, each said once: one kind at several levels (a run
+    of few samples reaches less than 95%) as their range, "16-97% interval from the run's own
+    samples (under 95% where a run had too few samples: the hover says each)", not eight
+    sentences over a chart."""
+    levels: dict[str, set[int]] = {}
+    short: set[str] = set()
+    said = []
+    for kind in sorted(set(kinds)):
+        match = _KIND.match(kind)
+        if match is None:
+            said.append(kind)
+            continue
+        levels.setdefault(match.group(2), set()).add(int(match.group(1)))
+        if match.group(3):
+            short.add(match.group(2))
+    for what, found in levels.items():
+        low, high = min(found), max(found)
+        if low == high:
+            said.append(f"{low}% {what}" + (" (too few samples for 95%)" if what in short else ""))
+        else:
+            said.append(f"{low}-{high}% {what}" + (" (under 95% where a run had too few samples: the hover says "
+                                                   "each)" if what in short else ""))
+    return "; ".join(said)

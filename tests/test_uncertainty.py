@@ -172,3 +172,24 @@ def test_a_figure_draws_the_medians_interval_or_the_runs_own_and_says_which(valu
     low, high, words = uncertainty.point_interval(values, *run)
     assert (low, high, words) == pytest.approx(drawn, nan_ok=True) if values else math.isnan(low)
     assert words == drawn[2]
+
+
+# (the kinds of interval a chart's points have; what the chart says of them)
+KINDS_TEXT = [
+    (["95% interval from the run's own samples"], "95% interval from the run's own samples"),
+    (["16% interval from the run's own samples (too few samples for 95%)"],
+     "16% interval from the run's own samples (too few samples for 95%)"),
+    (["16% interval from the run's own samples (too few samples for 95%)", "95% interval from the run's own samples",
+      "97% interval from the run's own samples", "54% interval from the run's own samples (too few samples for 95%)"],
+     "16-97% interval from the run's own samples (under 95% where a run had too few samples: the hover says each)"),
+    (["95% interval from the run's own samples", "97% interval from the run's own samples"],
+     "95-97% interval from the run's own samples"),
+    (["75% interval of the median of 3 runs", "96% interval from the run's own samples"],
+     "75% interval of the median of 3 runs; 96% interval from the run's own samples"),
+    (["one run, no interval"], "one run, no interval"),
+]
+
+
+@pytest.mark.parametrize("kinds, said", KINDS_TEXT, ids=[said[:40] for _, said in KINDS_TEXT])
+def test_the_kinds_of_interval_are_said_once_each(kinds, said):
+    assert uncertainty.kinds_text(kinds) == said

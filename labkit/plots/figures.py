@@ -13,13 +13,13 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from labkit import verdicts
+from labkit import uncertainty, verdicts
 from labkit.errors import LabError
 
 from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_interval,
                    point_label, require, series_of, setting, summarize, value_text, varying_axes, why_missing)
 from .style import (DASHES, FAILED_COLOR, PATTERNS, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
-                    escape, finish, label, not_measurable, set_title, wrap)
+                    escape, finish, label, not_measurable, room_above, set_title, wrap)
 
 
 def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
@@ -108,8 +108,8 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
 
 def whiskers_note(summary: pd.DataFrame) -> str:
     """What the whiskers of a chart are, in words (each point's interval, labkit.uncertainty)."""
-    kinds = sorted({str(kind) for kind in summary.get("interval", pd.Series(dtype=str)).dropna() if kind})
-    return "whiskers: " + ("; ".join(kinds) if kinds else "none")
+    kinds = {str(kind) for kind in summary.get("interval", pd.Series(dtype=str)).dropna() if kind}
+    return "whiskers: " + (uncertainty.kinds_text(kinds) if kinds else "none")
 
 
 # What a greyed-out, hollow mark means, under a chart that has one (tables.saturation_warning points here)
@@ -138,7 +138,8 @@ def _add_notes(fig: go.Figure, notes: list[str]) -> None:
     if notes:  # under the shared settings, not instead of them
         shared = fig.layout.title.subtitle.text or ""
         subtitle = "<br>".join([*([shared] if shared else []), *(wrap(note, 95) for note in notes)])
-        fig.update_layout(title_subtitle_text=subtitle, margin_t=70 + 18 * subtitle.count("<br>") + 18)
+        fig.update_layout(title_subtitle_text=subtitle)
+        room_above(fig, 70 + 18 * subtitle.count("<br>") + 18)
 
 
 def _line_name(df: pd.DataFrame, model: str | None, series: list[str], values: tuple, varying: set[str]) -> str:
@@ -328,7 +329,7 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
                          arrayminus=[median - low for median, (low, _, _) in zip(medians, intervals)]),
             customdata=[[text] for text in said],
             hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<br>%{{customdata[0]}}<extra></extra>"))
-    whiskers = f"whiskers: {'; '.join(sorted(kinds))} (none: no interval, see the hover)" if kinds else \
+    whiskers = f"whiskers: {uncertainty.kinds_text(kinds)} (none: no interval, see the hover)" if kinds else \
         "no interval: one run's p90 and maximum have none"
     set_title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"]
               + ([escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []) + [whiskers])

@@ -205,7 +205,16 @@ def set_title(fig: go.Figure, main: str, settings: list[str]) -> None:
     subtitle = wrap(", ".join(settings), 95) if settings else ""
     fig.update_layout(title=dict(text=main, subtitle=dict(text=subtitle)))
     if subtitle:  # room for it above the plot: a line of 18 px each
-        fig.update_layout(margin_t=70 + 18 * subtitle.count("<br>"))
+        room_above(fig, 70 + 18 * subtitle.count("<br>"))
+
+
+def room_above(fig: go.Figure, margin_t: int) -> None:
+    """Set the room above the plot (its title and subtitle) to `margin_t` px and grow or
+    shrink the figure by as much: the plot keeps its height, however many lines of notes are
+    over it (eight lines of them once squeezed 06's latency chart to a strip, and its legend
+    of six entries scrolled)."""
+    before = fig.layout.margin.t if fig.layout.margin.t is not None else 70
+    fig.update_layout(margin_t=margin_t, height=(fig.layout.height or 450) + margin_t - before)
 
 
 def wrap(text: str, width: int) -> str:

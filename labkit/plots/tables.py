@@ -85,7 +85,7 @@ def style_counters(table: pd.DataFrame):
     formats = {c: f for c, f in formats.items() if c in table.columns}
     attrs, axes = dict(table.attrs), list(table.index.names)
     if attrs.get("intervals"):
-        caption += f"; under each median, in brackets: {' / '.join(attrs['intervals'])}"
+        caption += f"; under each median, in brackets: {uncertainty.kinds_text(attrs['intervals'])}"
     elif attrs.get("repeats") == 1:
         caption += "; one run per point, so no interval"
     numbers = table

@@ -89,7 +89,7 @@ def styled(table: pd.DataFrame, form="{:,.1f}"):
     one run per point has none.  The seed printed one number per point: it has no interval."""
     kinds = table.attrs.get("intervals") or []
     caption = table.attrs.get("caption", "") + (
-        "; under each of yours, in brackets: " + " / ".join(kinds) if kinds
+        "; under each of yours, in brackets: " + uncertainty.kinds_text(kinds) if kinds
         else "; one run per point of yours, so no interval: repeat the sweep to see how sure each is")
     shown = with_intervals(table, table.attrs.get("low"), table.attrs.get("high"), form)
     return shown.style.format(na_rep="—").set_caption(caption)
@@ -187,7 +187,7 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
         if yours_only:
             notes.append("not in seed 003: " + ", ".join(f"{c:,} x {e:,}" for c, e in yours_only))
     if kinds:
-        notes.append("in brackets after each of your response times: " + " / ".join(sorted(kinds)))
+        notes.append("in brackets after each of your response times: " + uncertainty.kinds_text(kinds))
     table.attrs["note"] = "; ".join(notes)
     return table
 
