@@ -369,6 +369,23 @@ for model in ("uring", "epoll"):
     assert "epoll ['passed', 'passed', 'passed', 'passed']" in said, said
 
 
+# (the server's CPU seconds while clients waited; a spinning process's beside it; spun?)
+SPIN_VERDICTS = [
+    (1.8, 1.9, True),    # a loop calling accept() again at once, on a quiet machine
+    (0.3, 0.6, True),    # the same on a busy one: both got a share
+    (0.01, 1.9, False),  # a server that waits for a descriptor
+    (0.0, 0.0, False),   # a machine that ran neither (a CI run): no verdict, not "a quarter of nothing"
+    (0.02, 0.05, False),  # too little for the yardstick to mean anything
+]
+
+
+@pytest.mark.parametrize("server, probe, spun", SPIN_VERDICTS)
+def test_the_spin_verdict_needs_a_yardstick_that_ran(server, probe, spun):
+    from labkit.battery.cases import spins
+
+    assert spins(server, probe) is spun
+
+
 def test_a_servers_descriptors_and_cpu_read_from_proc_agree_with_ss_and_the_kernels_clock():
     """resources.Usage, the reading every resource verdict rests on, against tools the lab did
     not write: the sockets it finds in the server's /proc/PID/fd are the ones `ss -p` says

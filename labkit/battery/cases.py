@@ -369,6 +369,14 @@ def many_clients_echo_at_once(port, size):
 
 SPIN_SHARE = 0.25  # a server using a quarter of what a spinning process got beside it, while clients wait in its
                   # queue, spins (one that waits uses next to none)
+PROBE_LEAST = 0.1  # s: a spinning process that got less in the 2 s window measured a machine that ran nothing
+                   # then (a CI run's probe got 0.0 s), and no verdict: 0 s is not "a quarter of 0 s" spinning
+
+
+def spins(server_cpu_s: float, probe_cpu_s: float) -> bool:
+    """Whether a server that used `server_cpu_s` while clients waited spun, against what a
+    process that only spun beside it got (`probe_cpu_s`); never on a probe that got nothing."""
+    return probe_cpu_s >= PROBE_LEAST and server_cpu_s >= SPIN_SHARE * probe_cpu_s
 
 
 def sheds_when_out_of_descriptors(port, size, server):
@@ -408,7 +416,7 @@ def sheds_when_out_of_descriptors(port, size, server):
             sock.close()
     # Only a server that leaves clients queued can spin on them (one that shed or answered them
     # in no time used no CPU in no time, which is no verdict).
-    spun = None not in (cpu_before, cpu_after) and cpu_after - cpu_before >= SPIN_SHARE * probe.got
+    spun = None not in (cpu_before, cpu_after) and spins(cpu_after - cpu_before, probe.got)
     if "left waiting" in outcomes and spun:
         raise CaseFailed(f"with every descriptor in use, the server used {cpu_after - cpu_before:.1f} s of CPU in "
                          f"{elapsed:.1f} s while 5 new clients waited (outcomes: {outcomes}), where a process "
