@@ -381,7 +381,7 @@ SPIN_VERDICTS = [
 
 @pytest.mark.parametrize("server, probe, spun", SPIN_VERDICTS)
 def test_the_spin_verdict_needs_a_yardstick_that_ran(server, probe, spun):
-    from labkit.battery.cases import spins
+    from labkit.battery.spin_probe import spins
 
     assert spins(server, probe) is spun
 

@@ -18,7 +18,7 @@ from typing import Callable
 
 from .client import (CaseFailed, Lines, Progress, connect, echo_difference, kernel_buffering, read_exactly, reset,
                      said_by, send_while_reading)
-from .spin_probe import SpinProbe
+from .spin_probe import SpinProbe, spins
 
 GROUPS = {
     "protocol": "each service's requests, answered as the wire protocol says; a bad request gets ERR",
@@ -365,18 +365,6 @@ def many_clients_echo_at_once(port, size):
 
 
 # ---- out of descriptors
-
-
-SPIN_SHARE = 0.25  # a server using a quarter of what a spinning process got beside it, while clients wait in its
-                  # queue, spins (one that waits uses next to none)
-PROBE_LEAST = 0.1  # s: a spinning process that got less in the 2 s window measured a machine that ran nothing
-                   # then (a CI run's probe got 0.0 s), and no verdict: 0 s is not "a quarter of 0 s" spinning
-
-
-def spins(server_cpu_s: float, probe_cpu_s: float) -> bool:
-    """Whether a server that used `server_cpu_s` while clients waited spun, against what a
-    process that only spun beside it got (`probe_cpu_s`); never on a probe that got nothing."""
-    return probe_cpu_s >= PROBE_LEAST and server_cpu_s >= SPIN_SHARE * probe_cpu_s
 
 
 def sheds_when_out_of_descriptors(port, size, server):

@@ -1,11 +1,24 @@
-"""The yardstick of the battery's spin verdict (cases.sheds_when_out_of_descriptors): how
-much CPU a loop that only spins gets on this machine now, measured beside the server."""
+"""The battery's spin verdict (spins, for cases.sheds_when_out_of_descriptors) and its
+yardstick: how much CPU a loop that only spins gets on this machine now, measured beside
+the server."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+
+SPIN_SHARE = 0.25  # a server using a quarter of what a spinning process got beside it, while clients wait in its
+                  # queue, spins (one that waits uses next to none)
+PROBE_LEAST = 0.1  # s: a spinning process that got less in the 2 s window measured a machine that ran nothing
+                   # then (a CI run's probe got 0.0 s), and no verdict: 0 s is not "a quarter of 0 s" spinning
+
+
+def spins(server_cpu_s: float, probe_cpu_s: float) -> bool:
+    """Whether a server that used `server_cpu_s` while clients waited spun, against what a
+    process that only spun beside it got (`probe_cpu_s`); never on a probe that got nothing."""
+    return probe_cpu_s >= PROBE_LEAST and server_cpu_s >= SPIN_SHARE * probe_cpu_s
 
 
 class SpinProbe:
