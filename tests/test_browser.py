@@ -453,7 +453,14 @@ def _warm_up(browser) -> None:
     page.close()
 
     def chromium_processes() -> set[int]:
-        return {p.pid for p in psutil.Process().children(recursive=True) if "chromium" in p.name()}
+        found = set()
+        for child in psutil.Process().children(recursive=True):
+            try:  # a helper may end between the listing and the reading of its name (a spinning CI run)
+                if "chromium" in child.name():
+                    found.add(child.pid)
+            except psutil.NoSuchProcess:
+                pass
+        return found
 
     seen, since, deadline = chromium_processes(), time.monotonic(), time.monotonic() + 15
     while time.monotonic() - since < 1.0 and time.monotonic() < deadline:
