@@ -38,27 +38,14 @@ def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clie
     seed = seed_rows.pivot_table(index=index, columns=columns, values="value", aggfunc="first", dropna=False) * scale
     seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name}" + (f" ({unit})" if unit else "")], seed.columns])
     ok = df[df["status"] == "ok"]
-    yours_title = "yours" + (f" ({unit})" if unit else "")
-
-    def yours_by(aggfunc):
-        frame = ok.pivot_table(index=index, columns=your_columns or columns, values=column, aggfunc=aggfunc) * scale
-        frame.columns = pd.MultiIndex.from_product([[yours_title], frame.columns])
-        return frame
-
-    yours = yours_by("median")
-    kinds = set()
-
-    def interval(end: int):
-        def of(values):
-            lo, hi, kind = uncertainty.point_interval(list(values))
-            kinds.update({kind} if hi > lo else set())
-            return (lo, hi)[end]
-        return of
-
+    yours, your_low, your_high, kinds = _medians(ok, index, your_columns or columns, column)
+    for frame in (yours, your_low, your_high):
+        frame.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], frame.columns])
+    yours, your_low, your_high = yours * scale, your_low * scale, your_high * scale
     table = pd.concat([seed, yours], axis=1).dropna(how="all")  # no number on either side: no row
     # each of your medians' interval over its repeats (the seed printed one number: none)
-    low, high = (pd.concat([seed * math.nan, yours_by(interval(end))], axis=1).reindex(
-        index=table.index, columns=table.columns) for end in (0, 1))
+    low, high = (pd.concat([seed * math.nan, yours_end], axis=1).reindex(index=table.index, columns=table.columns)
+                 for yours_end in (your_low, your_high))
     axis_kinds = [kind_of(df, name) for name in index]
     order = sorted(table.index, key=lambda key: tuple(
         kind.sort_key(value) if kind else value
@@ -70,6 +57,30 @@ def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clie
     table.attrs.update(low=low, high=high, intervals=sorted(kinds),
                        caption=f"{_named(column, unit)}: seed {seed_name} beside your medians")
     return table
+
+
+def _medians(ok: pd.DataFrame, index, columns, column: str):
+    """Your medians of `column` per point (rows `index`, columns `columns`), each one's interval
+    over its repeats (uncertainty.point_interval: low, high) and the kinds of interval found
+    (none where a point had one run)."""
+    kinds = set()
+
+    def end(which: int):
+        def of(values):
+            lo, hi, kind = uncertainty.point_interval(list(values))
+            if hi > lo:
+                kinds.add(kind)
+            return (lo, hi)[which]
+        return of
+
+    median, low, high = (ok.pivot_table(index=index, columns=columns, values=column, aggfunc=aggfunc)
+                         for aggfunc in ("median", end(0), end(1)))
+    return median, low, high, kinds
+
+
+def _seconds(value: float) -> str:
+    """A time in s as seed 003 printed its own: 0.008002, 0.0022."""
+    return f"{value:.6f}".rstrip("0").rstrip(".")
 
 
 def _named(column: str, unit: str) -> str:
@@ -127,21 +138,11 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     exchanges = df["exchanges"] if "exchanges" in df.columns else df["requests"]  # rows older than the column
     measured = df.assign(exchanges=exchanges.astype(int), clients=df["clients"].astype(int))
     ok = measured[measured["status"] == "ok"]
+    yours = low = high = pd.DataFrame()
     kinds = set()
-
-    def yours_by(aggfunc):
-        return ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
-                              aggfunc=aggfunc) / 1e6 if not ok.empty else pd.DataFrame()
-
-    def interval(values):
-        lo, hi, kind = uncertainty.point_interval(list(values))
-        kinds.update({kind} if hi > lo else set())
-        return f"{lo / 1e6:.6f}".rstrip("0").rstrip(".") + " - " + f"{hi / 1e6:.6f}".rstrip("0").rstrip(".") \
-            if hi > lo else ""
-
-    yours = yours_by("median")
-    spread = ok.pivot_table(index=["clients", "exchanges"], columns="model", values="lat_p50_us",
-                            aggfunc=interval) if not ok.empty else pd.DataFrame()
+    if not ok.empty:
+        yours, low, high, kinds = _medians(ok, ["clients", "exchanges"], "model", "lat_p50_us")
+        yours, low, high = yours / 1e6, low / 1e6, high / 1e6
     lost = measured.pivot_table(index=["clients", "exchanges"], columns="model", values="lost_connections",
                                 aggfunc="median")
     ran = measured.groupby(["clients", "exchanges", "model"])["status"].agg(lambda s: (s == "ok").any())
@@ -155,12 +156,13 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
         value = frame.at[key, model] if key in frame.index and model in frame.columns else math.nan
         if frame is not seed and (key[0], key[1], model) in ran.index and not ran[(key[0], key[1], model)]:
             return "failed"
-        return "—" if pd.isna(value) else f"{value:.6f}".rstrip("0").rstrip(".")
+        return "—" if pd.isna(value) else _seconds(value)
 
     def within(key, model):
         """ (low - high): the median's interval over your repeats, where it has one."""
-        text = spread.at[key, model] if key in spread.index and model in spread.columns else ""
-        return f" ({text})" if isinstance(text, str) and text else ""
+        if key not in low.index or model not in low.columns or not high.at[key, model] > low.at[key, model]:
+            return ""
+        return f" ({_seconds(low.at[key, model])} - {_seconds(high.at[key, model])})"
 
     def count(key, model):
         value = lost.at[key, model] if key in lost.index and model in lost.columns else math.nan
