@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from labkit import queue_theory
+from labkit import queue_theory, uncertainty
 
 FLOOR_RATE = 500  # requests/s of SPIN 0: utilisation near 0
 SPIN_CLIENTS = 20  # connections of every spin load (spin_load)
@@ -134,7 +134,7 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
         fig.add_scatter(x=part["utilisation"], y=part[f"predicted_{stat}_us"], mode="lines", legendgroup=name,
                         line=dict(color=colour, dash="dash"), name=f"{name}: theory")
     fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
-                                 subtitle_text="whiskers: " + "; ".join(sorted(set(table[f"{stat}_interval"])))),
+                                 subtitle_text="whiskers: " + uncertainty.kinds_text(table[f"{stat}_interval"])),
                       xaxis_title="utilisation ρ (rate × mean service time)",
                       yaxis_title=f"{stat} response (µs)", legend_title_text="")
     fig.layout.meta = {"alt": describe(table, stat)}
