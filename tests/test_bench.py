@@ -5,6 +5,7 @@ import math
 import os
 import re
 import shutil
+import socket
 
 import pandas as pd
 import pytest
@@ -153,6 +154,38 @@ def test_upload_bench_measures_each_model_beside_iperf3(built_bin):
     assert result["ratio"] == pytest.approx(result["gbit_s"][result["best"]] / result["iperf3_gbit_s"])
     text = bench.format_upload(result)
     assert "iperf3" in text and "x iperf3" in text and "target >= 0.90x" in text and result["verdict"] in text
+    assert launcher.live_children() == []
+
+
+@pytest.mark.parametrize("probe, connections", [(True, 1), (False, 0)])
+def test_waiting_for_an_anchor_to_listen_connects_to_it_only_when_asked(probe, connections):
+    """iperf3 counts a probe connection as a test and resets whoever connects while it reopens
+    its listener: its server is waited for by `ss`, with no connection, the count here exact."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        sleeper = launcher.spawn(["sleep", "30"], "server")
+        try:
+            bench.common.wait_listening(listener.getsockname()[1], sleeper, probe=probe)
+        finally:
+            launcher.stop_child(sleeper, timeout=1.0)
+        listener.settimeout(0.2)
+        accepted = []
+        try:
+            while True:
+                accepted.append(listener.accept()[0])
+        except (TimeoutError, socket.timeout):
+            pass
+        for conn in accepted:
+            conn.close()
+    assert len(accepted) == connections
+
+
+def test_the_iperf3_anchor_serves_rounds_back_to_back_and_leaves_no_server(built_bin):
+    with bench.Iperf3Server(cpus=None) as anchor:
+        rates = [anchor.rate(None, seconds=1) for _ in range(3)]
+        assert anchor.child is None
+    assert all(rate > 0 for rate in rates)
     assert launcher.live_children() == []
 
 

@@ -60,16 +60,17 @@ def free_port() -> int:
 
 
 def wait_listening(port: int, child, timeout: float = 5.0, tool: str = "sockperf server --tcp -i 127.0.0.1",
-                   prefix=()) -> None:
-    """Wait until an anchor tool's server accepts a connection (iperf3's counts it as a test
-    that never began, and goes on listening); behind a namespace's `prefix`, until `ss`
-    there lists its socket as listening."""
+                   prefix=(), probe: bool = True) -> None:
+    """Wait until an anchor tool's server listens on `port`: until a connection to it is
+    accepted, or, behind a namespace's `prefix` or with probe=False, until `ss` lists its
+    socket as listening (iperf3 counts a probe connection as a test, and resets whoever
+    connects while it closes and reopens its listener after one: see Iperf3Server)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if child.popen.poll() is not None:
             raise LabError(f"`{tool}` exited with status {child.popen.returncode} before listening",
                            f"run `{tool} -p {port}` by hand to see why")
-        if prefix:
+        if prefix or not probe:
             listed = subprocess.run([*prefix, "ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True)
             if listed.stdout.strip():
                 return

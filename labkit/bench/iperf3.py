@@ -47,26 +47,44 @@ def _iperf3_round(iperf3: str, port: int, cpus: list[int], seconds: int, link=No
 
 
 class Iperf3Server:
-    """`iperf3 -s` pinned to `cpus` on a free port, for as many client rounds as wanted; with
-    a `link` (labkit.netlink.Link, made), in its server namespace, the clients in the other."""
+    """`iperf3 -s --one-off` pinned to `cpus`, started afresh for each client round; with a
+    `link` (labkit.netlink.Link, made), in its server namespace, the clients in the other.
+
+    One server per round, because iperf3's server closes its listening socket after every
+    test and opens a new one (cleanup_server in iperf_server_api.c): a client that connects
+    in between is reset ("control message: Connection reset by peer").  For the same reason
+    the server is known to listen when `ss` lists it, never by connecting to it, which iperf3
+    would count as a test."""
 
     def __init__(self, cpus, link=None):
-        self.link = link
+        self.cpus, self.link = cpus, link
         self.port = free_port() if link is None else 5201  # the namespace is the link's own
-        bind = ["-B", link.server_address] if link else []
-        self.child = launcher.spawn([iperf3_path(), "-s", *bind, "-p", str(self.port)], "server", cpus,
-                                    prefix=link.server_prefix if link else (),
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_listening(self.port, self.child, tool="iperf3 -s", prefix=link.server_prefix if link else ())
+        self.child = None
 
     def rate(self, cpus, seconds: int = 1) -> float:
-        return _iperf3_round(iperf3_path(), self.port, cpus, seconds, link=self.link)
+        """One client round of `seconds` against a server started for it: Gbit/s."""
+        link = self.link
+        bind = ["-B", link.server_address] if link else []
+        self.child = launcher.spawn([iperf3_path(), "-s", "--one-off", *bind, "-p", str(self.port)], "server",
+                                    self.cpus, prefix=link.server_prefix if link else (),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_listening(self.port, self.child, tool="iperf3 -s", prefix=link.server_prefix if link else (),
+                           probe=False)
+            return _iperf3_round(iperf3_path(), self.port, cpus, seconds, link=link)
+        finally:
+            self._stop()
+
+    def _stop(self):
+        if self.child is not None:
+            launcher.stop_child(self.child, timeout=1.0)
+            self.child = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        launcher.stop_child(self.child, timeout=1.0)
+        self._stop()
 
 
 def iperf3_ceiling(seconds: int = 1, server_cpus=None, client_cpus=None, link=None) -> float:
