@@ -70,6 +70,7 @@ static size_t sink_consume(session_t *s, void *state, const char *in, size_t len
         if (parse_put(s, st, in + done, line_len) < 0)
             return len;
         done += used;
+        counted = false; /* this read delivers the new body's first bytes too, if any follow */
         if (st->left == 0)
             reply_ok(s, st); /* PUT 0 */
     }
