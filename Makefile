@@ -99,12 +99,13 @@ lab: setup build
 	echo "JupyterLab's file browser: $$home (notebooks/ for the notebooks, csrc/ for the C)"; \
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) --ServerApp.root_dir="$$home"
 
-# The suite in three phases, one after the other (tests/conftest.py says why).  First the tests
+# The suite in three phases, one after the other (tests/conftest.py says why), after ruff
+# (its rules in pyproject.toml; a finding fails the run, the tests run still).  First the tests
 # marked `quiet` (the notebook runs whose figures their tests read, exact counts), then the
 # other tests marked `measuring`, one at a time, then every other test on pytest-xdist's
 # workers (a file's tests on one worker: they share the fixtures the file makes once; the
 # notebook-by-notebook files a group per notebook), its longest files first
-# (tests/conftest.py: LONGEST_FILES, BY_NOTEBOOK).  Running the serial tests beside
+# (tests/conftest.py: GROUP_SECONDS, BY_NOTEBOOK).  Running the serial tests beside
 # the parallel phase at nice 19 took the suite from 749 s to 562 s on 2 cores, but in three
 # runs out of three it made a different serial test fail (softirq work for the parallel
 # phase's loopback traffic, which no nice value holds back, reached them): not yet.
@@ -117,6 +118,7 @@ lab: setup build
 TEST_RESULTS := build/test-results
 test: setup build $(HUB_PROXY)
 	@rm -rf $(TEST_RESULTS); mkdir -p $(TEST_RESULTS); status=0; \
+	$(VENV)/bin/ruff check --quiet . || { echo "ruff: the lines above break the code's rules (pyproject.toml)"; status=1; }; \
 	export LABKIT_TEST_RUN=make$$$$ PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache; unset PYTHONDONTWRITEBYTECODE; \
 	for phase in quiet serial; do \
 	  $(VENV)/bin/pytest --phase $$phase -p no:xdist --junitxml=$(TEST_RESULTS)/$$phase.xml $(PYTEST_ARGS); \

@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import plotly.graph_objects as go  # noqa: E402
+import plotly.graph_objects as go
 
-from labkit import system  # noqa: E402
-from labkit.instructor import figures  # noqa: E402
+from labkit import system
+from labkit.instructor import figures
 
 
 def long_lived(specs: list[dict]) -> float:

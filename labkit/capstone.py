@@ -147,7 +147,7 @@ def build_text(text: str, sanitize: bool = False) -> Path:
     `sanitize`); the binary's path.  The same text is built once (the copy is named after it,
     and parallel graders share it under a lock).  A compile error raises BuildError with
     gcc's own message."""
-    from .instructor.c_exercises import scratch_build
+    from .scratch import scratch_build
 
     binary, failed = scratch_build(MODEL, MODEL, {SOURCE: text}, sanitize, parts=("obj", "san"))
     if failed is not None:

@@ -239,11 +239,12 @@ def _cluster(args) -> int:
 
 
 def _release(args) -> int:
+    from .exercises import edition as editions
     from .instructor import release
 
     written = release.release(args.out)
     out = args.out or release.DEFAULT_OUT
-    info = release.edition(out)
+    info = editions.edition(out)
     notebooks = sorted(p.name for p in written if p.suffix == ".ipynb")
     print(f"students' copy in {out}: {len(written)} files, release {info['release']} of the lab's commit "
           f"{info['lab_commit'][:12]}{' (with uncommitted changes)' if info['lab_tree_dirty'] else ''}, "
@@ -396,7 +397,8 @@ def parser() -> argparse.ArgumentParser:
     release = commands.add_parser("release", help="the students' edition: every file of the lab, solutions (in "
                                                   "notebooks and C) replaced by stubs, hidden checks and the "
                                                   "instructor's tests removed, RELEASE.json, a git repository")
-    release.add_argument("--out", type=Path, help="folder to write (default build/release; an earlier release there is replaced; any other non-empty folder is refused)")
+    release.add_argument("--out", type=Path, help="folder to write (default build/release; an earlier release "
+                                                  "there is replaced; any other non-empty folder is refused)")
     release.set_defaults(run=_release)
 
     from .instructor.lms import commands as lms_commands

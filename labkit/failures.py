@@ -55,10 +55,11 @@ class FailureCase:
             return f"<div style='margin:4px 0'><b>{label}</b>{body}</div>"
 
         errors = ", ".join(f"{name} x {count:,}" for name, count in self.client_errors.items()) or "none"
+        seen = f"errors: {errors}" + ("\n" + self.client_said if self.client_said else "")
         return (f"<div style='border:1px solid #ccc;border-left:4px solid #D55E00;padding:6px 10px;margin:6px 0'>"
                 f"<h4 style='margin:2px 0'>{html.escape(self.title)}</h4>"
                 f"<div>{html.escape(self.provoked)}</div>"
-                f"{block('the client saw', f'errors: {errors}' + (chr(10) + self.client_said if self.client_said else ''))}"
+                f"{block('the client saw', seen)}"
                 f"{block('the server said', self.server_said or '(nothing)')}"
                 f"{block('why', self.why, prose=True)}"
                 f"{block('afterwards', self.still_serves)}</div>")

@@ -139,7 +139,8 @@ def _placed_problems(what: str, item: dict, axes: dict, values: dict) -> list[st
                 far = not (min(seen) - 10 * span <= value <= max(seen) + 10 * span)
             if far:
                 label = item.get("text") or item.get("type") or what
-                found.append(f"{what} {label!r} at {letter}={at:g}{' (a log axis: 10^' + format(at, 'g') + ')' if exponent else ''}"
+                log = f" (a log axis: 10^{at:g})" if exponent else ""
+                found.append(f"{what} {label!r} at {letter}={at:g}{log}"
                              f" lies far outside the data ({min(seen):g} to {max(seen):g}) on {axis_name}")
     return found
 
@@ -215,7 +216,8 @@ def _uncertainty_problems(data, layout) -> list[str]:
     for trace in data:
         points = trace.get("type") == "bar" or (trace.get("type") in ("scatter", "scattergl")
                                                 and "markers" in (trace.get("mode") or "markers"))
-        if not points or trace.get("visible", True) is not True or not any(map(math.isfinite, _numbers(trace.get("y")))):
+        shown = trace.get("visible", True) is True and any(map(math.isfinite, _numbers(trace.get("y"))))
+        if not points or not shown:
             continue
         whiskers = any((trace.get(key) or {}).get("visible", True) is not False and
                        ((trace.get(key) or {}).get("array") is not None or (trace.get(key) or {}).get("value"))

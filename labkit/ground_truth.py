@@ -71,8 +71,8 @@ def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor
 
 
 COLUMNS = ["model", "arrivals", "spin_dist", "rate", "utilisation", "lat_mean_us", "mean_low_us", "mean_high_us",
-           "mean_interval", "predicted_mean_us", "mean_ratio", "lat_p99_us", "p99_low_us", "p99_high_us", "p99_interval", "predicted_p99_us", "p99_ratio",
-           "samples"]
+           "mean_interval", "predicted_mean_us", "mean_ratio", "lat_p99_us", "p99_low_us", "p99_high_us",
+           "p99_interval", "predicted_p99_us", "p99_ratio", "samples"]
 
 
 def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:

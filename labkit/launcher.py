@@ -162,7 +162,7 @@ class _interrupts_kept:
         def handler(signum, frame):
             try:
                 previous(signum, frame)
-            except BaseException as error:
+            except BaseException as error:  # noqa: BLE001  kept, and raised once the block ends
                 self.lost.append(error)
 
         signal.signal(signal.SIGINT, handler)

@@ -94,7 +94,8 @@ def _matching(df, where: dict):
     """df's rows where each column of `where` has its value (or one of its values)."""
     rows = df
     for key, wanted in where.items():
-        rows = rows[rows[key].isin(list(wanted))] if isinstance(wanted, (list, tuple, set)) else rows[rows[key] == wanted]
+        several = isinstance(wanted, (list, tuple, set))
+        rows = rows[rows[key].isin(list(wanted))] if several else rows[rows[key] == wanted]
     return rows
 
 

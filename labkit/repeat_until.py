@@ -19,9 +19,13 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from labkit import uncertainty
 from labkit.errors import LabError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 LEAST_FOR_95 = 6  # the fewest repeats whose median's interval reaches 95% (1 - 2 x 0.5^6 = 97%)
 

@@ -27,7 +27,7 @@ from . import measure as measure_module
 from .row import SCHEMA
 
 # Sweep points this process has measured or read back from a results file, all sweeps
-# together: labkit.instructor.predictions notes it when a prediction is made.
+# together: labkit.exercises.predictions notes it when a prediction is made.
 _points_done = 0
 
 

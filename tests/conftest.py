@@ -238,9 +238,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _leave_out_what_waits_for_an_answer(config, items) -> None:
-    from labkit.instructor import release
+    from labkit.exercises import edition as editions
 
-    removed, waiting = release.left_out()
+    removed, waiting = editions.left_out()
     config.labkit_left_out = (removed, {})
     if not waiting:
         return

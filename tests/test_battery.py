@@ -282,9 +282,10 @@ def test_the_spare_descriptor_sheds_even_while_connection_threads_open_files():
     the slot the spare freed, and the spare with it, unless the two exclude each other
     (server_descriptors_enter); the server says so ("lost the spare descriptor"), and it must
     never.  The window is microseconds, so this is a stress, not a proof: with the lock made a
-    no-op, three runs of three said it.  An asker between its refusal and its next connect leaves a slot free, and a connection
-    made then is rightly accepted: on a busy machine (slow askers) most are, so the test
-    connects when the server is full and goes on (30 s at most) until it has seen sheds."""
+    no-op, three runs of three said it.  An asker between its refusal and its next connect
+    leaves a slot free, and a connection made then is rightly accepted: on a busy machine
+    (slow askers) most are, so the test connects when the server is full and goes on (30 s at
+    most) until it has seen sheds."""
     import threading
 
     limit = 64

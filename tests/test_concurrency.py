@@ -2,7 +2,6 @@
 of descriptors.  Every load here is bounded in count and time."""
 
 import json
-import socket
 import subprocess
 import time
 

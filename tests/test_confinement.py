@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import confinement, doctor
+from labkit import confinement
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities and making cgroups need root")
 READ_BACK = ("import json; from labkit import confinement as c, doctor as d; "
@@ -135,8 +135,10 @@ def test_a_cpu_quota_is_read_as_the_kernel_enforces_it():
         # spins for CPU time, not wall time: on a busy machine 0.6 s of wall time may hold less
         # CPU than the quota allows, and nothing is throttled
         spin = "import time\nend = time.time() + 20\nwhile time.process_time() < 0.4 and time.time() < end: pass"
-        spinners = [subprocess.Popen([sys.executable, "-c", spin], preexec_fn=lambda: procs.write_text(str(os.getpid())))
-                    for _ in range(2)]
+        def join():
+            procs.write_text(str(os.getpid()))
+
+        spinners = [subprocess.Popen([sys.executable, "-c", spin], preexec_fn=join) for _ in range(2)]
         for spinner in spinners:
             spinner.wait(timeout=30)
         stat = dict(line.split() for line in (folder / "cpu.stat").read_text().splitlines())

@@ -59,7 +59,8 @@ def test_a_second_sweep_gets_cpus_of_its_own_or_shares_and_says_so(usable, secon
 
 def test_a_lease_is_the_kernels_flock_and_goes_with_its_holder(locks):
     child = subprocess.Popen([sys.executable, "-c", "from labkit.cpu_leases import CpuLease\n"
-                              "lease = CpuLease.take([0, 1])\nprint(lease.held, flush=True)\nimport time; time.sleep(60)"],
+                              "lease = CpuLease.take([0, 1])\nprint(lease.held, flush=True)\n"
+                              "import time; time.sleep(60)"],
                              stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "[0, 1]"
@@ -81,7 +82,8 @@ def test_another_user_leases_a_cpu_whose_lock_file_root_made(locks):
     with CpuLease.take([0, 1]):
         held = subprocess.run(["runuser", "-u", "nobody", "--", sys.executable, "-c",
                                "from labkit.cpu_leases import CpuLease; print(CpuLease.take([0, 1, 2, 3]).held)"],
-                              capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(Path(cpu_leases.__file__).parents[1])})
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, "PYTHONPATH": str(Path(cpu_leases.__file__).parents[1])})
     assert held.returncode == 0, held.stderr
     assert held.stdout.strip() == "[2, 3]"
 

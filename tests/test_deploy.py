@@ -79,6 +79,8 @@ def test_post_build_does_what_make_setup_does_for_the_images_python():
 
 IMAGE = ROOT / "Dockerfile.hub"
 INSTALL = "/opt/labkit"
+# chmod that gives group or others write: g+w, o+w, a+w, +w, or a mode whose group or other digit has 2
+GROUP_OR_OTHER_WRITE = r"[augo]*\+[rwxX]*w|\b[0-7]?[0-7][2367][0-7]\b|\b[0-7]?[0-7][0-7][2367]\b"
 
 
 def instructions(text: str) -> list[tuple[str, str]]:
@@ -123,7 +125,8 @@ def image_problems(text: str) -> list[str]:
             named = {word for word in run.split()[2:] if not word.startswith("-")} - {"install"}
             if named != {"tini"}:
                 problems.append(f"a package list of its own: {sorted(named)}")
-        if re.search(r"pip install", run) and not re.search(r'pip install [-\w ]*"jupyterhub==\$\{JUPYTERHUB_VERSION\}"$', run):
+        hub_pin = r'pip install [-\w ]*"jupyterhub==\$\{JUPYTERHUB_VERSION\}"$'
+        if re.search(r"pip install", run) and not re.search(hub_pin, run):
             problems.append(f"a pip install besides the lock's and the hub's: {run}")
     # the install is root's, read-only to the user
     user_lines = [args for word, args in steps if word == "USER"]
@@ -135,7 +138,7 @@ def image_problems(text: str) -> list[str]:
         if re.search(r"\bchown\b", run) and INSTALL in run:
             problems.append(f"changes the install's owner: {run}")
         if re.search(r"\bchmod\b", run) and INSTALL in run and \
-                (not re.search(r"\bgo-w\b", run) or re.search(r"[augo]*\+[rwxX]*w|\b[0-7]?[0-7][2367][0-7]\b|\b[0-7]?[0-7][0-7][2367]\b", run)):
+                (not re.search(r"\bgo-w\b", run) or re.search(GROUP_OR_OTHER_WRITE, run)):
             problems.append(f"may leave the install writable to others: {run}")
     for word, args in steps:
         if word == "COPY" and "--chown" in args:
@@ -173,7 +176,8 @@ def test_the_image_recipe_has_no_problem():
     (("chmod -R a+rX,go-w /opt/labkit", "chmod -R 777 /opt/labkit"), "may leave the install writable"),
     (("COPY . /opt/labkit", "COPY --chown=1000:100 . /opt/labkit"), "copies files owned by someone else"),
     (("ENV LANG=C.UTF-8", "ENV LANG=C.UTF-8 LABKIT_HOME=/srv/lab"), "sets LABKIT_HOME"),
-    (("RUN useradd", "USER jovyan\nRUN touch /opt/labkit/x\nUSER root\nRUN useradd"), "writes the install after leaving root"),
+    (("RUN useradd", "USER jovyan\nRUN touch /opt/labkit/x\nUSER root\nRUN useradd"),
+     "writes the install after leaving root"),
     (("RUN make setup \\\n && ", "RUN make build \\\n && make setup \\\n && "), "out of order"),
 ])
 def test_a_broken_image_recipe_is_caught(change, says):

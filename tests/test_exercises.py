@@ -10,7 +10,7 @@ import time
 import pytest
 
 from labkit import csource, paths
-from labkit.instructor import c_exercise_shed, c_exercises, checks
+from labkit.exercises import shed_idle as c_exercise_shed, c_exercises, checks
 from labkit.errors import BuildError, LabError
 
 

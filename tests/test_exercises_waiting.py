@@ -17,8 +17,8 @@ import pytest
 
 from labkit import battery, exercises, paths
 from labkit.errors import LabError
-from labkit.instructor import release
-from labkit.instructor.c_exercise_catalog import C_EXERCISES
+from labkit.exercises import edition as editions
+from labkit.exercises.catalog import C_EXERCISES
 from labkit.panel import _summary
 from labkit.procs import LoadSpec, ServerSpec
 
@@ -32,11 +32,11 @@ def edition_of_stubs(root: Path, labels=tuple(BY_LABEL)) -> Path:
         source = root / "csrc" / exercise.source
         source.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(paths.ROOT / "csrc" / exercise.source, source)
-        stub = release.exercise_state(exercise, root) if exercise.label in labels else "0" * 64
+        stub = editions.exercise_state(exercise, root) if exercise.label in labels else "0" * 64
         entries.append({"label": exercise.label, "notebook": exercise.notebook, "function": exercise.function,
                         "source": exercise.source, "uses": exercise.uses, "tests": list(exercise.tests),
                         "stub_sha256": stub})
-    record = root / release.LEFT_OUT_JSON
+    record = root / editions.LEFT_OUT_JSON
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps({"removed": {}, "answers": {}, "exercises": entries}))
     return root
@@ -75,7 +75,7 @@ def test_a_solved_exercise_no_longer_waits_and_the_instructors_tree_never_does(t
     procstat = root / "csrc" / BY_LABEL["1.1"].source
     procstat.write_text(procstat.read_text().replace("procstat_parse(", "procstat_parse(/* mine */ ", 1))
     assert exercises.blocking(server=top, root=root) is None
-    if release.edition() is None:  # the instructor's checkout has no record of stubs: nothing waits
+    if editions.edition() is None:  # the instructor's checkout has no record of stubs: nothing waits
         assert exercises.waiting(paths.ROOT) == []
 
 
@@ -84,7 +84,7 @@ def test_the_event_benchmark_says_its_poll_backend_waits_and_measures_the_others
     from labkit.bench import ev_bench
 
     edition_of_stubs(tmp_path, labels=("1.2",))
-    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     ran = []
     real = ev_bench.run_tool
     monkeypatch.setattr(ev_bench, "run_tool",
@@ -106,7 +106,7 @@ def test_a_point_that_waits_is_not_run_and_says_which_exercise(tmp_path, monkeyp
     from labkit.experiments import get
 
     edition_of_stubs(tmp_path, labels=("1.1",))
-    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     plan = get("proc_top").resolve("quick", models=["epoll"])
     before = set(launcher.live_children())
     row = measure.point(plan.points()[0])
@@ -135,7 +135,7 @@ def test_the_panel_counts_waiting_points_apart_from_failed_ones(statuses, waits,
 
 def test_the_battery_says_a_top_case_waits_and_judges_the_rest(tmp_path, monkeypatch):
     edition_of_stubs(tmp_path, labels=("1.1",))
-    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     top = next(case for case in battery.CASES if case.service == "top")
     echo = next(case for case in battery.CASES if case.service == "echo" and case.group == "protocol")
     report = battery.Report([battery.run_case(paths.BIN / "epoll", case) for case in (top, echo, top)])
@@ -160,7 +160,7 @@ def test_a_sweep_says_before_it_runs_how_many_points_wait_and_records_them(tmp_p
     from labkit.experiments import get
 
     edition_of_stubs(tmp_path, labels=("1.1",))
-    monkeypatch.setattr(exercises, "waiting", lambda root=None: release.still_stubbed(tmp_path))
+    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     plan = get("proc_top").resolve("quick", models=["epoll"])
     frame = sweep.run(plan, results=tmp_path / "results.jsonl", progress=False)
     said = capsys.readouterr().out

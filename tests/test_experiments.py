@@ -7,7 +7,6 @@ real idle_conns sweep, one row per model x idle count."""
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,9 +53,10 @@ def table_rows(stdout: str, columns: int) -> list[list[str]]:
 def test_the_registry_finds_every_experiment_file_and_only_those(monkeypatch):
     monkeypatch.delenv(experiments.EXTRA_DIRS_ENV, raising=False)
     files = {path.stem for path in (paths.ROOT / "labkit" / "experiments").glob("[!_]*.py")}
-    assert set(experiments.catalogue()) == files == {"proc_top", "echo_scale", "idle_conns", "uploads", "write_strategies", "nagle",
-                                                           "bdp", "offered_load", "slow_clients", "accept_queue",
-                                                           "herd", "conn_memory", "service_time"}
+    assert set(experiments.catalogue()) == files == {"proc_top", "echo_scale", "idle_conns", "uploads",
+                                                     "write_strategies", "nagle", "bdp", "offered_load",
+                                                     "slow_clients", "accept_queue", "herd", "conn_memory",
+                                                     "service_time"}
     with pytest.raises(LabError) as caught:
         experiments.get("echo_sizes")
     assert "proc_top" in caught.value.fix

@@ -97,7 +97,8 @@ def graded(check: str, answers: dict, own: dict | None) -> dict:
     ("counted_events_no_hardware_invented", {"counted_events": ["cycles"]}, LAPTOP, "failed",
      "hardware events this machine cannot count: ['cycles']"),
     # a notebook handed in without outputs: compared with the graded run
-    ("perf_event_paranoid", {"counted_events": [], "paranoid": 3}, None, "failed", "that is not the level of this run (2)"),
+    ("perf_event_paranoid", {"counted_events": [], "paranoid": 3}, None, "failed",
+     "that is not the level of this run (2)"),
     ("counted_events", {"counted_events": GRADER["counted"], "paranoid": 2}, None, "passed", ""),
 ])
 def test_setup_checks_grade_against_the_students_own_machine(check, answers, own, status, says):

@@ -69,7 +69,8 @@ CASES = [
         yaxis_title="server read system calls<br>per repetition (median)"), ""),
     # measured points say how sure they are, or why they cannot
     ("marks without whiskers", marks, "without their interval"),
-    ("bars without whiskers", lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 3], name="epoll")), "without their interval"),
+    ("bars without whiskers", lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 3], name="epoll")),
+     "without their interval"),
     ("marks with whiskers", lambda: marks(error_y=WHISKERS), ""),
     ("marks whose whiskers are hidden", lambda: marks(error_y=dict(WHISKERS, visible=False)), "without their interval"),
     ("marks of a figure that says why none", lambda: marks().update_layout(

@@ -8,7 +8,6 @@ notebook copies are committed): students are edited copies of the released
 notebook 01, the one with the C exercises."""
 
 import copy
-import json
 import os
 import shutil
 import socket
@@ -26,6 +25,7 @@ from labkit import paths
 from labkit.instructor import exports, grade, grader, release, sandbox
 from labkit.instructor.check_cells import CheckSpec, check_catalog, graded_copy
 from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
+from labkit.bench import free_port
 
 NOTEBOOK = "01_proc_service"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
@@ -69,12 +69,6 @@ def insert_after(nb, text, source):
     at = nb.cells.index(cell_with(nb, text)) + 1
     nb.cells.insert(at, nbformat.v4.new_code_cell(source))
     return nb
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def port_is_free(port: int) -> bool:
@@ -404,7 +398,7 @@ def test_feedback_executed_notebooks_and_summary(graded_class, instructor):
     out = graded_class["out"]
     for student in graded_class["book"]["student"].unique():
         page = (out / "feedback" / f"{student}.html").read_text()
-        assert f"Total: " in page and "procstat_parse_tricky_names" in page
+        assert "Total: " in page and "procstat_parse_tricky_names" in page
     total = points_of(instructor)
     unmarked = total - points_of(instructor, {s.name for s in check_catalog(instructor) if s.by_hand})
     assert f"Total: {unmarked:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
@@ -502,3 +496,58 @@ def test_written_answers_go_out_in_answers_csv_and_come_back_into_the_gradebook(
     with open(out / "answers.csv", newline="") as source:  # the marks are kept for the next run
         kept = {(a["student"], a["question"]): a["points"] for a in csv.DictReader(source)}
     assert all(kept[("correct", q)] == f"{questions[q]:g}" for q in questions)
+
+
+def _plain(folder):
+    (folder / "csrc" / "servers").mkdir(parents=True)
+    (folder / "csrc" / "servers" / "mine.c").write_text("int main(void) { return 0; }\n")
+
+
+def _linked_csrc(folder):
+    elsewhere = folder.parent / "elsewhere"
+    (elsewhere / "servers").mkdir(parents=True)
+    (elsewhere / "servers" / "mine.c").write_text("/* not the student's folder */\n")
+    (folder / "csrc").symlink_to(elsewhere)
+
+
+def _big_server(folder):
+    (folder / "csrc" / "servers").mkdir(parents=True)
+    (folder / "csrc" / "servers" / "mine.c").write_bytes(b"x" * (256 * 1024 + 1))
+
+
+def _linked_notebook(folder):
+    (folder / "07_your_server.ipynb").unlink()
+    (folder / "07_your_server.ipynb").symlink_to(paths.ROOT / "notebooks" / "07_your_server.ipynb")
+
+
+# how the student's folder is made -> what handed_in gives for the notebook and the server
+# (bytes: read; a string: refused, saying that; None: not part of the submission)
+HANDED_IN = [
+    ("07_your_server", _plain, b"{}", b"int main(void) { return 0; }\n"),
+    ("01_proc_service", _plain, b"{}", None),  # only the capstone's notebook carries mine.c
+    ("07_your_server", _linked_csrc, b"{}", "csrc is not a folder (a link?)"),
+    ("07_your_server", _big_server, b"{}", "over the 256 KiB limit"),
+    ("07_your_server", _linked_notebook, "is a symbolic link", "was not handed in"),
+]
+
+
+@pytest.mark.parametrize("notebook, make, expected_notebook, expected_server", HANDED_IN,
+                         ids=[f"{case[0][:2]}-{case[1].__name__.strip('_')}" for case in HANDED_IN])
+def test_a_submission_is_read_once_without_following_links(tmp_path, notebook, make, expected_notebook,
+                                                           expected_server):
+    from labkit.instructor.submissions import CAPSTONE_SERVER, Refused, handed_in
+
+    folder = tmp_path / "ana"
+    folder.mkdir()
+    (folder / f"{notebook}.ipynb").write_bytes(b"{}")
+    (folder / "notes.c").write_text("not the lab's: not part of it\n")
+    make(folder)
+    got = handed_in(folder / f"{notebook}.ipynb", notebook)
+    assert "notes.c" not in got
+    for name, expected in [(f"{notebook}.ipynb", expected_notebook), (str(CAPSTONE_SERVER), expected_server)]:
+        if expected is None:
+            assert name not in got
+        elif isinstance(expected, bytes):
+            assert got[name] == expected
+        else:
+            assert isinstance(got[name], Refused) and expected in str(got[name]), got[name]

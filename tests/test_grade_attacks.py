@@ -50,7 +50,8 @@ with open(os.environ["LABKIT_EXPORTS"], "a") as f:
 """
 
 PATCHED = """# patch the checker so that every check passes, and the C checks do nothing
-from labkit.instructor import c_exercises, checks, exports
+from labkit.exercises import c_exercises, checks
+from labkit.instructor import exports
 def always(self, name, function, points=1, hidden=False, extra=None):
     result = checks.CheckResult(self.notebook, name, points, points, "passed", "", hidden)
     self.publish(result)

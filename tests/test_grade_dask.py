@@ -25,6 +25,7 @@ import pytest
 from labkit import paths
 from labkit.instructor import certs, cluster, grade, release, sandbox
 from test_grade import FORK_BOMB, processes_of_grading_uids
+from waits import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading workers run as root"),
               pytest.mark.timeout(600)]
@@ -47,7 +48,7 @@ def instructor_notebook():
                                                            "language": "python"}})
     nb.cells = [
         cell('profile = "full"', metadata={"tags": ["parameters"]}),
-        cell(f'from labkit.instructor import checks\nex = checks.Checker(notebook="{NOTEBOOK}")'),
+        cell(f'from labkit.exercises import checks\nex = checks.Checker(notebook="{NOTEBOOK}")'),
         cell("# BEGIN SOLUTION\n# STUB: answer = None\nanswer = 6 * 7\n# END SOLUTION"),
         cell('@ex.check("answer_is_42", points=2)\ndef _():\n    assert answer == 42, "six times seven"'),
         cell('@ex.check("answer_is_even", points=1, hidden=True)\ndef _():\n    assert answer % 2 == 0',
@@ -197,7 +198,8 @@ def test_the_cluster_writes_the_gradebook_local_grading_writes(graded_both_ways)
         message = book[book["student"] == "forking"]["message"].iloc[0]
         assert "a fork bomb?" in message and f"(limit {BOMB_LIMIT})" in message, message
     out = graded_both_ways["out"] / "dask"
-    assert (out / "feedback" / "correct.html").is_file() and (out / "executed" / "correct" / f"{NOTEBOOK}.ipynb").is_file()
+    assert (out / "feedback" / "correct.html").is_file()
+    assert (out / "executed" / "correct" / f"{NOTEBOOK}.ipynb").is_file()
     assert "on the Dask cluster at tls://127.0.0.1:" in graded_both_ways["text"]
     # the gate let through everything grading needs: nothing a scheduler or worker did was refused
     logs = "".join(log.read_text() for log in graded_both_ways["cluster"].folder.glob("*.log"))
@@ -267,17 +269,7 @@ def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, cours
         assert left == []
     finally:
         running.stop()
-    assert wait_for(lambda: processes_of_grading_uids() == [], within=1), "the killed worker's run outlived it"
-
-
-def wait_for(condition, within: float, every: float = 0.1) -> bool:
-    """Whether `condition()` holds within `within` seconds (asked every `every` s, and once more at the end)."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(every)
-    return bool(condition())
+    assert wait_until(lambda: processes_of_grading_uids() == [], within=1), "the killed worker's run outlived it"
 
 
 def _runs_a_notebook(pid: int) -> bool:
@@ -309,7 +301,7 @@ def test_no_process_of_the_clusters_is_left(graded_both_ways, dask_cluster):
                                            or "worker" in " ".join(p.info["cmdline"] or []))
                        for part in (p.info["cmdline"] or [])[:3])]
 
-    assert wait_for(lambda: dask_processes() == [] and processes_of_grading_uids() == [], within=1), \
+    assert wait_until(lambda: dask_processes() == [] and processes_of_grading_uids() == [], within=1), \
         (dask_processes(), processes_of_grading_uids())
 
 

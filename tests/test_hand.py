@@ -70,7 +70,8 @@ def test_a_mark_applies_to_the_answer_it_was_given_for(tmp_path, given, now, sta
 
 @pytest.mark.parametrize("row, says", [
     (("bob", "01_proc_service", "answer_q1", ANSWER, "1", ""), "no answer bob/01_proc_service/answer_q1"),
-    (("ana", "01_proc_service", "answer_q1", ANSWER, "3", ""), "3 points for ana/01_proc_service/answer_q1, which is worth 2"),
+    (("ana", "01_proc_service", "answer_q1", ANSWER, "3", ""),
+     "3 points for ana/01_proc_service/answer_q1, which is worth 2"),
 ])
 def test_a_mark_for_no_such_answer_or_above_its_points_is_refused_before_anything_is_written(tmp_path, row, says):
     marks = hand.read(marks_file(tmp_path, row))

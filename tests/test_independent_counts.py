@@ -34,6 +34,7 @@ import pytest
 import serverproc
 from labkit import perf, procs
 from labkit.procs import LoadSpec, ServerSpec
+from waits import wait_for
 
 # make test runs these first, alone on the machine (tests/conftest.py): their counts are exact,
 # and another test's traffic beside them can make the kernel retransmit (a tail loss probe
@@ -44,6 +45,11 @@ pytestmark = [pytest.mark.measuring, pytest.mark.quiet]
 SETTLE_S = 5.0  # every wait for the kernel or a process is bounded by this
 
 
+def _settled(what: str, done, within: float = SETTLE_S):
+    """wait_for with this file's settling time: `done()`'s value once true, or the test fails naming `what`."""
+    return wait_for(done, within, what)
+
+
 def _require_root_and(*tools: str) -> None:
     if os.geteuid() != 0:
         pytest.fail("these comparisons need root (perf's syscall tracepoints, ptrace of a server, "
@@ -52,17 +58,6 @@ def _require_root_and(*tools: str) -> None:
     if missing:
         pytest.fail(f"{', '.join(missing)} not installed: scripts/setup-system.sh installs it "
                     f"(the subject of this test)", pytrace=False)
-
-
-def _wait_for(what: str, done, within: float = SETTLE_S, every: float = 0.01):
-    deadline = time.monotonic() + within
-    while True:
-        value = done()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {within:g} s: {what}", pytrace=False)
-        time.sleep(every)
 
 
 # ---------------------------------------------------------------------------
@@ -139,11 +134,11 @@ def strace_counting(pid: int):
     tracer = subprocess.Popen(["strace", "-f", "-c", "-o", path, "-p", str(pid)], stdin=subprocess.DEVNULL,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     try:
-        _wait_for(f"strace (pid {tracer.pid}) attached to every thread of {pid}",
+        _settled(f"strace (pid {tracer.pid}) attached to every thread of {pid}",
                   lambda: tracer.poll() is not None or all(
                       _task_field(pid, tid, "TracerPid") == str(tracer.pid) for tid in _tasks(pid)))
         assert tracer.poll() is None, f"strace exited: {tracer.stderr.read().decode(errors='replace')}"
-        _wait_for(f"the threads of {pid} asleep again after strace attached", lambda: _asleep(pid))
+        _settled(f"the threads of {pid} asleep again after strace attached", lambda: _asleep(pid))
         time.sleep(0.05)
         yield counts
     finally:
@@ -225,7 +220,7 @@ def test_system_calls_counted_by_perf_tracepoints_agree_with_strace(built_bin, m
     load = LoadSpec(clients, exchanges, "echo", {"size": 64}, timeout=30.0)
     with serverproc.running(model, service="echo") as server:
         pid = server.proc.pid
-        _wait_for(f"{model} asleep, waiting for clients", lambda: _asleep(pid))
+        _settled(f"{model} asleep, waiting for clients", lambda: _asleep(pid))
         fds, threads = len(os.listdir(f"/proc/{pid}/fd")), len(_tasks(pid))
         # Before counting: WARM_UP connections open at once, an echo on each, closed.  A
         # process's malloc, the first time a 9th thread needs an arena of its own, reads
@@ -239,11 +234,11 @@ def test_system_calls_counted_by_perf_tracepoints_agree_with_strace(built_bin, m
             assert client.line() == b"x"
         for client in warm:
             client.close()
-        _wait_for(f"{model} done with the warm-up", lambda: _quiet(pid, fds, threads))
+        _settled(f"{model} done with the warm-up", lambda: _quiet(pid, fds, threads))
         with strace_counting(pid) as by_strace:
             with perf.attach_tree(pid, events) as counting:
                 run = procs.run_load(load, server.port)
-                _wait_for(f"{model} done with the load (its {fds} descriptors and {threads} threads again)",
+                _settled(f"{model} done with the load (its {fds} descriptors and {threads} threads again)",
                           lambda: _quiet(pid, fds, threads))
     assert run.returncode == 0 and run.summary["requests_ok"] == clients * exchanges, run.summary
     assert counting.source == "perf", counting.note
@@ -298,7 +293,7 @@ def two_hosts():
             _ip("-n", ns, "addr", "add", f"{address}/30", "dev", dev)
             _ip("-n", ns, "link", "set", dev, "up")
         for ns, dev in ((server_ns, "vs"), (client_ns, "vc")):
-            _wait_for(f"{dev} in {ns} up", lambda: "LOWER_UP" in _ip("-n", ns, "link", "show", dev).stdout)
+            _settled(f"{dev} in {ns} up", lambda: "LOWER_UP" in _ip("-n", ns, "link", "show", dev).stdout)
         yield server_ns, client_ns
     finally:
         for ns in made:
@@ -383,7 +378,7 @@ def test_tcp_segments_from_tcp_info_agree_with_nstat_in_the_clients_namespace(bu
             run = procs.run_load(load, server.port, host=SERVER_ADDRESS, prefix=["ip", "netns", "exec", client_ns])
             # Every connection closed on both sides: the client's all in TIME-WAIT (its last
             # ACK sent), the server's all gone (that ACK received); only the listener is left.
-            _wait_for("the connections closed on both sides",
+            _settled("the connections closed on both sides",
                       lambda: _tcp_states(client_ns) == ["TIME-WAIT"] * clients
                       and _tcp_states(server_ns) == ["LISTEN"])
             after = {"client": nstat(client_ns), "server": nstat(server_ns)}
@@ -460,7 +455,7 @@ def test_thread_counts_agree_with_proc_status_and_ps(built_bin, model, workers, 
             client.close()
         clients = []
         alone = 1 if model == "threaded" else expected
-        _wait_for(f"{model}'s connection threads ended", lambda: server.thread_count() == alone)
+        _settled(f"{model}'s connection threads ended", lambda: server.thread_count() == alone)
         without = {"lab (procs.Server.thread_count)": server.thread_count(), **_independent_thread_counts(server.pid)}
     finally:
         for client in clients:

@@ -13,10 +13,12 @@ PACKAGE = paths.ROOT / "labkit"
 MOST_LINES = 500
 # file -> why its one job needs more than MOST_LINES lines (a file that grows past the limit is
 # split by job, or earns its line here; its docstring says the same)
-LONGER_BECAUSE = {
-    "labkit/instructor/c_exercises.py": "the checks of the four C exercises, one section each, sharing the "
-                                        "scratch builds, the adoption into an edition and the processes the "
-                                        "student's code runs in; every notebook calls them as c_exercises.check_*",
+LONGER_BECAUSE: dict[str, str] = {}
+# The instructor's room (labkit.instructor) is used by the commands that run its jobs, never by
+# the core a notebook runs on: module -> why it may import it anyway.
+MAY_IMPORT_THE_INSTRUCTORS_ROOM = {
+    "labkit.cli": "`labkit grade`, `release`, `export`, `cluster`, `lms`: the commands of the instructor's jobs",
+    "labkit.doctor": "checks a grading machine's certificates (instructor.certs), only when it has some",
 }
 
 
@@ -101,6 +103,31 @@ def test_no_import_cycle_in_labkit():
     assert cycles(graph) == []
 
 
+
+def test_the_core_never_imports_the_instructors_room():
+    """What a notebook runs on (the servers' drivers, measurement, plots, the exercises'
+    checks) works in a students' edition without the grader: only the commands reach in."""
+    room = {name for name in MODULES if name == "labkit.instructor" or name.startswith("labkit.instructor.")}
+    reaching = {name: sorted(imports_of(name) & room) for name in MODULES
+                if name not in room and name not in MAY_IMPORT_THE_INSTRUCTORS_ROOM}
+    assert {name: found for name, found in reaching.items() if found} == {}
+    for name in MAY_IMPORT_THE_INSTRUCTORS_ROOM:
+        assert imports_of(name) & room, f"{name} no longer imports the instructor's room: take it off the list"
+
+
+PACKAGES = sorted(path.parent for path in PACKAGE.rglob("__init__.py") if path.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_each_package_map_names_all_its_modules(package):
+    """A package's docstring is its table of contents: each module in it is named there."""
+    text = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    words = set(text.replace("/", " ").replace(".py", " ").replace(",", " ").replace(":", " ").split())
+    inside = sorted(path.stem for path in package.iterdir()
+                    if (path.suffix == ".py" and path.stem != "__init__") or (path / "__init__.py").is_file())
+    assert [name for name in inside if name not in words and f"{name}." not in text] == []
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_file_longer_than_its_job_needs(path):
     lines = len(path.read_text().splitlines())
@@ -110,3 +137,43 @@ def test_no_file_longer_than_its_job_needs(path):
     else:
         assert lines <= MOST_LINES, (f"{relative} is {lines} lines: split it by job, or say in LONGER_BECAUSE "
                                      "why its one job needs them")
+
+
+# Notebooks and editions handed out before labkit.exercises existed import its modules by these
+# names, in every form Python allows: each must give the very module (patches and state shared).
+# statement, what it binds, the module that must be, a name the notebooks call on it
+OLD_NAMES = [
+    ("from labkit.instructor import checks", "checks", "labkit.exercises.checks", "Checker"),
+    ("from labkit.instructor import c_exercises, checks, predictions", "c_exercises", "labkit.exercises.c_exercises",
+     "check_poll_server"),
+    ("from labkit.instructor import c_exercise_shed", "c_exercise_shed", "labkit.exercises.shed_idle",
+     "check_shed_idle"),
+    ("import labkit.instructor.predictions as old", "old", "labkit.exercises.predictions", "versus"),
+    ("import labkit.instructor.c_exercise_catalog as old", "old", "labkit.exercises.catalog", "C_EXERCISES"),
+    ("from labkit.instructor.checks import Checker", "sys.modules[Checker.__module__]", "labkit.exercises.checks",
+     "Checker"),
+]
+
+
+def test_the_old_names_of_the_exercises_modules_still_import():
+    """In a fresh interpreter, as a notebook of last term's edition starts."""
+    import subprocess
+    import sys
+
+    lines = ["import importlib, sys"]
+    for statement, bound, new, called in OLD_NAMES:
+        lines += [statement, f"assert {bound} is importlib.import_module({new!r}), {statement!r}",
+                  f"assert hasattr({bound}, {called!r}), {statement!r}"]
+    done = subprocess.run([sys.executable, "-c", "\n".join(lines)], capture_output=True, text=True, cwd=paths.ROOT)
+    assert done.returncode == 0, done.stderr
+
+
+def test_importing_the_instructors_package_imports_nothing_else():
+    """runner.py, inside a graded run, imports labkit.instructor on its way before lowering its limits."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import sys, labkit.instructor.runner\n"
+                           "print(sorted(m for m in sys.modules if m.startswith('labkit')))"],
+                          capture_output=True, text=True, cwd=paths.ROOT)
+    assert done.stdout.strip() == "['labkit', 'labkit.instructor', 'labkit.instructor.runner']", done.stderr

@@ -25,6 +25,7 @@ import pytest
 
 from labkit import paths
 from threaded_server import ThreadPerConnection
+from labkit.bench import free_port
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -241,13 +242,6 @@ def clients_connecting(port):
             if int(fields[2].split(":")[1], 16) == port and fields[3] == syn_sent:
                 sockets.add(fields[9])
     return len(sockets)
-
-
-def free_port():
-    """A port nothing listens on: bound once, then released."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # ------------------------------------------------------------------- tests

@@ -9,7 +9,6 @@ missing one skips its case).  The rows with san=True run the ASan + UBSan
 build of loadgen.
 """
 
-import socket
 import statistics
 import subprocess
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from test_loadgen_breaking import SAN_MARKERS, lab_server, loadgen_binary, run
 from threaded_server import ThreadPerConnection
+from labkit.bench import free_port
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -192,13 +192,6 @@ def test_usage_describes_reconnect():
 
 
 # --------------------------------------------------------------- failures
-
-def free_port():
-    """A port nothing listens on (bound, never listened, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 @pytest.mark.parametrize("case, load, san", [
     ("close", ["--clients", 3, "--requests", 4], True),

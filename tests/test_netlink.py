@@ -18,7 +18,8 @@ from labkit import bench, doctor, netlink, orphans, paths, procs
 from labkit.errors import LabError
 from labkit.procs import LoadSpec, ServerSpec
 
-pytestmark = [pytest.mark.measuring, pytest.mark.skipif(os.geteuid() != 0, reason="the links need CAP_NET_ADMIN (CI runs as root)")]
+pytestmark = [pytest.mark.measuring,
+              pytest.mark.skipif(os.geteuid() != 0, reason="the links need CAP_NET_ADMIN (CI runs as root)")]
 
 
 def _nothing_left(link_id: str) -> None:

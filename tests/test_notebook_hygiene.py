@@ -22,6 +22,7 @@ import psutil
 import pytest
 
 from labkit import netlink, paths
+from waits import wait_until
 
 NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
 PAPERMILL = [sys.executable, "-m", "labkit.notebook_run"]
@@ -94,16 +95,6 @@ def listening_ports(procs: list[psutil.Process]) -> set[int]:
     return ports
 
 
-def wait_until(predicate, timeout: float, interval: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    return predicate()
-
-
 def port_is_free(port: int) -> bool:
     """A new server could listen there (as servers do, with SO_REUSEADDR:
     the run's closed connections may linger in TIME_WAIT, holding nothing)."""
@@ -158,16 +149,16 @@ def lab_programs(procs: list[psutil.Process]) -> set[str]:
 
 
 def assert_nothing_left(marker: str, ports: set[int], namespaces_before: set[str]):
-    all_gone = wait_until(lambda: not lab_processes(marker), timeout=10)
+    all_gone = wait_until(lambda: not lab_processes(marker), within=10)
     alive = lab_processes(marker)
     for proc in alive:  # never leave them for the next test, even when failing
         proc.kill()
     assert all_gone, f"processes outlived the run: {[p.info for p in alive]}"
     for port in ports:
-        assert wait_until(lambda: port_is_free(port), timeout=5), f"port {port} still bound"
+        assert wait_until(lambda: port_is_free(port), within=5), f"port {port} still bound"
     # 01's quick run crosses a link: its namespaces go with the run, however it ended
     new = lambda: set(netlink.lab_namespaces()) - namespaces_before  # noqa: E731
-    assert wait_until(lambda: not new(), timeout=5), f"network namespaces outlived the run: {sorted(new())}"
+    assert wait_until(lambda: not new(), within=5), f"network namespaces outlived the run: {sorted(new())}"
 
 
 def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
@@ -176,7 +167,7 @@ def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
     try:
         # mid-measurement: the sweep's server and load generator are up (a server of a
         # check cell before the sweep is not enough)
-        measuring = wait_until(lambda: sweep_running(marker), timeout=90)
+        measuring = wait_until(lambda: sweep_running(marker), within=90)
         assert measuring, ("the sweep never measured a point: "
                            + papermill_errors(tmp_path).decode(errors="replace")[-3000:])
         ports = listening_ports(lab_processes(marker))
@@ -185,7 +176,7 @@ def test_papermill_killed_mid_sweep_leaves_nothing(tmp_path):
         run.kill()  # papermill alone: its kernel must notice and take the lab down
         run.wait(5)
         assert_nothing_left(marker, ports, namespaces_before)
-        assert wait_until(lambda: not any(_alive(k) for k in kernels), timeout=10)
+        assert wait_until(lambda: not any(_alive(k) for k in kernels), within=10)
     finally:
         os.killpg(run.pid, signal.SIGKILL) if run.poll() is None else None
 

@@ -481,7 +481,8 @@ def test_attach_to_a_missing_process_is_a_lab_error():
 @pytest.mark.timeout(30)
 def test_wrap_command_and_read_output(tmp_path):
     output = tmp_path / "client.csv"
-    work = "import time\nfor _ in range(10): time.sleep(0.002)\nend=time.process_time()+0.05\nwhile time.process_time()<end: pass"
+    work = ("import time\nfor _ in range(10): time.sleep(0.002)\n"
+            "end=time.process_time()+0.05\nwhile time.process_time()<end: pass")
     cmd = perf.wrap_command([sys.executable, "-c", work], output)
     assert "--" in cmd and cmd[-3:] == [sys.executable, "-c", work]
     subprocess.run(cmd, check=True, timeout=20)

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from labkit import row, sweep
-from labkit.instructor import exports, predictions
+from labkit.exercises import predictions
+from labkit.instructor import exports
 
 
 @pytest.fixture

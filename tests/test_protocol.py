@@ -5,7 +5,6 @@ independent Python client, and on the way out checks that SIGTERM ends the
 server with status 0 within 1 s and that ASan/UBSan reported nothing.
 """
 
-import ctypes
 import os
 import socket
 import subprocess

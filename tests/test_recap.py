@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from labkit import recap
-from labkit.instructor import checks
+from labkit.exercises import checks
 
 DF = pd.DataFrame([
     # model, clients, status, elapsed_s, server_cycles

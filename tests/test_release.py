@@ -16,6 +16,7 @@ import nbformat
 import pytest
 
 from labkit import paths
+from labkit.exercises import edition as editions
 from labkit.instructor import release
 from labkit.errors import LabError
 from quickrun import QUICK_RUN_LIMIT_S, kernel_env, papermill, run_quick
@@ -57,8 +58,8 @@ def test_python_and_c_solutions_become_their_stubs():
 
 
 def test_a_python_stub_may_take_a_stub_line_each():
-    source = "    # BEGIN SOLUTION\n    # STUB: ratio = None\n    # STUB: holds = None\n    ratio, holds = 1.0, True\n" \
-             "    # END SOLUTION\nprint(ratio, holds)"
+    source = ("    # BEGIN SOLUTION\n    # STUB: ratio = None\n    # STUB: holds = None\n"
+              "    ratio, holds = 1.0, True\n    # END SOLUTION\nprint(ratio, holds)")
     released, solutions = release.strip_solutions(source, "nb cell 4")
     assert released.split("\n") == ["    ratio = None", "    holds = None", "print(ratio, holds)"]
     assert [s.text.strip() for s in solutions] == ["ratio, holds = 1.0, True"]
@@ -241,7 +242,7 @@ def needs_an_exercise(row: dict) -> bool:
     """Whether the point of `row` runs the function of a C exercise of the lab's own code
     (C_EXERCISES, each with what needs it): in a fresh edition such a point waits for its
     exercise (labkit.exercises) and is not measured."""
-    from labkit.instructor.c_exercise_catalog import C_EXERCISES
+    from labkit.exercises.catalog import C_EXERCISES
 
     flags = {"idle-timeout": row.get("idle_timeout")}
     return any(exercise.needs.server(row.get("model", ""), row.get("service", "top"), flags)
@@ -370,9 +371,9 @@ def test_the_edition_is_every_tracked_file_but_the_instructors_and_a_git_reposit
     out, written = released
     tracked = set(release._tracked(paths.ROOT))
     shipped = set(git(out, "ls-files").split("\n")) - {""}
-    assert shipped == (tracked - set(release.INSTRUCTOR_ONLY)) | {release.RELEASE_JSON, release.LEFT_OUT_JSON}
+    assert shipped == (tracked - set(release.INSTRUCTOR_ONLY)) | {editions.RELEASE_JSON, editions.LEFT_OUT_JSON}
     assert shipped == {str(p.relative_to(out)) for p in written}
-    info = json.loads((out / release.RELEASE_JSON).read_text())
+    info = json.loads((out / editions.RELEASE_JSON).read_text())
     assert git(out, "log", "--format=%s") == f"Students' edition, release {info['release']} ({info['date']})\n"
     assert git(out, "status", "--porcelain") == "" and git(out, "branch", "--show-current") == "main\n"
     for name in [".ci/run", "scripts/setup-system.sh"]:  # executables stay executable
@@ -381,7 +382,7 @@ def test_the_edition_is_every_tracked_file_but_the_instructors_and_a_git_reposit
 
 def test_release_json_names_the_release_and_every_notebook_carries_it(released):
     out, _ = released
-    info = json.loads((out / release.RELEASE_JSON).read_text())
+    info = json.loads((out / editions.RELEASE_JSON).read_text())
     digests = {f"notebooks/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest() for path in INSTRUCTOR}
     assert info["notebooks"] == digests
     assert info["release"] == hashlib.sha256("".join(f"{name[len('notebooks/'):]} {digest}\n" for name, digest
@@ -393,7 +394,7 @@ def test_release_json_names_the_release_and_every_notebook_carries_it(released):
         student = nbformat.read(out / "notebooks" / path.name, as_version=4)
         assert student.metadata["labkit"]["release"] == {"release": info["release"],
                                                          "sha256": digests[f"notebooks/{path.name}"]}
-    assert release.edition(out) == info and release.edition(paths.ROOT) is None
+    assert editions.edition(out) == info and editions.edition(paths.ROOT) is None
 
 
 @pytest.mark.parametrize("handed_in, instructor_changed, warned", [
@@ -414,7 +415,7 @@ def test_grade_warns_about_a_notebook_made_from_another_release(released, tmp_pa
     warnings = release.warn_other_releases(tasks, {name: instructor})
     printed = capsys.readouterr().err
     if warned:
-        info = release.edition(released[0])
+        info = editions.edition(released[0])
         assert warnings == [f"warning: alice/{name}.ipynb was made from release {info['release']!r}, whose copy of "
                             "this notebook differs from the instructor's notebook it is graded with (its checks "
                             "may differ)"]
@@ -461,7 +462,7 @@ def edition_pytest(out: Path, *args: str) -> str:
 def test_the_editions_tests_leave_out_what_waits_for_an_answer_and_say_why(released, tmp_path):
     out = tmp_path / "edition"
     release.release(out)
-    listed = json.loads((out / release.LEFT_OUT_JSON).read_text())
+    listed = json.loads((out / editions.LEFT_OUT_JSON).read_text())
     parse = next(e for e in listed["exercises"] if e["function"] == "procstat_parse")
     assert parse["tests"], "procstat_parse's tests are listed"
     said = edition_pytest(out, "--collect-only", "-q", "tests")
@@ -543,15 +544,15 @@ def test_in_the_edition_a_passing_check_puts_the_students_function_into_csrc(tmp
     release.release(out)
     stub_file = (out / "csrc" / "loadgen" / "strategies.c").read_text()
     lab = csource.c_function("loadgen/strategies.c", "fill_iovec")[2]
-    code = release._function_text(stub_file, "fill_iovec") if written == "the released stub" else \
+    code = editions.function_text(stub_file, "fill_iovec") if written == "the released stub" else \
         "\n".join(line for line in lab.split("\n") if "SOLUTION" not in line and "STUB" not in line)
     done = subprocess.run([sys.executable, "-c", "import sys; from labkit.instructor import c_exercises; "
                            "c_exercises.check_fill_iovec(sys.stdin.read())"], input=code, cwd=out,
                           env=dict(os.environ, PYTHONPATH=str(out)), capture_output=True, text=True, timeout=300)
     assert (done.returncode == 0) == adopted, done.stderr[-2000:]
     now = (out / "csrc" / "loadgen" / "strategies.c").read_text()
-    assert (release._function_text(now, "fill_iovec") == code) and (now != stub_file) == adopted
-    waiting = [why for _, why in release.left_out(out)[1]]
+    assert (editions.function_text(now, "fill_iovec") == code) and (now != stub_file) == adopted
+    waiting = [why for _, why in editions.left_out(out)[1]]
     assert any("exercise 4.1 (fill_iovec" in why for why in waiting) != adopted
     if adopted:
         assert "your fill_iovec() is now in csrc/loadgen/strategies.c" in done.stdout
@@ -626,7 +627,7 @@ def test_in_the_edition_the_top_service_waits_for_exercise_1_1_and_then_is_measu
 
 
 def test_the_editions_readme_is_the_students_with_every_c_exercise_and_nothing_of_grading(released):
-    from labkit.instructor.c_exercise_catalog import C_EXERCISES
+    from labkit.exercises.catalog import C_EXERCISES
 
     out, _ = released
     readme = (out / "README.md").read_text()

@@ -26,6 +26,7 @@ import psutil
 import pytest
 
 import serverproc
+from waits import wait_for
 
 
 # Models that take --idle-timeout; the others must refuse it.
@@ -51,15 +52,6 @@ def built(model: str) -> str:
     """The model, which this build must have (a missing one fails the test)."""
     assert model in serverproc._models_make_builds(), f"csrc/Makefile does not build {model}"
     return model
-
-
-def wait_for(condition, timeout: float = 3.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.01)
-    raise AssertionError(f"{what}: not within {timeout} s")
 
 
 # ---- a server whose stdout we read to the end (serverproc.running closes it before SIGTERM) ----
@@ -355,7 +347,7 @@ def silent_reader_is_shed(port: int) -> None:
             break  # shed already (a slow machine): fine
     stuck = time.monotonic()
     assert server_side_established(port, client_port) <= 1
-    wait_for(lambda: server_side_established(port, client_port) == 0, timeout=2 * IDLE + 1.5,
+    wait_for(lambda: server_side_established(port, client_port) == 0, within=2 * IDLE + 1.5,
              what="the server closing a client that never reads")
     assert time.monotonic() - stuck <= 2 * IDLE + 1.5
     sock.close()
@@ -363,7 +355,8 @@ def silent_reader_is_shed(port: int) -> None:
 
 @pytest.mark.parametrize("model, san", [(model, False) for model in IDLE_MODELS]
                          + [(model, True) for model in SAN_IDLE_MODELS],
-                         ids=[f"{model}-normal" for model in IDLE_MODELS] + [f"{model}-san" for model in SAN_IDLE_MODELS])
+                         ids=[f"{model}-normal" for model in IDLE_MODELS]
+                         + [f"{model}-san" for model in SAN_IDLE_MODELS])
 def test_idle_timeout_sheds_silent_clients_and_keeps_talkers(model, san, tmp_path):
     with launched(model, args=("--idle-timeout", str(IDLE)), san=san, tmp_path=tmp_path) as server:
         lived = silent_is_shed_while_talker_is_served(server.port, talker_first=model != "iterative")

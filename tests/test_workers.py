@@ -14,6 +14,7 @@ import pytest
 
 import serverproc
 from serverproc import Client
+from waits import wait_for
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -31,15 +32,6 @@ def live_children(pid: int) -> set[int]:
         except psutil.NoSuchProcess:
             pass
     return live
-
-
-def wait_for(condition, timeout: float = 2.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.02)
-    raise AssertionError(f"{what}: not within {timeout} s")
 
 
 @BUILDS

@@ -11,7 +11,8 @@ still be alive: a crash fails the case whatever the client saw.
 The files: cases.py (what a server answers: the cases, their groups and sizes),
 resources.py (what it uses: CPU while idle, descriptors and memory as connections come
 and go), host.py (what this host refuses a server: such a case is not measurable here),
-client.py (plain sockets, every wait bounded), and this one (a fresh server per case,
+client.py (plain sockets, every wait bounded), spin_probe.py (how much CPU a loop that only
+spins gets here now: the yardstick of the spin verdict), and this one (a fresh server per case,
 the report, the checks).  tests/test_capstone.py runs the battery on lab models whose
 behaviour the rest of the suite asserts (threaded, epoll, pool and uring pass every case;
 iterative fails only the clients behind a silent one), on the template's reference
@@ -145,7 +146,7 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
     """`case` against a fresh server started from `binary`; the server must outlive the case
     (and, built with sanitizers, report nothing)."""
     from .. import exercises
-    from ..instructor.c_exercises import ScratchServer
+    from ..scratch import ScratchServer
     from ..procs import takes_workers
 
     wait = exercises.blocking_service(case.service)

@@ -76,7 +76,8 @@ def format_throughput(frame) -> str:
              "and every worker process (perf, or /proc) over the requests served:",
              table]
     if frame["server_cpu_us_per_request"].isna().all():
-        lines.append("server CPU per request: not measurable on this machine (neither perf nor /proc counted task-clock)")
+        lines.append("server CPU per request: not measurable on this machine "
+                     "(neither perf nor /proc counted task-clock)")
     if frame.attrs.get("saved_to"):
         lines.append(f"saved to {frame.attrs['saved_to']}")
     return "\n".join(lines)

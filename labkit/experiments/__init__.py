@@ -16,6 +16,21 @@ sweep's frame keeps.  They read the declaration and nothing else, so a new
 experiment is one new file here (see docs/architecture.md, "Adding an
 experiment").
 
+The experiments here, by notebook:
+  proc_top          1: the top-CPU /proc service, iterative vs concurrent (seeds 000, 001)
+  echo_scale        2: echo at scale, every readiness and worker model (seed 003)
+  idle_conns        2: a fixed load on 100 active connections beside up to 10,000 silent ones
+  uploads           3: uploads of 1 KB to 10 MB over 1 to 10,000 connections (seed 002)
+  write_strategies  4: the same bytes as many write() calls, one writev() or one copy (seed 004)
+  nagle             4: Nagle's algorithm meets delayed ACK
+  bdp               5: uploads across a shaped link, against its delay
+  offered_load      6: latency against offered load
+  accept_queue      6: the accept queue overflowing
+  conn_memory       6: memory per connection
+  herd              6: the thundering herd
+  slow_clients      6: slow and silent clients beside well-behaved ones
+  service_time      6: the ground truth, a known cost per request held against queueing theory
+
 The registry finds every module here that defines EXPERIMENT, and every
 .py file in the folders named by LABKIT_EXPERIMENTS (colon-separated): an
 instructor's own experiments, or a test's.

@@ -52,7 +52,8 @@ def _x509():
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
     except ImportError:
         raise LabError("the cryptography package is not installed",
-                       "install labkit's grading extra: pip install '.[grading]' in the lab's checkout (make setup does)") from None
+                       "install labkit's grading extra: pip install '.[grading]' in the lab's checkout "
+                       "(make setup does)") from None
     return x509, hashes, serialization, ec, ExtendedKeyUsageOID, NameOID
 
 
@@ -164,7 +165,8 @@ def where_to_copy(folder: Path) -> str:
         f"  {folder}/worker/     -> every grading worker, as {DEFAULT_DIR}/worker/     (labkit worker tls://...)",
         f"  {folder}/grader/     -> your machine, as {DEFAULT_DIR}/grader/ or {CERTS_ENV}=...  (labkit grade)",
         f"  {folder}/ca/         -> nowhere: the CAs' keys stay here, offline if you can",
-        "copy with permissions kept, e.g.: sudo rsync -a --chmod=go= DIR/worker/ root@worker:/etc/labkit/cluster/worker/",
+        "copy with permissions kept, e.g.: "
+        "sudo rsync -a --chmod=go= DIR/worker/ root@worker:/etc/labkit/cluster/worker/",
         f"every machine then finds its folder in {DEFAULT_DIR}/<role>/ (or give --certs DIR).",
     ])
 
@@ -248,8 +250,8 @@ def load(role: str, certs: Path | str | None = None, *, now: datetime.datetime |
     if now > cert.not_valid_after_utc:
         raise LabError(f"the {role} certificate {paths['cert']} expired on "
                        f"{cert.not_valid_after_utc:%Y-%m-%d %H:%M} UTC",
-                       f"make the course's certificates again (labkit cluster init DIR --force) and copy them to "
-                       f"every machine of the cluster")
+                       "make the course's certificates again (labkit cluster init DIR --force) and copy them to "
+                       "every machine of the cluster")
     if now < cert.not_valid_before_utc:
         raise LabError(f"the {role} certificate {paths['cert']} is valid only from "
                        f"{cert.not_valid_before_utc:%Y-%m-%d %H:%M} UTC", "check this machine's clock (timedatectl)")

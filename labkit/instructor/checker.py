@@ -19,8 +19,9 @@ import json
 import os
 import sys
 
-from . import checks, exports
-from .checks import ERROR
+from ..exercises import checks
+from . import exports
+from ..exercises.checks import ERROR
 
 PR_SET_DUMPABLE = 4
 

@@ -39,7 +39,8 @@ from ..errors import LabError
 SCHEDULER_ENV = "LABKIT_DASK_SCHEDULER"
 RESOURCE = "grading"
 STARTED = "labkit-grading-started"  # the Dask event topic: one event per task start
-DASK_INSTALL = "install the grading cluster's packages, labkit's grading extra: pip install '.[grading]' in the lab's checkout (make setup does)"
+DASK_INSTALL = ("install the grading cluster's packages, labkit's grading extra: pip install '.[grading]' "
+                "in the lab's checkout (make setup does)")
 
 
 def _dask():
@@ -155,26 +156,13 @@ def payload_for(task, instructor: dict[str, bytes], profile, limits, identity: d
     """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
     read as local grading reads them (no link followed, sizes bounded), and the grader's limits
     (a sandbox.Limits), which the worker's run keeps as a local run would."""
-    from .grader import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, submitted_server
-    from .submissions import Refused, read_regular
+    from .submissions import handed_in
 
     files: dict[str, bytes] = {}
     if task.submitted is not None:
-        try:
-            files[f"{task.notebook}.ipynb"] = read_regular(task.submitted, what=f"{task.notebook}.ipynb")
-        except Refused:
-            pass  # sent without it: the worker refuses the notebook the way local grading does
-        exercises = task.submitted.parent / EXERCISES_C
-        if exercises.is_dir() and not exercises.is_symlink():
-            for path in sorted(p for p in exercises.rglob("*") if p.is_file() and not p.is_symlink()):
-                relative = path.relative_to(task.submitted.parent)
-                try:
-                    files[str(relative)] = read_regular(path, limit=1 << 20, what=str(relative))
-                except Refused:
-                    pass
-        server = submitted_server(task.submitted.parent) if task.notebook == CAPSTONE_NOTEBOOK else None
-        if server is not None:  # none: the worker's grader puts the skeleton there, as local grading does
-            files[str(CAPSTONE_SERVER)] = server
+        # a file refused is not sent: the worker's grading refuses it the way local grading does
+        files = {name: data for name, data in handed_in(task.submitted, task.notebook).items()
+                 if isinstance(data, bytes)}
     return Payload(task.student, task.notebook, files, task.submitted is not None, instructor, profile,
                    asdict(limits), identity)
 

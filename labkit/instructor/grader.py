@@ -19,7 +19,6 @@ this module's Grader, as local grading does (labkit.instructor.cluster).
 from __future__ import annotations
 
 import html
-import os
 import queue
 import shutil
 import threading
@@ -27,17 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import capstone, paths
-from . import checks, hand, release, sandbox
+from ..exercises import checks
+from . import hand, release, sandbox
 from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
-from .submissions import Refused, read_notebook, read_regular, safe_name
+from .outcomes import COMPLETED, FINISHED, TIMEOUT  # TIMEOUT: also a check's status when its run was stopped
+from .submissions import (CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, Refused, handed_in, read_notebook,
+                          safe_name)
 from .uids import UidLease
 
-PASSED, FAILED, ERROR, TIMEOUT = "passed", "failed", "error", "timeout"
+PASSED, FAILED, ERROR = checks.PASSED, checks.FAILED, checks.ERROR  # a check's own status, as it reported it
 BY_HAND = hand.BY_HAND   # a written answer waiting for the instructor's mark (answers.csv)
-EXERCISES_C = Path("csrc") / "exercises"
-CAPSTONE_NOTEBOOK = "07_your_server"  # its submission carries the student's server:
-CAPSTONE_SERVER = Path("csrc") / capstone.SOURCE  # beside the notebook, as in their own csrc/
-MAX_SERVER_BYTES = 256 * 1024
 MAX_OUTPUT_CHARS = 20_000       # one output of a kept executed notebook
 MAX_KEPT_NOTEBOOK = 5 * 1024 * 1024
 
@@ -66,32 +64,27 @@ class Recorded:
 
 
 def digest(task: Task, instructor_bytes: bytes) -> str:
-    """What a grade depends on: the submitted notebook, the student's C exercise files (and
-    for the capstone, their server), and the instructor's notebook (its checks)."""
+    """What a grade depends on: what was handed in (submissions.handed_in: the notebook, the
+    student's C exercise files, for the capstone their server) and the instructor's notebook
+    (its checks)."""
     import hashlib
 
     hashed = hashlib.sha256(instructor_bytes)
     if task.submitted is None:
         hashed.update(b"not submitted")
         return hashed.hexdigest()
-    mine = task.submitted.parent / CAPSTONE_SERVER
-    for path in [task.submitted, *sorted((task.submitted.parent / EXERCISES_C).rglob("*")),
-                 *([mine] if task.notebook == CAPSTONE_NOTEBOOK and os.path.lexists(mine) else [])]:
-        try:
-            data = read_regular(path, limit=MAX_KEPT_NOTEBOOK * 4, what=path.name) \
-                if not os.path.isdir(path) else b""
-        except Refused as refused:
-            data = f"refused: {refused}".encode()
-        hashed.update(str(path.relative_to(task.submitted.parent)).encode() + b"\0" + data + b"\0")
+    for name, data in sorted(handed_in(task.submitted, task.notebook).items()):
+        data = data if isinstance(data, bytes) else f"refused: {data}".encode()
+        hashed.update(name.encode() + b"\0" + data + b"\0")
     return hashed.hexdigest()
 
 
 def _never_ran(run: sandbox.RunResult | None, reason: str | None) -> tuple[str, str]:
     if reason:
         return ERROR, reason
-    if run.outcome == "timeout":
+    if run.outcome == TIMEOUT:
         return TIMEOUT, f"did not run: {run.message}"
-    if run.outcome == "completed":
+    if run.outcome == COMPLETED:
         return ERROR, "did not run although the notebook ran to its end: is its cell missing or changed?"
     return ERROR, f"did not run: {run.message}"
 
@@ -122,43 +115,25 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
     return rows
 
 
-def submitted_server(student_dir: Path) -> bytes | None:
-    """The capstone's server as the student handed it in (a plain file of bounded size, as
-    every submitted file), or None."""
-    try:
-        return read_regular(student_dir / CAPSTONE_SERVER, limit=MAX_SERVER_BYTES, what=str(CAPSTONE_SERVER))
-    except Refused:
-        return None
-
-
-def _capstone_overlay(student_dir: Path, notebook: str) -> dict[str, bytes]:
-    """For the capstone's notebook, the student's csrc/servers/mine.c, or the template's
-    skeleton when none was handed in (or not a plain file).  Only that notebook gets
-    mine.c: a server that does not compile must not cost the student the other notebooks'
-    builds.  (Every run's csrc/capstone/ holds the skeleton, never the reference: run_lab.)"""
+def _student_overlay(task: Task) -> dict[str, bytes]:
+    """The C files a run compiles in place of the lab's: each file of csrc/exercises/ as the
+    student handed it in (submissions.handed_in), else its released stub, written anew so make
+    builds it (run_lab keeps the lab's other programs as built); and for the capstone's
+    notebook the student's csrc/servers/mine.c, else the template's skeleton.  Only that
+    notebook gets mine.c: a server that does not compile must not cost the student the other
+    notebooks' builds.  (Every run's csrc/capstone/ holds the skeleton, never the reference:
+    run_lab.)"""
+    handed = handed_in(task.submitted, task.notebook)
+    overlay = {}
+    for name, data in handed.items():
+        if name.startswith(f"{EXERCISES_C}/"):
+            overlay[name] = data if isinstance(data, bytes) else \
+                release.strip_solutions((paths.ROOT / name).read_text(), name)[0].encode()
     template = paths.ROOT / "csrc" / capstone.TEMPLATE
-    if notebook != CAPSTONE_NOTEBOOK or not template.is_file():
-        return {}
-    server = submitted_server(student_dir)
-    if server is None:
-        server = release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")[0].encode()
-    return {str(CAPSTONE_SERVER): server}
-
-
-def _student_overlay(student_dir: Path, notebook: str = "") -> dict[str, bytes]:
-    """The C files a run compiles in place of the lab's: for each file of csrc/exercises/,
-    the student's own (a regular file: a link is not followed), else its released stub,
-    written anew so make builds it (run_lab keeps the lab's other programs as built); and
-    the capstone's (_capstone_overlay)."""
-    overlay = _capstone_overlay(student_dir, notebook)
-    instructor_dir = paths.ROOT / EXERCISES_C
-    if instructor_dir.is_dir():
-        for path in sorted(p for p in instructor_dir.rglob("*") if p.is_file()):
-            relative = path.relative_to(paths.ROOT)
-            try:
-                overlay[str(relative)] = read_regular(student_dir / relative, limit=1 << 20, what=str(relative))
-            except Refused:  # not handed in (or not a plain file): the stub
-                overlay[str(relative)] = release.strip_solutions(path.read_text(), str(relative))[0].encode()
+    if task.notebook == CAPSTONE_NOTEBOOK and template.is_file():
+        server = handed[str(CAPSTONE_SERVER)]
+        overlay[str(CAPSTONE_SERVER)] = server if isinstance(server, bytes) else \
+            release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")[0].encode()
     return overlay
 
 
@@ -241,7 +216,7 @@ class Grader:
             reason = f"not graded: {refused}"
             return Outcome(task, rows_for(task, catalog, None, reason=reason), None, reason)
         prepared = graded_copy(submitted, self.instructor[task.notebook])
-        overlay = _student_overlay(task.submitted.parent, task.notebook)
+        overlay = _student_overlay(task)
         slot, uid, checker_uid = self.slots.get()
         with self.counter_lock:
             self.counter += 1
@@ -264,7 +239,7 @@ class Grader:
             checked = sandbox.run_checks(task.notebook, self.groups[task.notebook], run.exports, checkdir,
                                          private, limits=self.limits, uid=checker_uid)
             rows = rows_for(task, catalog, run, checked.records)
-            if checked.ended.outcome != "finished" or checked.ended.returncode:
+            if checked.ended.outcome != FINISHED or checked.ended.returncode:
                 for row in rows:
                     if row["status"] != PASSED and row["check"] not in checked.records:
                         row["message"] += f" (the checks process: {checked.ended.message or 'ended early'})"

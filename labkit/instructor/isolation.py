@@ -57,7 +57,7 @@ class Cgroup:
                     (folder / "memory.swap.max").write_text("0")
                 (folder / "pids.max").write_text(str(processes))
                 return group
-            if (CGROUP_ROOT / "memory" / "cgroup.procs").is_file() and (CGROUP_ROOT / "pids" / "cgroup.procs").is_file():
+            if all((CGROUP_ROOT / controller / "cgroup.procs").is_file() for controller in ("memory", "pids")):
                 group = cls({"memory": CGROUP_ROOT / "memory" / name, "pids": CGROUP_ROOT / "pids" / name}, 1)
                 for folder in group.paths.values():
                     folder.mkdir()

@@ -28,7 +28,6 @@ instructor's, RELEASE.json naming the release, and a git repository of its own
 from __future__ import annotations
 
 import datetime
-import hashlib
 import json
 import os
 import re
@@ -40,8 +39,9 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import LabError
+from ..exercises.catalog import C_EXERCISES
+from ..exercises.edition import LEFT_OUT_JSON, RELEASE_JSON, function_text, sha256
 from . import students_readme
-from .c_exercise_catalog import C_EXERCISES, CExercise
 
 HIDDEN_TAG = "hidden-check"
 _HIDDEN_CHECK = re.compile(r"\.check\([^)]*\bhidden\s*=\s*True")  # @ex.check("name", points=1, hidden=True)
@@ -114,8 +114,9 @@ def strip_solutions(source: str, where: str, exercise: str = "") -> tuple[str, l
                            "add an END SOLUTION line (same comment style) after the solution")
         i += 1  # past END
         if stub is None:
-            stub = ["return -1;"] if is_c else \
-                [f'raise NotImplementedError("exercise{": " + exercise if exercise else ""}: write your solution here")']
+            named = f": {exercise}" if exercise else ""
+            python = f'raise NotImplementedError("exercise{named}: write your solution here")'
+            stub = ["return -1;"] if is_c else [python]
         out += [indent + part.strip() if k == 0 or not part.startswith(indent) else part
                 for k, part in enumerate(stub)]
         solutions.append(Solution(f"{where}, line {start + 1}", "\n".join(body)))
@@ -160,9 +161,6 @@ def hidden_check_names(nb) -> list[str]:
 # the students' edition: a whole tree
 
 
-RELEASE_JSON = "RELEASE.json"  # at the edition's root: which release it is
-LEFT_OUT_JSON = "tests/edition_left_out.json"  # in the edition: the tests it leaves out, and why (tests/conftest.py)
-
 # The instructor's own material: not in the edition.  Path in the lab -> why.
 INSTRUCTOR_ONLY = {
     "tests/test_release.py": "checks the release against the instructor's solutions and hidden checks",
@@ -195,19 +193,6 @@ NEEDS_NOTEBOOK_ANSWERS = {
 }
 
 
-def edition(root: Path | str | None = None) -> dict | None:
-    """RELEASE.json of `root` (default: the tree labkit runs from) when it is a students'
-    edition; None in the instructor's checkout."""
-    try:
-        return json.loads((Path(root or paths.ROOT) / RELEASE_JSON).read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def _git(args: list[str], cwd: Path, env: dict | None = None) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -219,64 +204,6 @@ def _git(args: list[str], cwd: Path, env: dict | None = None) -> str:
 def _tracked(root: Path) -> list[str]:
     """Every file git tracks in the lab's checkout (as the working tree has it)."""
     return [name for name in _git(["ls-files", "-z"], root).split("\0") if name]
-
-
-def _function_text(text: str, function: str) -> str:
-    from ..csource import find_function
-
-    lines = text.split("\n")
-    found = find_function(lines, function)
-    if found is None:
-        raise LabError(f"no function {function}() in the C source of exercise {function}",
-                       "keep C_EXERCISES in labkit/instructor/release.py in step with csrc/")
-    return "\n".join(lines[found[0]:found[1] + 1])
-
-
-def exercise_state(exercise: CExercise, root: Path | str | None = None) -> str:
-    """The sha256 of `exercise`'s function as csrc/ holds it now (the edition's stub, or the
-    student's own once it is in place): the csrc/ of the tree at `root`, or else the one
-    this user's programs are built from (a shared install's user: their own copy)."""
-    csrc = Path(root) / "csrc" if root else paths.CSRC
-    text = (csrc / exercise.source).read_text()
-    return sha256(_function_text(text, exercise.function).encode())
-
-
-def still_stubbed(root: Path | str | None = None) -> list[CExercise]:
-    """The C exercises whose function in the edition at `root` (default: this tree) is still
-    the released stub (or is gone: nothing that runs it can work either); [] in the
-    instructor's checkout.  Each as C_EXERCISES declares it, what needs it included."""
-    path = Path(root or paths.ROOT) / LEFT_OUT_JSON
-    if not path.is_file():
-        return []
-    declared = {exercise.label: exercise for exercise in C_EXERCISES}
-    stubbed = []
-    for entry in json.loads(path.read_text()).get("exercises", []):
-        exercise = declared.get(entry["label"]) or CExercise(
-            entry["label"], entry["notebook"], entry["function"], entry["source"], entry["uses"], tuple(entry["tests"]))
-        try:
-            still_stub = exercise_state(exercise, root) == entry["stub_sha256"]
-        except (OSError, LabError):
-            still_stub = True
-        if still_stub:
-            stubbed.append(exercise)
-    return stubbed
-
-
-def left_out(root: Path | str | None = None) -> tuple[dict[str, str], list[tuple[str, str]]]:
-    """What the edition at `root` (default: this tree) leaves out of its tests: the files
-    not in it {path: why}, and [(node id pattern, why)] for the tests that need the notebooks'
-    answers and those of every C exercise whose function in csrc/ is still the released stub;
-    ({}, []) in the instructor's checkout."""
-    path = Path(root or paths.ROOT) / LEFT_OUT_JSON
-    if not path.is_file():
-        return {}, []
-    listed = json.loads(path.read_text())
-    waiting = list(listed.get("answers", {}).items())
-    for exercise in still_stubbed(root):
-        why = (f"needs exercise {exercise.label} ({exercise.function}, notebook {exercise.notebook}): "
-               f"csrc/{exercise.source} still has the stub, run by {exercise.uses}")
-        waiting += [(pattern, why) for pattern in exercise.tests]
-    return dict(listed.get("removed", {})), waiting
 
 
 def _clear(out: Path) -> None:
@@ -362,7 +289,7 @@ def release(out: Path | str | None = None, notebooks: Path | str | None = None) 
         files[f"notebooks/{path.name}"] = (text if text.endswith("\n") else text + "\n").encode()
     exercises = []
     for exercise in C_EXERCISES:
-        stub = _function_text(files[f"csrc/{exercise.source}"].decode(), exercise.function)
+        stub = function_text(files[f"csrc/{exercise.source}"].decode(), exercise.function)
         exercises.append({"label": exercise.label, "notebook": exercise.notebook, "function": exercise.function,
                           "source": exercise.source, "uses": exercise.uses, "tests": list(exercise.tests),
                           "stub_sha256": sha256(stub.encode())})

@@ -74,6 +74,7 @@ def _main() -> int:
     from nbclient.exceptions import DeadKernelError
 
     from labkit import notebook_run  # papermill, its kernel on Unix sockets (it says why)
+    from labkit.instructor.outcomes import COMPLETED, FAILED, KERNEL_DIED
 
     output = Path(spec["output"])
     try:
@@ -82,17 +83,17 @@ def _main() -> int:
                                    kernel_name=spec["kernel"], cwd=spec["cwd"], progress_bar=False,
                                    log_output=False, allow_errors=True, start_timeout=120)
     except DeadKernelError as error:
-        _report("kernel_died", f"the kernel died ({error}) -- os._exit, a crash in C code, or a limit")
+        _report(KERNEL_DIED, f"the kernel died ({error}) -- os._exit, a crash in C code, or a limit")
         return 0
     except papermill.PapermillExecutionError:
         pass  # cell errors: recorded below, the notebook ran to its end
-    except Exception as error:  # papermill's own failures: bad notebook JSON, kernel did not start
+    except Exception as error:  # noqa: BLE001  papermill's own failures: bad notebook JSON, no kernel
         if "Kernel died" in str(error) or "kernel died" in str(error):
-            _report("kernel_died", f"the kernel died ({type(error).__name__}: {error})")
+            _report(KERNEL_DIED, f"the kernel died ({type(error).__name__}: {error})")
         else:
-            _report("failed", f"papermill could not run the notebook: {type(error).__name__}: {error}")
+            _report(FAILED, f"papermill could not run the notebook: {type(error).__name__}: {error}")
         return 0
-    _report("completed", "the notebook ran to its end", _cell_errors(output))
+    _report(COMPLETED, "the notebook ran to its end", _cell_errors(output))
     return 0
 
 

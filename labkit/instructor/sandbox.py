@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -37,7 +36,8 @@ from pathlib import Path
 
 from .. import paths
 from ..errors import LabError
-from . import run_lab, watch
+from . import exports, run_lab, watch
+from .outcomes import FAILED, FINISHED, FORK_BOMB
 from .runner import RUNNER_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
@@ -70,7 +70,7 @@ class Limits:
 class RunResult:
     """How one sandboxed notebook run ended."""
 
-    outcome: str                 # completed | timeout | kernel_died | memory | fork_bomb | disk_full | failed
+    outcome: str                 # outcomes: COMPLETED, KERNEL_DIED, FAILED, TIMEOUT, DISK_FULL, FORK_BOMB, MEMORY
     message: str                 # one sentence for the feedback page
     elapsed_s: float
     executed: Path | None        # the executed notebook (partial after a timeout), if any
@@ -242,7 +242,7 @@ def _environment(workdir: Path, token: str, extra: dict) -> dict:
 class Ended:
     """How one isolated process ended."""
 
-    outcome: str       # finished | timeout | disk_full | fork_bomb | memory
+    outcome: str       # outcomes: FINISHED, TIMEOUT, DISK_FULL, FORK_BOMB, MEMORY
     message: str
     elapsed_s: float
     returncode: int | None
@@ -318,7 +318,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         if runner.poll() is None:
             runner.kill()  # unshare itself, once everything behind it is gone
         runner.wait()
-        if walls.cgroup is not None and walls.cgroup.oom_kills() and outcome != "fork_bomb":
+        if walls.cgroup is not None and walls.cgroup.oom_kills() and outcome != FORK_BOMB:
             outcome, message = crowding.over_memory(watch.TASKS)
     finally:
         if walls.cgroup is not None:
@@ -355,7 +355,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
                                     "LABKIT_EXPORTS": str(exports_path)})
     log_path = private / "runner.log"
     outcome, message, cell_errors = ended.outcome, ended.message, []
-    if outcome == "finished":
+    if outcome == FINISHED:
         outcome, message, cell_errors = _runner_report(log_path, ended.returncode)
     # Every process of the run is gone now: what it left can be read, as regular files only.
     from .submissions import Refused, read_regular
@@ -367,7 +367,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     except Refused:
         pass
     try:
-        exported = read_regular(exports_path, limit=64 * MIB, what="the exports")
+        exported = read_regular(exports_path, limit=exports.MAX_BYTES, what="the exports")
     except Refused:
         exported = b""
     return RunResult(outcome, message, ended.elapsed_s, kept, exported, log_path, cell_errors, ended.killed)
@@ -408,5 +408,5 @@ def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, li
         report = json.loads(marked[-1][len(RUNNER_MARK):])
         return report["outcome"], report["message"], report.get("cell_errors", [])
     tail = text.strip().splitlines()[-5:]
-    return "failed", (f"the notebook run ended (status {returncode}) without a verdict: "
+    return FAILED, (f"the notebook run ended (status {returncode}) without a verdict: "
                       + " | ".join(tail)), []

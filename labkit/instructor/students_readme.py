@@ -5,7 +5,7 @@ one in its place)."""
 
 from __future__ import annotations
 
-from .c_exercise_catalog import C_EXERCISES
+from ..exercises.catalog import C_EXERCISES
 
 TEMPLATE = "docs/students/README.md"
 MARKER = "<!-- labkit: the C exercises -->"

@@ -16,7 +16,14 @@ import re
 import stat
 from pathlib import Path
 
+from .. import capstone, paths
+
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+EXERCISES_C = Path("csrc") / "exercises"  # a student's C exercise files, beside the notebook as in their csrc/
+MAX_C_BYTES = 1 << 20                     # one of them, at most
+CAPSTONE_NOTEBOOK = "07_your_server"      # its submission carries the student's server too:
+CAPSTONE_SERVER = Path("csrc") / capstone.SOURCE  # csrc/servers/mine.c, beside the notebook
+MAX_SERVER_BYTES = 256 * 1024
 
 
 class Refused(Exception):
@@ -70,6 +77,37 @@ def read_notebook(path: Path):
         raise Refused(f"the notebook is not valid notebook JSON{where} (cut short, or edited by hand?)") from None
     except Exception as error:  # noqa: BLE001 -- nbformat's validation errors may quote the file
         raise Refused(f"the notebook is not a valid notebook ({type(error).__name__})") from None
+
+
+def handed_in(notebook_path: Path, notebook: str) -> dict[str, bytes | Refused]:
+    """What grading takes of a submission, the one definition of it (the ledger's digest, the
+    C files a run compiles, a cluster task's payload): by path in the student's folder, the
+    notebook (`notebook`.ipynb, at `notebook_path`), each file of the lab's csrc/exercises/
+    the student has there, and for the capstone's notebook their csrc/servers/mine.c; each
+    read as a regular file of bounded size, never through a link, else the Refused that
+    says why.  A file the lab does not have is not part of it."""
+    folder = notebook_path.parent
+    wanted = {f"{notebook}.ipynb": (notebook_path, MAX_NOTEBOOK_BYTES)}
+    lab = paths.ROOT / EXERCISES_C
+    for path in sorted(p for p in lab.rglob("*") if p.is_file()) if lab.is_dir() else []:
+        relative = path.relative_to(paths.ROOT)
+        wanted[str(relative)] = (folder / relative, MAX_C_BYTES)
+    if notebook == CAPSTONE_NOTEBOOK:
+        wanted[str(CAPSTONE_SERVER)] = (folder / CAPSTONE_SERVER, MAX_SERVER_BYTES)
+    files: dict[str, bytes | Refused] = {}
+    for name, (path, limit) in wanted.items():
+        # O_NOFOLLOW guards the last name only: were csrc/ a link, it would be followed
+        odd = next((parent for parent in reversed(path.relative_to(folder).parents)
+                    if str(parent) != "." and not is_folder(folder / parent)), None)
+        try:
+            if odd is not None and not os.path.lexists(folder / odd):
+                raise Refused(f"{name} was not handed in")
+            if odd is not None:
+                raise Refused(f"{name}: {odd} is not a folder (a link?): links are not followed")
+            files[name] = read_regular(path, limit=limit, what=name)
+        except Refused as refused:
+            files[name] = refused
+    return files
 
 
 def is_folder(path: Path) -> bool:

@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from .outcomes import DISK_FULL, FINISHED, FORK_BOMB, MEMORY, TIMEOUT
 from .uids import processes_of
 
 MIB = 1024 * 1024
@@ -54,14 +55,14 @@ class Crowding:
     def bomb(self, what: str, over_memory: bool = False) -> tuple[str, str]:
         memory = (f" and used all of its {self.limits.run_memory_bytes // MIB} MiB of memory"
                   if over_memory else "")
-        return "fork_bomb", (f"the notebook kept {self.most} {what} running (limit {self.limits.processes})"
+        return FORK_BOMB, (f"the notebook kept {self.most} {what} running (limit {self.limits.processes})"
                              f"{memory}: a fork bomb? it was stopped")
 
     def over_memory(self, what: str) -> tuple[str, str]:
         """Why a run that lost a process to its memory limit was stopped."""
         if self.most > self.limits.processes // 4:
             return self.bomb(what, over_memory=True)
-        return "memory", (f"the run used more than its {self.limits.run_memory_bytes // MIB} MiB of memory (all "
+        return MEMORY, (f"the run used more than its {self.limits.run_memory_bytes // MIB} MiB of memory (all "
                           "its processes together): the kernel killed one of them, and the run was stopped")
 
 
@@ -78,7 +79,7 @@ def watch(runner: subprocess.Popen, workdir: Path, limits, uid: int | None,
     while True:
         try:
             runner.wait(timeout=0.5)
-            return "finished", ""
+            return FINISHED, ""
         except subprocess.TimeoutExpired:
             pass
         now = time.monotonic()
@@ -99,10 +100,10 @@ def watch(runner: subprocess.Popen, workdir: Path, limits, uid: int | None,
         if cgroup is not None and cgroup.oom_kills():
             return crowding.over_memory(TASKS)
         if over_time:
-            return "timeout", f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
+            return TIMEOUT, f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
         if now >= next_disk_check:
             next_disk_check = now + 2.0
             used = tree_bytes(workdir)
             if used > limits.workdir_bytes:
-                return "disk_full", (f"the notebook wrote {used // MIB} MiB into its working directory "
+                return DISK_FULL, (f"the notebook wrote {used // MIB} MiB into its working directory "
                                      f"(limit {limits.workdir_bytes // MIB} MiB) and was stopped")

@@ -6,7 +6,8 @@ One module per job:
   probe    which events this machine counts, and why the others are missing;
   attach   perf attached to a running server (and its worker tree) or wrapped
            around a client, started through labkit.launcher; /proc fallback;
-  derived  the ratios the course plots, and getrusage as perf-style counters.
+  derived  the ratios the course plots, and getrusage as perf-style counters;
+  stacks   perf record's cpu-clock samples of a running server, folded (flame graphs).
 Everything a notebook needs is importable from here: `from labkit import perf`.
 
 What perf_event_paranoid really allows a user without root or CAP_PERFMON
@@ -43,7 +44,8 @@ from labkit.perf.stacks import Profile, StackSampler, fold, sample_stacks
 
 __all__ = [
     "ALIASES", "DEFAULT_EVENTS", "HARDWARE_EVENTS", "HARDWARE_FIX", "HARDWARE_NOTE", "KERNEL_ONLY_EVENTS",
-    "NAN", "NOT_MEASURABLE", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SERVER_SYSCALLS", "SOFTWARE_EVENTS", "SYSCALL_EVENTS",
+    "NAN", "NOT_MEASURABLE", "PARANOID_FIX", "PROC_NOTE", "READ_SYSCALLS", "SERVER_SYSCALLS", "SOFTWARE_EVENTS",
+    "SYSCALL_EVENTS",
     "WRITE_SYSCALLS", "Profile", "StackSampler", "fold", "sample_stacks",
     "Attached", "PerfProbe", "Reading",
     "TreeCounters", "attach", "attach_tree", "canonical_event", "classify_failure", "countable", "derive",

@@ -2,7 +2,7 @@
 panel draw.
 
 Every function takes the DataFrame that labkit.sweep returns (one row per measured point
-and repeat) and shows medians over repeats with their min-max spread, grouped by model and
+and repeat) and shows medians over repeats with their intervals (labkit.uncertainty), grouped by model and
 by the grid's axes (the experiment the frame declares in df.attrs["experiment"] says which;
 any column can be the x axis).  Two rules run through all of it:
   * a failed point is drawn (a cross, the reason in its hover), never dropped;

@@ -36,7 +36,7 @@ def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
 def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, title: str | None = None,
               log_x: bool = False, log_y: bool | None = None, x_title: str | None = None) -> go.Figure:
     """`metric` against column `x`, one line per model (and per value of every other axis
-    of the grid, `series`): median of the repeats, min-max error bars, failed points
+    of the grid, `series`): median of the repeats with its interval as error bars, failed points
     as crosses with the reason in the hover.  log_y=None: a log axis where the values
     span two decades or more."""
     log_y = spans_decades(df, metric) if log_y is None else log_y
@@ -196,7 +196,7 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
 def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None = None,
                     include_failed: bool = False, log_y: bool | None = None) -> go.Figure:
     """One group of bars per grid point (a value of each of `axes`: clients x exchanges),
-    one bar per model (its colour), the median of the repeats with min-max whiskers.
+    one bar per model (its colour), the median of the repeats with its interval as whiskers.
     A point with a failed repeat is marked with a red cross at its bar (or at 0), the
     reasons in the hover.  include_failed=True takes the values of failed repeats too
     (lost connections are measured *because* the point failed).  log_y=None: a log axis

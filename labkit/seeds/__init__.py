@@ -7,7 +7,8 @@ data/seeds/README.md says what each seed measured and how far it compares.
 
 This module reads the tables; seeds/compare.py sets your results beside them
 (beside, times_table, placements_table, observations_table, comparison, and styled, which
-writes a table with the interval of each of your medians: all re-exported here, so a notebook writes seeds.comparison(df, seeds.table("001"), "cycles")).
+writes a table with the interval of each of your medians: all re-exported here, so a notebook
+writes seeds.comparison(df, seeds.table("001"), "cycles")).
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@
     labkit gradebook grades/ --format canvas --roster roster.csv --due ... --late-penalty ...  (lms.books)
     labkit feedback grades/ --zip --lms canvas                                       (lms.returns)
 
+collect.py, books.py and returns.py are those three jobs, commands.py their command lines;
 archive.py reads a download without trusting it, roster.py the class list, sources.py how
-each LMS names a student's file, late.py due dates and penalties.
+each LMS names a student's file, late.py due dates and penalties, times.py submission
+times as nbgrader writes them (timestamp.txt).
 """

@@ -78,8 +78,9 @@ def _canvas(download, roster: Roster):
         anonymous = _CANVAS_ANON.match(name)
         match = None if anonymous else _CANVAS.match(name)
         if anonymous:
-            found.append(Found(member, None, f"anonymous grading: Canvas names the student anon_{anonymous[1]} "
-                                             "(turn anonymity off to collect, or hand the file in by hand)", name, None))
+            why = (f"anonymous grading: Canvas names the student anon_{anonymous[1]} "
+                   "(turn anonymity off to collect, or hand the file in by hand)")
+            found.append(Found(member, None, why, name, None))
         elif not match:
             found.append(Found(member, None, "not named as Canvas names a submission "
                                              "(<name>_<user id>_<attachment id>_<file>)", name, None))

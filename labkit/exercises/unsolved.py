@@ -1,7 +1,7 @@
 """Which of the lab's programs wait for a C exercise the student has not solved yet.
 
 In the students' edition four of the lab's own C functions ship as stubs
-(labkit.instructor.c_exercise_catalog: C_EXERCISES, each with what `needs` it): the top
+(labkit.exercises.catalog: C_EXERCISES, each with what `needs` it): the top
 service runs procstat_parse (exercise 1.1), the poll model ev_poll (1.2), the load
 generator's writev strategy fill_iovec (4.1), an event loop's --idle-timeout shed_idle
 (6.2).  Until the student's visible check passes and puts their function into csrc/, what
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .instructor.c_exercise_catalog import CExercise
+from .catalog import CExercise
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def waiting(root: Path | str | None = None) -> list[CExercise]:
     """The C exercises whose function in csrc/ is still the edition's stub (in the tree at
     `root`, default the csrc/ this user's programs are built from); [] in the instructor's
     checkout."""
-    from .instructor.release import still_stubbed
+    from .edition import still_stubbed
 
     return still_stubbed(root)
 
@@ -78,8 +78,8 @@ def require_measured(rows) -> None:
     """For a check: a LabError (the check's error, never its failure) with the sentence of
     the points among `rows` (a sweep's DataFrame) that wait for an unsolved exercise: the
     lab's stub kept them from being measured, not the student's code."""
-    from .errors import LabError
-    from .plots import waits_for_exercise
+    from ..errors import LabError
+    from ..plots import waits_for_exercise
 
     waits = rows[waits_for_exercise(rows)]
     if len(waits):

@@ -1,0 +1,30 @@
+"""Waiting on a condition, never for a fixed time: the suite's one way to wait.
+
+    wait_for(lambda: server.workers(), what="the workers")   # its truthy value, or AssertionError
+    wait_until(lambda: port_is_free(port), within=5)          # its last value: the caller asserts
+
+Each asks `condition()` every `every` seconds until it is truthy or `within` seconds have
+passed, and once more at the end (a condition that came true during the last sleep counts).
+A free port for a test's own server is labkit.bench.free_port.
+"""
+
+import time
+
+
+def wait_until(condition, within: float, every: float = 0.05):
+    """`condition()`'s first truthy value within `within` seconds, or its last value."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(every)
+    return condition()
+
+
+def wait_for(condition, within: float = 3.0, what: str = "the condition", every: float = 0.01):
+    """`condition()`'s first truthy value within `within` seconds; AssertionError naming `what` if none."""
+    value = wait_until(condition, within, every)
+    if not value:
+        raise AssertionError(f"{what}: not within {within:g} s")
+    return value
