@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from waits import wait_until
 
 from labkit import doctor, paths
 from labkit.instructor import certs
@@ -199,7 +200,10 @@ def test_a_neighbour_is_refused_and_nothing_runs(running, course_certs, other_co
     with pytest.raises(Exception) as refused:
         attempt(running, course_certs, other_course, expired, marker)
     seen = f"{type(refused.value).__name__}: {str(refused.value)[:200]}"
-    time.sleep(0.5)  # the refusing process writes its log line
+    def logged_since():
+        return logged in log.read_text()[len(before):]
+
+    wait_until(logged_since, within=3)  # the refusing process writes its log line
     new = log.read_text()[len(before):]
     print(f"{name}: the attacker saw {seen!r} after {time.monotonic() - started:.1f} s; "
           f"{logged_by}'s log: {[line[line.find(' - ') + 3:][:160] for line in new.splitlines() if logged in line]}")

@@ -3,10 +3,10 @@
 import os
 import shutil
 import subprocess
-import time
 
 import psutil
 import pytest
+from waits import wait_until
 
 from labkit import doctor, orphans, paths, perf
 
@@ -101,8 +101,8 @@ def test_clean_kills_leftover_servers_and_their_perf_but_not_live_ones(fake_lab)
     if shutil.which("perf") and perf.probe().usable:
         orphan_perf = _start_orphan(f"perf stat -o /dev/null -e task-clock -p {orphan}")
         started.append(orphan_perf)
-    time.sleep(0.3)
-
+    expected = {orphan, *([orphan_perf] if orphan_perf else [])}
+    wait_until(lambda: expected <= {p.pid for p in orphans.find_orphans()}, within=3)
     leftovers = {p.pid for p in orphans.find_orphans()}
     assert orphan in leftovers and owned.pid not in leftovers
     if orphan_perf:

@@ -10,6 +10,7 @@ import time
 
 import psutil
 import pytest
+from waits import wait_for
 
 from labkit import build, launcher, paths, procs
 from labkit.errors import ClientFailed, LabError, ServerFailed
@@ -117,9 +118,11 @@ def test_a_server_that_refuses_its_arguments_raises_with_its_stderr():
 def test_stop_kills_the_group_of_a_process_that_ignores_sigterm():
     # A real process group that ignores SIGTERM: the shell and its sleeping child.
     child = launcher.spawn(["sh", "-c", "trap '' TERM; sleep 30 & wait"], "test", None)
-    time.sleep(0.2)
-    group = [p for p in psutil.process_iter() if _pgid(p.pid) == child.pid]
-    assert len(group) >= 2
+    def both():
+        group = [p for p in psutil.process_iter() if _pgid(p.pid) == child.pid]
+        return group if len(group) >= 2 else None
+
+    group = wait_for(both, what="the shell and its sleeping child in one group")
     started = time.monotonic()
     code, killed = launcher.stop_child(child, timeout=0.3)
     assert killed and code == -signal.SIGKILL

@@ -557,7 +557,7 @@ int main(int argc, char **argv)
         drive_threads(&o, &addr, &work, &out);
     out.window_wall_s = (double)(now_ns() - wall_before) / 1e9;
     out.window_cpu_s = process_cpu_s() - cpu_before;
-    int code = report(&o, &out);
+    int code = report_outcome(&o, &out);
 
     outcome_free(&out);
     workload_free(&work);

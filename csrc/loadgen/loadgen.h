@@ -7,7 +7,7 @@
  *   arrivals.c  the open loop's schedule
  *
  * A driver runs the connections described by the options and fills in a
- * struct outcome; report() prints it.  Both drivers fill in the same fields,
+ * struct outcome; report_outcome() prints it.  Both drivers fill in the same fields,
  * so both print the same JSON keys.
  */
 #ifndef LOADGEN_H
@@ -172,6 +172,6 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
 
 /* Print the JSON summary on stdout and a line on stderr; returns the exit
  * code (0: everything succeeded, 1: something failed). */
-int report(const struct options *o, struct outcome *out);
+int report_outcome(const struct options *o, struct outcome *out);
 
 #endif

@@ -346,7 +346,7 @@ static void print_parts(const struct outcome *out, double elapsed)
     printf("],");
 }
 
-int report(const struct options *o, struct outcome *out)
+int report_outcome(const struct options *o, struct outcome *out)
 {
     bool open_loop = o->rate_rps > 0;
     long requests_failed = out->requests_planned - out->requests_ok;
