@@ -20,12 +20,13 @@ pytestmark = pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)
 # whatever it is.  They run on the parallel phase's workers, beside other tests.
 
 
-def outputs(nb, cell_source_start: str) -> list:
-    """The outputs of the first code cell whose source starts with `cell_source_start`."""
+def outputs(nb, tag: str) -> list:
+    """The outputs of the code cell tagged `tag` (a test-... tag: a test reads that cell, so a
+    reworded or moved cell keeps its test)."""
     for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith(cell_source_start):
+        if cell.cell_type == "code" and tag in cell.get("metadata", {}).get("tags", []):
             return cell.outputs
-    raise AssertionError(f"no cell starts with {cell_source_start!r}")
+    raise AssertionError(f"no cell is tagged {tag!r}: tag the cell this test reads")
 
 
 def shown_text(cell_outputs) -> str:
@@ -67,20 +68,20 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees():
     assert after == results_before, "the notebook wrote into data/results/"
 
     # The service by hand: TOP 3 answered, the malformed line got ERR.
-    by_hand = "".join(o.get("text", "") for o in outputs(nb, "def ask("))
+    by_hand = "".join(o.get("text", "") for o in outputs(nb, "test-ask-the-server"))
     assert "TOP 3 ->" in by_hand and "END" in by_hand and "ERR " in by_hand
     # The C parser and psutil agree on a name with spaces and parentheses.
-    assert "same name: True" in "".join(o.get("text", "") for o in outputs(nb, "TRICKY ="))
+    assert "same name: True" in "".join(o.get("text", "") for o in outputs(nb, "test-tricky-names"))
 
     # The panel's figure appears as a normal plotly output, one line per model.
-    figure = [o for o in outputs(nb, "panel.figure") if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    figure = [o for o in outputs(nb, "test-panel-figure") if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(figure) == 1
     traces = figure[0]["data"]["application/vnd.plotly.v1+json"]["data"]
     assert {t["name"] for t in traces} >= {"iterative", "threaded", "select"}
 
     # Counters tables: a counter is a number or "not measurable", never a made-up 0 for cycles.
     cycles_measured = any(r.get("server_cycles") is not None for r in rows)
-    table = outputs(nb, 'plots.style_counters(plots.counters_table(df, side="server"))')[0]["data"]["text/html"]
+    table = outputs(nb, "test-server-counters")[0]["data"]["text/html"]
     assert ("not measurable on this machine: cycles" in table) != cycles_measured
     # Every plot cell produced a figure.
     for start in ('plots.metric_vs(df, "elapsed_s")', "plots.latency_vs(df)",
@@ -99,14 +100,14 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert injected and 'profile = "quick"' in injected[0].source
 
     # The backends compared as diffs read from csrc/: select builds bitmaps, poll an array, epoll asks the kernel.
-    diffs = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, 'csource.show_diff("loop/ev_select.c"')
+    diffs = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "test-select-diff")
                     if "data" in o)
     assert "-" in diffs and "FD_SET" in diffs and "pollfd" in diffs
     assert "epoll_wait" in "".join(o["data"].get("text/markdown", "")
-                                   for o in outputs(nb, 'csource.show_diff("loop/ev_poll.c"') if "data" in o)
+                                   for o in outputs(nb, "test-poll-diff") if "data" in o)
 
     # select's wall by hand: the server's own refusal, and the other connections still echoed.
-    wall = shown_text(outputs(nb, "procs.ensure_nofile(1100)"))
+    wall = shown_text(outputs(nb, "test-descriptor-wall"))
     assert "FD_SETSIZE" in wall and "refused" in wall and not wall.startswith("0 connections echoed")
 
     # Both quick sweeps measured into the temporary file only.
@@ -135,7 +136,7 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
                   'plots.metric_vs(idle_df, "lat_p99_us", x="idle")',
                   'plots.metric_vs(idle_df, "server_cpu_us_per_request", x="idle")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
-    refusals = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "refusals = "))
+    refusals = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "test-refusals"))
     assert ">select<" in refusals and ">1000<" in refusals and "descriptor 1024 is too high" in refusals
     # Where the time goes: a flame chart per model with 800 idle connections, and the calls by name.
     assert sorted(r["model"] for r in where) == ["epoll", "poll", "select", "threaded"]
@@ -147,11 +148,11 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
         assert not any("do_select" in stack or "do_sys_poll" in stack for stack in by_model["epoll"]["server_stacks"])
         assert "pselect6" in by_model["select"]["server_syscalls_per_request"]
         assert "epoll_wait" in by_model["epoll"]["server_syscalls_per_request"]
-    flames = outputs(nb, "from labkit import flame, sweep")
+    flames = outputs(nb, "test-flame-graph")
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in flames)
-    assert "pselect6" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "syscalls = "))
+    assert "pselect6" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "test-syscall-counts"))
     # Seed 003's observations beside the student's.
-    shown = outputs(nb, 'observations = seeds.observations_table(df, seeds.table("003"))')
+    shown = outputs(nb, "test-seed-003-observations")
     table = "".join(o.get("data", {}).get("text/html", "") for o in shown)
     assert "seed 003" in table and "0.007262" in table and "yours" in table and "NaN" not in table
     # the quick grid does not meet the seed's: said, not shown as a table of blanks
@@ -169,14 +170,14 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
     assert injected and 'profile = "quick"' in injected[0].source
 
     # busy polling diffed against the event loop: it reads without asking what is ready.
-    diff = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "csource.show_function_diff(")
+    diff = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "test-lingering-close-diff")
                    if "data" in o)
     assert "-    if (ready & EV_READABLE) {" in diff and "+static bool poll_conn(struct conn *c)" in diff
 
     # glibc's AIO pool counted from /proc, and the stall it makes; epoll beside it.
-    aio = outputs(nb, 'failures.silent_clients("aio"')[0]["data"]["text/html"]
+    aio = outputs(nb, "test-aio-silent-clients")[0]["data"]["text/html"]
     assert "1 thread(s) before, 21 with them" in aio and "ETIMEDOUT" in aio
-    epoll = outputs(nb, 'failures.silent_clients("epoll"')[0]["data"]["text/html"]
+    epoll = outputs(nb, "test-epoll-silent-clients")[0]["data"]["text/html"]
     assert "OK 1024 1" in epoll
 
     # The quick sweep, into the temporary file only: every point measured, bytes exact.
@@ -194,15 +195,15 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
     assert after == results_before, "the notebook wrote into data/results/"
 
     # iperf3's ceiling measured in the same run, drawn as a line on the throughput plot.
-    assert "iperf3, one stream:" in shown_text(outputs(nb, "try:\n    ceiling ="))
-    figure = [o for o in outputs(nb, "largest = ") if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert "iperf3, one stream:" in shown_text(outputs(nb, "test-iperf3-ceiling"))
+    figure = [o for o in outputs(nb, "test-largest-upload") if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert figure and figure[0]["data"]["application/vnd.plotly.v1+json"]["layout"].get("shapes")
     for start in ('uploads.plot(df, "transfer_s")', 'figure = plots.metric_vs(df[df["clients"]',
                   'uploads.plot(df, "server_cpu_ms_per_mb")', 'uploads.plot(df, "server_reads_per_request")'):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
 
     # Seed 002's same-host table beside the student's numbers.
-    table = outputs(nb, 'seeds.styled(seeds.times_table(df, seeds.table("002"))')[0]["data"]["text/html"]
+    table = outputs(nb, "test-seed-002-times")[0]["data"]["text/html"]
     assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
 
     # Every failure case, with the errno each side saw.
@@ -227,7 +228,7 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
     print(f"04_write_strategies.ipynb, quick profile: {elapsed:.1f} s")
     no_errors(nb)
     assert elapsed < QUICK_RUN_LIMIT_S
-    shown = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "csource.show_source(") if "data" in o)
+    shown = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "test-strategies-source") if "data" in o)
     assert "static int write_repetition" in shown and "static int fill_iovec" in shown
 
     rows = run.rows
@@ -259,9 +260,9 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
     after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
     assert after == results_before, "the notebook wrote into data/results/"
 
-    table = outputs(nb, "with_nagle = ")[0]["data"]["text/html"]
+    table = outputs(nb, "test-nagle")[0]["data"]["text/html"]
     assert "seed 004 (Gbit/s)" in table and "10.69" in table and "yours (Gbit/s)" in table
-    assert "iperf3, one stream:" in shown_text(outputs(nb, "try:\n    ceiling ="))
+    assert "iperf3, one stream:" in shown_text(outputs(nb, "test-iperf3-ceiling"))
     for start in ('writes.plot(df, "send_gbit_s")', 'writes.plot(df, "client_write_syscalls_per_repetition")',
                   'writes.plot(df, "data_segments_per_repetition")', "plots.latency_histogram(nagle_df)"):
         assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
@@ -304,9 +305,9 @@ def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
     assert "a route to 8.8.8.8: none" in text and "iperf3 across 1gbit:" in text
     # the solutions pass their own (visible) checks; the four written answers wait for a hand mark
     assert "05_different_hosts: 7/11 points from" in text and "all passed; 4 written answer(s)" in text
-    topology = outputs(nb, "available, why = netlink.netem_available()")
+    topology = outputs(nb, "test-netem-available")
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in topology)
-    seed_table = "".join(o["data"].get("text/html", "") for o in outputs(nb, "for model in upload_params")
+    seed_table = "".join(o["data"].get("text/html", "") for o in outputs(nb, "test-uploads-across-links")
                          if "data" in o)
     assert "seed 002 (ms)" in seed_table and "different_hosts" in seed_table and "tbf 1gbit" in seed_table
     for start in ('experiments.get("echo_scale").plot(', 'experiments.get("uploads").plot(', "failed = plots.",
@@ -409,7 +410,7 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
         [(key, r["error"], r["requests_ok"]) for key, r in truth.items()]
     # Unless something else used the CPUs meanwhile (a nice-19 spinner on each made every mean
     # at 5,000/s five times theory's, and the order either way): then the notebook says so.
-    noisy = shown_text(outputs(nb, "truth = ground_truth.beside_theory("))
+    noisy = shown_text(outputs(nb, "test-ground-truth"))
     if "above theory, this machine's own floor included" in noisy:
         assert float(re.search(r"sit up to ([\d.]+)× above theory", noisy).group(1)) >= 2.0, noisy
     else:  # ... and only as far as the two runs' intervals tell them apart (a fresh CI run: even 387 µs,

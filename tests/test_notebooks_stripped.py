@@ -79,3 +79,14 @@ def test_a_cell_that_ends_with_a_written_answer_shows_it_once(path):
                 and not cell.source.rstrip().endswith(";"):
             twice.append(i)
     assert twice == [], f"{path.name}: cells {twice} end with ex.answer(...) and no ';'"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_each_test_tag_is_read_by_a_test(path):
+    """A cell tagged test-... is one tests/test_notebooks.py reads by that tag: a tag no test
+    reads is left from a test that changed, and tells the next editor a wrong thing."""
+    reading = (paths.ROOT / "tests" / "test_notebooks.py").read_text()
+    tags = [tag for cell in nbformat.read(path, as_version=4).cells
+            for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith("test-")]
+    assert len(tags) == len(set(tags)), f"a tag twice: {tags}"
+    assert [tag for tag in tags if f'"{tag}"' not in reading] == []
