@@ -345,11 +345,12 @@ def silent_reader_is_shed(port: int) -> None:
             time.sleep(0.01)
         except (ConnectionResetError, BrokenPipeError):
             break  # shed already (a slow machine): fine
-    stuck = time.monotonic()
     assert server_side_established(port, client_port) <= 1
+    # The bound is the wait's own: timed again around it, the reads of /proc/net/tcp a busy
+    # machine slows (thousands of sockets of the parallel phase) counted as the server's delay
+    # (CI: shed in time, then 2.88 s counted against 2.5).
     wait_for(lambda: server_side_established(port, client_port) == 0, within=2 * IDLE + 1.5,
              what="the server closing a client that never reads")
-    assert time.monotonic() - stuck <= 2 * IDLE + 1.5
     sock.close()
 
 
