@@ -29,6 +29,14 @@ def outputs(nb, tag: str) -> list:
     raise AssertionError(f"no cell is tagged {tag!r}: tag the cell this test reads")
 
 
+def assert_figures(nb, count: int) -> None:
+    """The `count` cells tagged test-figure each drew a plotly figure."""
+    cells = [c for c in nb.cells if c.cell_type == "code" and "test-figure" in c.get("metadata", {}).get("tags", [])]
+    assert len(cells) == count, f"{len(cells)} cells tagged test-figure, expected {count}"
+    for cell in cells:
+        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in cell.outputs), cell.source[:80]
+
+
 def shown_text(cell_outputs) -> str:
     """What a cell printed, or said (labkit.friendly.say displays a Note), as text."""
     return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell_outputs)
@@ -84,9 +92,7 @@ def test_01_proc_service_runs_quick_and_shows_what_a_student_sees():
     table = outputs(nb, "test-server-counters")[0]["data"]["text/html"]
     assert ("not measurable on this machine: cycles" in table) != cycles_measured
     # Every plot cell produced a figure.
-    for start in ('plots.metric_vs(df, "elapsed_s")', "plots.latency_vs(df)",
-                  'seeds.comparison(df, seeds.table("001"), "cycles")'):
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    assert_figures(nb, 3)
 
 
 def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves():
@@ -130,12 +136,7 @@ def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves
     assert after == results_before, "the notebook wrote into data/results/"
 
     # The plots: every plot cell produced a figure; the refusal is printed with the server's words.
-    for start in ("plots.latency_percentiles(df)", 'plots.metric_by_point(df, "lost_connections"',
-                  'plots.metric_by_point(df, "server_cpu_us_per_request")',
-                  'plots.metric_by_point(df, "server_cs_per_request")',
-                  'plots.metric_vs(idle_df, "lat_p99_us", x="idle")',
-                  'plots.metric_vs(idle_df, "server_cpu_us_per_request", x="idle")'):
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    assert_figures(nb, 6)
     refusals = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "test-refusals"))
     assert ">select<" in refusals and ">1000<" in refusals and "descriptor 1024 is too high" in refusals
     # Where the time goes: a flame chart per model with 800 idle connections, and the calls by name.
@@ -198,25 +199,22 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
     assert "iperf3, one stream:" in shown_text(outputs(nb, "test-iperf3-ceiling"))
     figure = [o for o in outputs(nb, "test-largest-upload") if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert figure and figure[0]["data"]["application/vnd.plotly.v1+json"]["layout"].get("shapes")
-    for start in ('uploads.plot(df, "transfer_s")', 'figure = plots.metric_vs(df[df["clients"]',
-                  'uploads.plot(df, "server_cpu_ms_per_mb")', 'uploads.plot(df, "server_reads_per_request")'):
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    assert_figures(nb, 4)
 
     # Seed 002's same-host table beside the student's numbers.
     table = outputs(nb, "test-seed-002-times")[0]["data"]["text/html"]
     assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
 
     # Every failure case, with the errno each side saw.
-    shown = {start: outputs(nb, start)[0]["data"]["text/html"] for start in (
-        "failures.no_server()", "failures.fewer_clients(", "failures.second_batch(",
-        "failures.too_many_open_files(", "failures.reset_on_close(", "failures.connect_timeout(")}
-    assert "ECONNREFUSED" in shown["failures.no_server()"]
-    assert "timed out after 2 s" in shown["failures.fewer_clients("]
-    assert "batch 2: timed out" in shown["failures.second_batch("]
-    assert "shed a connection" in shown["failures.too_many_open_files("]
-    assert "ECONNRESET" in shown["failures.reset_on_close("]
-    assert "ETIMEDOUT" in shown["failures.connect_timeout("]
-    assert all("the server still serves" in card for name, card in shown.items() if name != "failures.no_server()")
+    shown = {case: outputs(nb, f"test-failure-{case}")[0]["data"]["text/html"] for case in (
+        "no-server", "fewer-clients", "second-batch", "too-many-open-files", "reset-on-close", "connect-timeout")}
+    assert "ECONNREFUSED" in shown["no-server"]
+    assert "timed out after 2 s" in shown["fewer-clients"]
+    assert "batch 2: timed out" in shown["second-batch"]
+    assert "shed a connection" in shown["too-many-open-files"]
+    assert "ECONNRESET" in shown["reset-on-close"]
+    assert "ETIMEDOUT" in shown["connect-timeout"]
+    assert all("the server still serves" in card for name, card in shown.items() if name != "no-server")
 
 
 @pytest.mark.measuring
@@ -263,9 +261,7 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
     table = outputs(nb, "test-nagle")[0]["data"]["text/html"]
     assert "seed 004 (Gbit/s)" in table and "10.69" in table and "yours (Gbit/s)" in table
     assert "iperf3, one stream:" in shown_text(outputs(nb, "test-iperf3-ceiling"))
-    for start in ('writes.plot(df, "send_gbit_s")', 'writes.plot(df, "client_write_syscalls_per_repetition")',
-                  'writes.plot(df, "data_segments_per_repetition")', "plots.latency_histogram(nagle_df)"):
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    assert_figures(nb, 4)
 
 
 @pytest.mark.measuring
@@ -310,9 +306,7 @@ def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
     seed_table = "".join(o["data"].get("text/html", "") for o in outputs(nb, "test-uploads-across-links")
                          if "data" in o)
     assert "seed 002 (ms)" in seed_table and "different_hosts" in seed_table and "tbf 1gbit" in seed_table
-    for start in ('experiments.get("echo_scale").plot(', 'experiments.get("uploads").plot(', "failed = plots.",
-                  'experiments.get("bdp").plot(', 'experiments.get("nagle").plot('):
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    assert_figures(nb, 5)
 
 
 @pytest.mark.measuring
@@ -422,10 +416,7 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
 
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     assert "06_what_breaks_first: 11/17 points from 14 checks; all passed; 6 written answer(s)" in text
-    for start in ("say(plots.saturation_warning(load_df)", 'experiments.get("slow_clients").plot(slow_df, "served',
-                  "queueing.connect_times(queue_df)", 'experiments.get("herd").plot(herd_df, "server_cs',
-                  'experiments.get("conn_memory").plot(memory_df, "kernel_kib', 'fig = ground_truth.figure(truth'):
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs(nb, start)), start
+    assert_figures(nb, 6)
 
 
 def test_07_your_server_runs_quick_and_puts_mine_beside_the_labs_models():
