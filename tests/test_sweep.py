@@ -145,14 +145,15 @@ def test_the_saturation_verdict_follows_from_what_the_generator_reported(name, b
 STARVERS = 4  # processes that spin on the generator's CPU, each in a session of its own
 
 
-def test_a_generator_over_driven_on_a_cpu_it_shares_is_flagged():
+def test_a_generator_starved_on_a_cpu_it_shares_reports_its_waiting():
     """An open loop offered far more than one loop can send, its CPU shared with STARVERS
-    spinning processes, each in its own session: a fair share leaves the generator a fifth of
-    its CPU, whether the kernel shares it among tasks or among sessions (sched_autogroup: two
-    spinners of one session left it 0.52 here).  It waits, runnable, most of the rest, so its CPU
-    time alone would call it idle; the server, on the other CPU, has four times the time it
-    needs.  Its CPU time and its waiting (the kernel's run_delay) fill the run: the row must say
-    the generator was the limit, and why."""
+    spinning processes, each in a session of its own: a fair share leaves the generator a
+    fifth of its CPU or less, so its CPU time alone would call it idle.  The row must say how
+    long it waited, runnable, for that CPU (the kernel's run_delay, /proc/thread-self/schedstat):
+    longer than it ran.  Whether that makes it the limit is the verdict's rule on these two
+    numbers (the table test above): how much of the rest it spent blocked, waiting for replies
+    the server on the other CPU was computing, depends on how busy that CPU is (0.16 run, 0.65
+    waited here beside a test run; 0.19 and 0.80 on a quiet machine), so it is not asserted."""
     import subprocess
 
     spin = [subprocess.Popen(["taskset", "-c", str(CPUS[-1]), "sh", "-c", "while :; do :; done"],
@@ -165,11 +166,12 @@ def test_a_generator_over_driven_on_a_cpu_it_shares_is_flagged():
             proc.kill()
             proc.wait()
     assert row["status"] == "ok", row["error"]
-    assert row["client_busiest_thread"] < measure.SATURATION, row["client_busiest_thread"]  # CPU time alone
-    assert row["client_cpu_wait"] > 0.5, row["client_cpu_wait"]  # it waited for its CPU most of the run
-    assert row["client_saturated"] is True
-    assert "generator_saturated" in row["verdicts"], row["verdicts"]
-    assert "waiting for their CPU" in row["verdicts"]["generator_saturated"]
+    busy, waited = row["client_busiest_thread"], row["client_cpu_wait"]
+    assert busy < 0.5, busy  # CPU time alone: far from saturated
+    assert waited > busy, (busy, waited)  # it waited for its CPU longer than it ran
+    assert row["client_saturated"] is measure.client_saturated([busy], row["client_cpu_util"], 1, [waited])
+    if row["client_saturated"]:
+        assert "waiting for their CPU" in row["verdicts"]["generator_saturated"], row["verdicts"]
 
 
 def test_an_open_loop_against_a_server_made_slow_is_not_saturated(monkeypatch):
