@@ -7,6 +7,7 @@ announced: the client must read the ERR line and a clean end of file, never a re
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -62,13 +63,27 @@ def _server_holds(pid: int, client: tuple) -> bool:
         return False
 
 
+TRICKLE_S = 0.2  # a byte this often: any per-read timeout over it (a second, say) is never reached
+
+
+def _trickle(sock: socket.socket, stop: threading.Event) -> None:
+    """Send a byte every TRICKLE_S until `stop`, or until the server has closed."""
+    while not stop.wait(TRICKLE_S):
+        try:
+            sock.send(b"x")
+        except OSError:
+            return  # the server closed: what the check waits for
+
+
 def _check_linger_is_bounded(server: ScratchServer, timeout: float) -> None:
     """Clients that get ERR and then neither close nor stop: one silent, one sending a
-    byte every half second (each read then returns within any per-read timeout, so only a
+    byte every TRICKLE_S (each read then returns within any per-read timeout, so only a
     bound on the whole linger ends it).  The server must close each connection by itself
     within `timeout` (a linger with no bound holds a thread, and its descriptor, for as
     long as the client likes).  Watched from the server's side: whether it still holds a
-    socket connected to this client."""
+    socket connected to this client.  The bytes go from a thread of their own, on time
+    however slowly a busy machine answers the watching (its reads of /proc): a byte late
+    past the per-read timeout would let a per-read bound pass."""
     pid = server.server.pid
     for trickle in (False, True):
         with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as sock:
@@ -76,20 +91,21 @@ def _check_linger_is_bounded(server: ScratchServer, timeout: float) -> None:
             got = sock.recv(4096)
             assert got.startswith(b"ERR "), f"the client got {got!r} instead of an ERR line"
             deadline = time.monotonic() + timeout
-            next_byte = time.monotonic()
-            while _server_holds(pid, sock.getsockname()):
-                if time.monotonic() > deadline:
-                    raise AssertionError(
-                        f"after ERR the server kept a "
-                        f"{'client sending a byte every 0.5 s' if trickle else 'silent client'}"
-                        f" connected for more than {timeout:g} s: bound the whole linger with a deadline (say 2 s from "
-                        "the shutdown, the receive timeout set to what is left before each read), not each read: a "
-                        "client that trickles bytes defeats a per-read timeout")
-                if trickle and time.monotonic() >= next_byte:
-                    try:
-                        sock.send(b"x")
-                    except OSError:
-                        break  # the server closed: what we wanted
-                    next_byte += 0.5
-                time.sleep(0.05)
-
+            stop = threading.Event()
+            sender = threading.Thread(target=_trickle, args=(sock, stop), daemon=True) if trickle else None
+            if sender:
+                sender.start()
+            try:
+                while _server_holds(pid, sock.getsockname()):
+                    if time.monotonic() > deadline:
+                        raise AssertionError(
+                            f"after ERR the server kept a "
+                            f"{f'client sending a byte every {TRICKLE_S:g} s' if trickle else 'silent client'}"
+                            f" connected for more than {timeout:g} s: bound the whole linger with a deadline "
+                            "(say 2 s from the shutdown, the receive timeout set to what is left before each "
+                            "read), not each read: a client that trickles bytes defeats a per-read timeout")
+                    time.sleep(0.05)
+            finally:
+                stop.set()
+                if sender:
+                    sender.join()
