@@ -4,6 +4,7 @@ import json
 import math
 import os
 import signal
+import time
 
 import measuring
 import psutil
@@ -457,6 +458,28 @@ def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay)
     written = _lines(results) if results.exists() else []  # every line on disk is a whole row
     assert all(row["status"] in ("ok", "failed") for row in written)
     assert len(written) < 24
+
+
+def test_a_ctrl_c_python_dropped_still_stops_the_sweep_before_its_next_point(tmp_path):
+    """Python drops a KeyboardInterrupt raised while a weakref callback or a __del__ runs
+    (printed as "Exception ignored"): here the point being measured swallows it the same way.
+    The sweep must still stop before its next point, the row it was measuring kept."""
+    results = tmp_path / "r.jsonl"
+
+    def dropped(count, point):
+        if count == 1:
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.2)  # the handler runs here, in this frame
+            except KeyboardInterrupt:
+                pass  # dropped, as a garbage collector's callback drops it
+
+    counting = Counting(before=dropped)
+    with pytest.raises(KeyboardInterrupt):
+        sweep.run(small(repeats=2), results=results, measure=counting, progress=False)
+    assert len(counting.calls) == 1 and len(_lines(results)) == 1
+    assert launcher.live_children() == []
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the sweep's handler is gone
 
 
 @pytest.mark.parametrize("schemas, outcome", [
