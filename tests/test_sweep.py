@@ -146,21 +146,21 @@ def test_the_saturation_verdict_follows_from_what_the_generator_reported(name, b
 STARVERS = 4  # processes that spin on the generator's CPU, each in a session of its own
 
 
-def test_a_generator_starved_on_a_cpu_it_shares_reports_its_waiting():
+def test_a_generator_over_driven_on_a_cpu_it_shares_is_flagged():
     """An open loop offered far more than one loop can send, its CPU shared with STARVERS
     spinning processes, each in a session of its own: a fair share leaves the generator a
-    fifth of its CPU or less, so its CPU time alone would call it idle.  The row must say how
-    long it waited, runnable, for that CPU (the kernel's run_delay, /proc/thread-self/schedstat):
-    longer than it ran.  Whether that makes it the limit is the verdict's rule on these two
-    numbers (the table test above): how much of the rest it spent blocked, waiting for replies
-    the server on the other CPU was computing, depends on how busy that CPU is (0.16 run, 0.65
-    waited here beside a test run; 0.19 and 0.80 on a quiet machine), so it is not asserted."""
+    fifth of its CPU, so its CPU time alone would call it idle.  It waits, runnable, for that
+    CPU (the kernel's run_delay, /proc/thread-self/schedstat) most of the rest: the row must
+    say the generator was the limit, and why.  On 50 connections: on 200 the loop also spends
+    up to a fifth of the run blocked, waiting for a batch of replies the server's CPU is still
+    computing, more so the busier that CPU (0.16 run + 0.65 waited beside a test run); on 50,
+    0.19 + 0.80 on a quiet machine, 0.18 + 0.77 beside a spinning test run."""
     import subprocess
 
     spin = [subprocess.Popen(["taskset", "-c", str(CPUS[-1]), "sh", "-c", "while :; do :; done"],
                              start_new_session=True) for _ in range(STARVERS)]
     try:
-        row = measuring.point("epoll", clients=200, service="echo", engine="events", threads=1,
+        row = measuring.point("epoll", clients=50, service="echo", engine="events", threads=1,
                               rate=100_000, duration=0.3, server_cpus=[CPUS[0]], client_cpus=[CPUS[-1]])
     finally:
         for proc in spin:
@@ -170,9 +170,8 @@ def test_a_generator_starved_on_a_cpu_it_shares_reports_its_waiting():
     busy, waited = row["client_busiest_thread"], row["client_cpu_wait"]
     assert busy < 0.5, busy  # CPU time alone: far from saturated
     assert waited > busy, (busy, waited)  # it waited for its CPU longer than it ran
-    assert row["client_saturated"] is measure.client_saturated([busy], row["client_cpu_util"], 1, [waited])
-    if row["client_saturated"]:
-        assert "waiting for their CPU" in row["verdicts"]["generator_saturated"], row["verdicts"]
+    assert row["client_saturated"] is True, (busy, waited)
+    assert "waiting for their CPU" in row["verdicts"]["generator_saturated"], row["verdicts"]
 
 
 def test_an_open_loop_against_a_server_made_slow_is_not_saturated(monkeypatch):
