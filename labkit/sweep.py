@@ -16,8 +16,6 @@ point once the budget is spent, and says how many are left for the next run to m
 from __future__ import annotations
 
 import dataclasses
-import signal
-import threading
 import time
 import uuid
 from datetime import datetime, timezone
@@ -69,35 +67,6 @@ def _progress_reporter(progress, total, axes: list[str]):
 
         return advance, bar.close
     return (lambda row: None), (lambda: None)
-
-
-class _Interrupts:
-    """A Ctrl-C the sweep sees even where Python drops its KeyboardInterrupt: raised while a
-    weakref callback or a __del__ of the garbage collector runs, it is printed as "Exception
-    ignored" and lost (CI: a Ctrl-C 0.45 s into a sweep let it run to its end).  The handler
-    notes each Ctrl-C, then does what the handler before it did (raise KeyboardInterrupt); the
-    sweep raises a noted one before its next point.  Only the main thread runs handlers."""
-
-    def __enter__(self):
-        self.seen, self.previous = False, None
-        if threading.current_thread() is threading.main_thread():
-            previous = signal.getsignal(signal.SIGINT)
-            if callable(previous):
-                self.previous = previous
-                signal.signal(signal.SIGINT, self._noted)
-        return self
-
-    def _noted(self, signum, frame):
-        self.seen = True
-        self.previous(signum, frame)
-
-    def check(self) -> None:
-        if self.seen:
-            raise KeyboardInterrupt
-
-    def __exit__(self, *exc) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
 
 
 def run(plan, results=None, measure=measure_module.point, progress=True, resume: bool = True,
@@ -184,7 +153,7 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
         if on_point is not None:
             on_point(row)
 
-    with _Interrupts() as interrupts:
+    with launcher.InterruptsNoted() as interrupts:
         try:
             for index, planned in enumerate(runs):
                 interrupts.check()

@@ -206,15 +206,16 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
     assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
 
     # Every failure case, with the errno each side saw.
-    shown = {case: outputs(nb, f"test-failure-{case}")[0]["data"]["text/html"] for case in (
-        "no-server", "fewer-clients", "second-batch", "too-many-open-files", "reset-on-close", "connect-timeout")}
-    assert "ECONNREFUSED" in shown["no-server"]
-    assert "timed out after 2 s" in shown["fewer-clients"]
-    assert "batch 2: timed out" in shown["second-batch"]
-    assert "shed a connection" in shown["too-many-open-files"]
-    assert "ECONNRESET" in shown["reset-on-close"]
-    assert "ETIMEDOUT" in shown["connect-timeout"]
-    assert all("the server still serves" in card for name, card in shown.items() if name != "no-server")
+    shown = {tag: outputs(nb, tag)[0]["data"]["text/html"] for tag in (
+        "test-failure-no-server", "test-failure-fewer-clients", "test-failure-second-batch",
+        "test-failure-too-many-open-files", "test-failure-reset-on-close", "test-failure-connect-timeout")}
+    assert "ECONNREFUSED" in shown["test-failure-no-server"]
+    assert "timed out after 2 s" in shown["test-failure-fewer-clients"]
+    assert "batch 2: timed out" in shown["test-failure-second-batch"]
+    assert "shed a connection" in shown["test-failure-too-many-open-files"]
+    assert "ECONNRESET" in shown["test-failure-reset-on-close"]
+    assert "ETIMEDOUT" in shown["test-failure-connect-timeout"]
+    assert all("the server still serves" in card for name, card in shown.items() if name != "test-failure-no-server")
 
 
 @pytest.mark.measuring
