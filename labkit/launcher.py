@@ -79,6 +79,14 @@ class Child:
         except subprocess.TimeoutExpired:
             return None
 
+    def exit_status_unless_stuck(self, within: float, cap: float = 10.0) -> int | None:
+        """Its exit status once it has ended, waiting up to `within` s, and again while it is
+        held back by a busy machine rather than stuck (run_delay.patiently), up to `cap` s."""
+        from . import run_delay
+
+        run_delay.patiently(lambda seconds: self.exit_status(seconds) is not None, self.pid, within, cap)
+        return self.exit_status()
+
     def kill_group(self) -> None:
         try:
             os.killpg(self.pid, signal.SIGKILL)  # pgid == pid: each child leads its own session
@@ -217,7 +225,8 @@ def group_alive(pgid: int) -> bool:
 
 def stop_child(child: Child, timeout: float, signum: int = signal.SIGTERM) -> tuple[int, bool]:
     """`signum` (SIGTERM; perf wants SIGINT to write its counts), wait up to
-    `timeout`, then SIGKILL the group. Returns (exit code, had to kill)."""
+    `timeout` (more while a busy machine holds the child back, up to 5 s: run_delay),
+    then SIGKILL the group. Returns (exit code, had to kill)."""
     popen = child.popen
     killed = False
     if popen.poll() is None:
@@ -225,9 +234,7 @@ def stop_child(child: Child, timeout: float, signum: int = signal.SIGTERM) -> tu
             popen.send_signal(signum)
         except ProcessLookupError:
             pass
-        try:
-            popen.wait(timeout)
-        except subprocess.TimeoutExpired:
+        if child.exit_status_unless_stuck(timeout, cap=max(timeout, 5.0)) is None:
             child.kill_group()
             killed = True
             popen.wait()

@@ -228,6 +228,11 @@ class Server:
         """Its exit status once it has ended on its own (waiting up to `within` s), else None."""
         return self._child.exit_status(within)
 
+    def exit_status_unless_stuck(self, within: float, cap: float = 10.0) -> int | None:
+        """Its exit status once it has ended on its own: up to `within` s of waiting, more while
+        a busy machine holds it back (launcher.Child.exit_status_unless_stuck), else None."""
+        return self._child.exit_status_unless_stuck(within, cap)
+
     def thread_count(self) -> int:
         """Threads of the server process now (/proc/PID/task), 0 once it is gone."""
         try:

@@ -28,6 +28,8 @@ from pathlib import Path
 
 import psutil
 
+import waits
+
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
 
@@ -172,12 +174,12 @@ def stop_and_check(server: Server) -> None:
     before = children(server)
     deadline = time.monotonic() + 1.0
     proc.send_signal(signal.SIGTERM)
-    try:
-        status = proc.wait(timeout=1.0)
-    except subprocess.TimeoutExpired:
+    status = waits.exit_status(proc, within=1.0)  # a busy machine's delays not counted
+    if status is None:
         proc.kill()
         proc.wait()
-        raise AssertionError(f"{server.model} did not exit within 1 s of SIGTERM") from None
+        raise AssertionError(f"{server.model} did not exit within 1 s of SIGTERM (not counting time it waited "
+                             "for a CPU)")
     left = [child for child in before if still_running(child)]
     while left and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -5,10 +5,15 @@
 
 Each asks `condition()` every `every` seconds until it is truthy or `within` seconds have
 passed, and once more at the end (a condition that came true during the last sleep counts).
+    exit_status(proc, within=1.0)                             # a Popen's status, or None
+
 A free port for a test's own server is labkit.bench.free_port.
 """
 
+import subprocess
 import time
+
+from labkit import run_delay
 
 
 def wait_until(condition, within: float, every: float = 0.05):
@@ -28,3 +33,17 @@ def wait_for(condition, within: float = 3.0, what: str = "the condition", every:
     if not value:
         raise AssertionError(f"{what}: not within {within:g} s")
     return value
+
+
+def exit_status(proc: subprocess.Popen, within: float, cap: float = 10.0) -> int | None:
+    """`proc`'s exit status once it has ended within `within` s, not counting time a busy
+    machine held it back (labkit.run_delay: up to `cap` s in all); None if it has not."""
+    def exited(seconds):
+        try:
+            proc.wait(timeout=seconds) if seconds > 0 else proc.poll()
+        except subprocess.TimeoutExpired:
+            pass
+        return proc.returncode is not None
+
+    run_delay.patiently(exited, proc.pid, within, cap)
+    return proc.returncode

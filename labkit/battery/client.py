@@ -1,12 +1,46 @@
 """The battery's client: plain sockets (never the lab's load generator), every wait bounded,
-and a failure that says what the client saw."""
+and a failure that says what the client saw.
+
+A wait that runs out is a failure only if the server is stuck: while the server under test
+(watching(port, pid)) is working or waiting for a CPU on a busy machine, the wait is given
+again, up to MORE_WAITS times (labkit.run_delay)."""
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import struct
 import time
+
+from .. import run_delay
+
+MORE_WAITS = 3  # a wait given again while the server is held back, at most
+_watched: dict[int, int] = {}  # the port of each server under test -> its pid
+
+
+@contextlib.contextmanager
+def watching(port: int, pid: int):
+    """While the case runs: the server listening on `port` is process `pid`."""
+    _watched[port] = pid
+    try:
+        yield
+    finally:
+        _watched.pop(port, None)
+
+
+def held_back(sock: socket.socket) -> bool:
+    """Whether the server at the other end of `sock` is working or waiting for a CPU
+    (run_delay.held_back), rather than stuck."""
+    try:
+        pid = _watched.get(sock.getpeername()[1])
+    except OSError:
+        return False
+    return pid is not None and run_delay.held_back(pid)
+
+
+def _more(waits: int) -> str:
+    return f" (and {waits} more while the server was busy or waiting for a CPU)" if waits else ""
 
 
 class CaseFailed(AssertionError):
@@ -56,14 +90,18 @@ class Lines:
         self.sock, self.buffer, self.progress = sock, bytearray(), progress
 
     def line(self, what: str) -> bytes:
+        more = 0
         while b"\n" not in self.buffer:
             try:
                 chunk = self.sock.recv(65536)
             except (socket.timeout, TimeoutError):
                 if self.progress is not None and self.progress.within(self.sock.gettimeout()):
                     continue  # the server is answering the others: this one waits its turn
-                raise CaseFailed(f"waiting for {what}: nothing more came within {self.sock.gettimeout():g} s "
-                                 f"(got {bytes(self.buffer[:80])!r} so far)"
+                if more < MORE_WAITS and held_back(self.sock):
+                    more += 1
+                    continue
+                raise CaseFailed(f"waiting for {what}: nothing more came within {self.sock.gettimeout():g} s"
+                                 f"{_more(more)} (got {bytes(self.buffer[:80])!r} so far)"
                                  + (" while the server sent nothing to any client" if self.progress else "")) from None
             except ConnectionResetError:
                 raise CaseFailed(f"waiting for {what}: the server reset the connection") from None
@@ -103,13 +141,16 @@ def visible_processes() -> range:
 
 
 def read_exactly(sock: socket.socket, n: int, what: str) -> bytes:
-    data = bytearray()
+    data, more = bytearray(), 0
     while len(data) < n:
         try:
             chunk = sock.recv(min(1 << 20, n - len(data)))
         except (socket.timeout, TimeoutError):
+            if more < MORE_WAITS and held_back(sock):
+                more += 1
+                continue
             raise CaseFailed(f"{what}: {len(data)} of {n} bytes came back, then nothing for "
-                             f"{sock.gettimeout():g} s") from None
+                             f"{sock.gettimeout():g} s{_more(more)}") from None
         if not chunk:
             raise CaseFailed(f"{what}: the server closed the connection after {len(data)} of {n} bytes")
         data += chunk

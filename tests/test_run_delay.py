@@ -1,0 +1,151 @@
+"""labkit.run_delay: a late process is called stuck only when it neither ran nor waited for a
+CPU; one that works, or waits its turn, is given its bound again, up to a cap."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from labkit import run_delay
+import waits
+
+SPIN = [sys.executable, "-c", "while True: pass"]
+SLEEP = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"]
+# ignores SIGTERM while it spins for 1.5 s of its own CPU time, then exits 3
+SPIN_THEN_EXIT = [sys.executable, "-c", """
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+start = time.process_time()
+while time.process_time() - start < 1.5: pass
+raise SystemExit(3)
+"""]
+# ignores SIGTERM and sleeps
+DEAF = [sys.executable, "-c", """
+import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(60)
+"""]
+
+
+def started(argv, cpus=None):
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+    if "ready" in argv[-1]:
+        assert proc.stdout.readline() == b"ready\n"
+    return proc
+
+
+def stopped(*procs):
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def test_a_sleeping_process_is_not_held_back_a_spinning_one_is():
+    sleeper, spinner = started(SLEEP), started(SPIN)
+    try:
+        assert not run_delay.held_back(sleeper.pid)
+        assert run_delay.held_back(spinner.pid)
+    finally:
+        stopped(sleeper, spinner)
+
+
+def test_a_process_sharing_its_cpu_with_another_waits_for_it_and_the_kernel_counts_the_wait():
+    """Two spinners pinned to one CPU: each waits on the run queue about half the time, which
+    /proc/PID/task/TID/schedstat's second field counts (CONFIG_SCHED_INFO)."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    first, second = started(SPIN, [cpu]), started(SPIN, [cpu])
+    try:
+        task = f"/proc/{first.pid}/task/{first.pid}"
+        ran0, waited0 = run_delay._schedstat(task)
+        time.sleep(0.5)
+        ran, waited = run_delay._schedstat(task)
+        assert waited - waited0 > 50_000_000, (ran - ran0, waited - waited0)  # > 50 ms of 500 waiting
+    finally:
+        stopped(first, second)
+
+
+def test_the_threads_of_a_process_and_of_its_children_are_watched():
+    parent = started([sys.executable, "-c", "import subprocess, sys, time; "
+                      "subprocess.Popen([sys.executable, '-c', 'while True: pass']); print('ready', flush=True); "
+                      "time.sleep(60)"])
+    try:
+        tasks = run_delay._tasks(parent.pid)
+        assert len({task.split("/")[2] for task in tasks}) == 2, tasks  # the parent and its spinning child
+        assert run_delay.held_back(parent.pid)  # the parent sleeps; its child runs
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        stopped(parent)
+
+
+def test_a_stuck_process_is_called_stuck_after_its_bound_and_one_window():
+    deaf = started(DEAF)
+    try:
+        deaf.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        assert waits.exit_status(deaf, within=0.5, cap=10.0) is None
+        assert time.monotonic() - start < 0.5 + 2 * run_delay.WINDOW + 1.0  # not the cap
+    finally:
+        stopped(deaf)
+
+
+def test_a_working_process_is_waited_for_past_its_bound_up_to_the_cap():
+    busy = started(SPIN_THEN_EXIT)
+    try:
+        busy.send_signal(signal.SIGTERM)
+        assert waits.exit_status(busy, within=0.5, cap=30.0) == 3  # 1.5 s of its CPU: past 0.5 s
+    finally:
+        stopped(busy)
+    busy = started(SPIN_THEN_EXIT)
+    try:
+        start = time.monotonic()
+        assert waits.exit_status(busy, within=0.2, cap=0.6) is None  # the cap holds
+        assert time.monotonic() - start < 0.6 + run_delay.WINDOW + 1.0
+    finally:
+        stopped(busy)
+
+
+# A server that answers its first line after 2.5 s: spent computing, or asleep.
+LATE_SERVER = """
+import socket, sys, time
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+conn.recv(100)
+if sys.argv[1] == "computes":
+    start = time.process_time()
+    while time.process_time() - start < 2.5: pass
+else:
+    time.sleep(2.5)
+conn.sendall(b"late\\n")
+time.sleep(5)
+"""
+
+
+def test_the_batterys_client_waits_again_for_a_server_that_computes_not_for_one_that_sleeps():
+    from labkit.battery import client
+    from labkit.battery.cases import Size
+
+    for how, answered in (("computes", True), ("sleeps", False)):
+        server = subprocess.Popen([sys.executable, "-c", LATE_SERVER, how], stdout=subprocess.PIPE)
+        try:
+            port = int(server.stdout.readline())
+            with client.watching(port, server.pid), client.connect(port, Size(timeout=1.0)) as sock:
+                sock.sendall(b"hello\n")
+                start = time.monotonic()
+                if answered:
+                    assert client.Lines(sock).line("the late line") == b"late"
+                else:
+                    try:
+                        client.Lines(sock).line("the late line")
+                    except client.CaseFailed as failure:
+                        assert "nothing more came within 1 s" in str(failure)
+                        assert time.monotonic() - start < 1.0 + 2 * run_delay.WINDOW
+                    else:
+                        raise AssertionError("a sleeping server's late line was waited for")
+        finally:
+            stopped(server)
