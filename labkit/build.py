@@ -1,9 +1,10 @@
-"""Build the C programs (make) and the in-process procstat module (cffi).
+"""Build the C programs: the servers, the load generator, the delay line.
 
-There is one C build recipe, csrc/Makefile; this module only drives it, so
-`make -C csrc` in a terminal and `labkit.build.build()` in a notebook always
-produce the same binaries.  The procstat module compiles the servers' own
-/proc parser with the same CFLAGS, so a notebook can compare it with psutil.
+There is one C build recipe, csrc/Makefile (labkit.makefile runs it); this module only
+drives it, so `make -C csrc` in a terminal and `labkit.build.build()` in a notebook always
+produce the same binaries.  The servers' /proc parser, called from Python, is
+labkit.procstat; its names here (build.procstat(), build.top_processes(),
+build.parse_stat_line()) are the ones notebooks have always called.
 
 Only the standard library is imported at module level: `python3 -m labkit
 build` must work with the system python3, before the lab's venv exists.
@@ -11,59 +12,17 @@ build` must work with the system python3, before the lab's venv exists.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import importlib.machinery
-import importlib.util
 import os
-import shlex
-import shutil
 import subprocess
-import sysconfig
 from pathlib import Path
 
 from . import paths
 from .errors import BuildError, LabError
+from .makefile import make
+from .procstat import module as procstat, parse_stat_line, top_processes  # noqa: F401 (the names notebooks call)
 
 LOADGEN = "loadgen"
 DELAY_LINE = "delayline"  # csrc/link/delayline.c, run by labkit.netlink between two namespaces
-
-# Flags that turn warnings in cffi's generated glue code into errors, or that
-# would need a sanitizer runtime inside the Python process.
-_CFFI_DROPPED_FLAG_PREFIXES = ("-Werror", "-fsanitize", "-pedantic-errors")
-
-# cdef for cffi: the declarations of csrc/services/procstat.h that Python uses.
-_PROCSTAT_CDEF = """
-#define PROCSTAT_NAME_MAX ...
-struct proc_cpu { int pid; unsigned long long utime, stime; char name[...]; ...; };
-int procstat_parse(const char *line, size_t len, struct proc_cpu *out);
-int procstat_top(struct proc_cpu *out, int k);
-"""
-
-
-def _require_tools() -> None:
-    missing = [tool for tool in ("make", "gcc") if shutil.which(tool) is None]
-    if missing:
-        raise LabError(
-            f"{' and '.join(missing)} not found: the lab compiles its C servers on this machine",
-            "install the compiler tools: sudo apt-get install build-essential",
-        )
-
-
-def make(args: list[str], csrc: Path, build_dir: Path) -> subprocess.CompletedProcess:
-    """Run make in `csrc`, stdout and stderr in one stream so messages keep their order."""
-    _require_tools()
-    if not (csrc / "Makefile").is_file():
-        raise LabError(f"no Makefile in {csrc}", "run labkit from a complete checkout of the lab (installed "
-                       "apart from it, e.g. by pip install ., set LABKIT_ROOT to the lab's folder)")
-    return subprocess.run(
-        ["make", "-C", str(csrc), f"BUILD={build_dir}", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        errors="replace",
-    )
-
 
 # What make last built in this process: (sanitize, csrc, build dir) -> the source tree's
 # fingerprint then.  A make with nothing to do still reads the Makefile and every .d file
@@ -186,144 +145,3 @@ def loadgen_limits() -> dict:
 
 
 _LIMITS: dict | None = None
-
-
-# ---------------------------------------------------------------------------
-# procstat through cffi
-
-
-def _make_print(variable: str) -> str:
-    result = make(["-s", f"print-{variable}"], paths.CSRC, paths.BUILD)
-    if result.returncode != 0:
-        raise BuildError(f"`make print-{variable}` failed", result.stdout)
-    return result.stdout.strip()
-
-
-def procstat_flags() -> list[str]:
-    """The servers' CFLAGS (from csrc/Makefile), fit for an in-process cffi build."""
-    flags = shlex.split(_make_print("CFLAGS"))
-    return [f for f in flags if not f.startswith(_CFFI_DROPPED_FLAG_PREFIXES)]
-
-
-def procstat_source() -> Path:
-    """csrc/services/procstat.c, as the Makefile names it."""
-    source = Path(_make_print("PROCSTAT_SRC"))
-    if not source.is_absolute():
-        source = paths.CSRC / source
-    if not source.is_file():
-        raise LabError(f"procstat source {source} not found", "check `make -C csrc print-PROCSTAT_SRC`")
-    return source
-
-
-_procstat_module = None
-MODULE_ALIASES = "aliases.json"  # in the installed build's cffi/: {a source's module name: the module built}
-
-
-def procstat_module_name(source: bytes, header: bytes, flags: list[str]) -> str:
-    """The cffi module's name for these procstat.[ch] contents and flags (a digest of them)."""
-    digest = hashlib.sha256()
-    for part in (source, header, " ".join(flags).encode(), _PROCSTAT_CDEF.encode()):
-        digest.update(part)
-    return f"_procstat_{digest.hexdigest()[:16]}"
-
-
-def _module_aliases() -> dict[str, str]:
-    """Which built module a source stands for, where the two differ: only in a graded run,
-    whose procstat.c holds the exercise's stub and whose module is the instructor's
-    (labkit.instructor.run_lab writes the file)."""
-    try:
-        return json.loads((paths.INSTALL_BUILD / "cffi" / MODULE_ALIASES).read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def procstat():
-    """The cffi module (`.ffi`, `.lib`) compiled from the servers' procstat.c.
-
-    Rebuilt only when procstat.[ch] or the flags change: their hash is part of
-    the module name, so an edited parser gets a fresh module even in a running
-    kernel (a loaded extension module cannot be reloaded).
-    """
-    global _procstat_module
-    source = procstat_source()
-    header = source.with_suffix(".h")
-    flags = procstat_flags()
-    name = procstat_module_name(source.read_bytes(), header.read_bytes(), flags)
-    name = _module_aliases().get(name, name)
-    if _procstat_module is not None and _procstat_module.__name__ == name:
-        return _procstat_module
-
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    shared_object = paths.CFFI_DIR / f"{name}{suffix}"
-    installed = paths.INSTALL_BUILD / "cffi" / shared_object.name  # the same parser, built by the install
-    if not shared_object.is_file() and installed.is_file():
-        shared_object = installed
-    if not shared_object.is_file():
-        compile_procstat(name, source, header, flags, shared_object)
-    loader = importlib.machinery.ExtensionFileLoader(name, str(shared_object))
-    spec = importlib.util.spec_from_file_location(name, shared_object, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    _procstat_module = module
-    return module
-
-
-def compile_procstat(name: str, source: Path, header: Path, flags: list[str], target: Path) -> None:
-    # cffi writes the glue C file; gcc is called here directly (not through
-    # setuptools) so a compile error reaches the student as gcc printed it.
-    import cffi
-
-    _require_tools()
-    ffi = cffi.FFI()
-    ffi.cdef(_PROCSTAT_CDEF)
-    ffi.set_source(name, f'#include "{header.name}"', compiler_verbose=0)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    glue = target.parent / f"{name}_cffi.c"
-    ffi.emit_c_code(str(glue))
-    partial = target.with_name(target.name + ".tmp")
-    command = [
-        "gcc", *flags, "-fPIC", "-shared",
-        f"-I{sysconfig.get_paths()['include']}", f"-I{header.parent}", f"-I{paths.CSRC}",
-        str(glue), str(source), "-o", str(partial),
-    ]
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    if result.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise BuildError(
-            f"compiling {source.name} for Python (cffi) failed",
-            result.stdout,
-            f"fix the error in {source} and run the cell again",
-        )
-    partial.replace(target)  # atomic: another process never imports half a file
-
-
-def proc_cpu_dict(ffi, entry) -> dict:
-    """One `struct proc_cpu` from the C side as a dict (pid, utime, stime, name)."""
-    return {
-        "pid": entry.pid,
-        "utime": entry.utime,
-        "stime": entry.stime,
-        "name": ffi.string(entry.name).decode("utf-8", "replace"),
-    }
-
-
-def top_processes(k: int = 5) -> list[dict]:
-    """The k processes with the most CPU time, as the servers' C code sees them."""
-    if k < 1:
-        raise LabError(f"k must be at least 1, got {k}", "ask for the top 1 or more processes")
-    module = procstat()
-    entries = module.ffi.new("struct proc_cpu[]", k)
-    found = module.lib.procstat_top(entries, k)
-    if found < 0:
-        raise LabError("procstat_top could not read /proc", "check that /proc is mounted and readable")
-    return [proc_cpu_dict(module.ffi, entries[i]) for i in range(found)]
-
-
-def parse_stat_line(line: str) -> dict | None:
-    """Parse one /proc/PID/stat line with the servers' C parser; None if malformed."""
-    module = procstat()
-    raw = line.encode("utf-8", "surrogateescape")
-    entry = module.ffi.new("struct proc_cpu *")
-    if module.lib.procstat_parse(raw, len(raw), entry) != 0:
-        return None
-    return proc_cpu_dict(module.ffi, entry[0])

@@ -18,7 +18,7 @@ import warnings
 import shutil
 from pathlib import Path
 
-from . import build, launcher, paths, procs
+from . import launcher, makefile, paths, procs
 from .csource import replace_function
 from .errors import BuildError
 
@@ -67,7 +67,7 @@ def scratch_build(name: str, model: str, files: dict[Path, str], sanitize: bool 
         binary.unlink(missing_ok=True)  # the lab's, if a part held one: never linked from these files
         for path, text in files.items():
             (csrc / path).write_text(text)
-        result = build.make(["-s", "--no-print-directory", *(["SAN=1"] if sanitize else []), str(binary)],
+        result = makefile.make(["-s", "--no-print-directory", *(["SAN=1"] if sanitize else []), str(binary)],
                             csrc, scratch / "build")
         if result.returncode == 0:
             built.write_text("")

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import build, paths
+from labkit import build, makefile, paths, procstat
 from labkit.errors import BuildError, LabError
 
 pytestmark = pytest.mark.timeout(300)
@@ -122,7 +122,7 @@ def test_a_broken_source_raises_build_error_with_gccs_own_message(csrc_copy, tmp
 
 
 def test_missing_compiler_says_how_to_install_it(monkeypatch, tmp_path):
-    monkeypatch.setattr(build.shutil, "which", lambda tool: None)
+    monkeypatch.setattr(makefile.shutil, "which", lambda tool: None)
     with pytest.raises(LabError) as caught:
         build.build(build_dir=tmp_path / "build")
     assert "apt-get install build-essential" in caught.value.fix
@@ -198,7 +198,7 @@ def test_procstat_compile_error_is_a_build_error_with_gccs_message(csrc_copy, tm
     monkeypatch.setattr(paths, "CSRC", csrc_copy)
     monkeypatch.setattr(paths, "BUILD", tmp_path / "build")
     monkeypatch.setattr(paths, "CFFI_DIR", tmp_path / "build" / "cffi")
-    monkeypatch.setattr(build, "_procstat_module", None)
+    monkeypatch.setattr(procstat, "_module", None)
     with pytest.raises(BuildError) as caught:
         build.procstat()
     assert "procstat.c:" in caught.value.output and "error:" in caught.value.output

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import build, launcher
+from .. import launcher, procstat
 from ..csource import replace_function
 from ..errors import BuildError
 from ..scratch import SCRATCH, digest, locked
@@ -24,12 +24,12 @@ from .edition import adopt, edition
 
 def procstat_parse_module(code: str) -> tuple[str, Path]:
     """(module name, path) of the cffi module of the lab's procstat.c with the student's
-    procstat_parse, compiled the way build.procstat() compiles the real one (same
+    procstat_parse, compiled the way procstat.module() compiles the real one (same
     flags, same cdef); a compile error raises BuildError with gcc's own message."""
     import importlib.machinery
 
-    real_source = build.procstat_source()
-    flags = build.procstat_flags()
+    real_source = procstat.procstat_source()
+    flags = procstat.procstat_flags()
     name = f"_procstat_ex_{digest(code, real_source.read_text(), ' '.join(flags))}"
     scratch = SCRATCH / "procstat_parse"
     target = scratch / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
@@ -39,7 +39,7 @@ def procstat_parse_module(code: str) -> tuple[str, Path]:
             source.write_text(replace_function(real_source.read_text(), "procstat_parse", code,
                                                "your procstat_parse cell", real_source))
             try:
-                build.compile_procstat(name, source, real_source.with_suffix(".h"), flags, target)
+                procstat.compile_procstat(name, source, real_source.with_suffix(".h"), flags, target)
             except BuildError as failed:
                 raise BuildError("your procstat_parse() does not compile (gcc's message below)", failed.output,
                                  "read the first error (your procstat_parse cell:LINE: error: ...), fix that "
@@ -82,7 +82,7 @@ def _parse_main() -> None:
         raw = line.encode("utf-8", "surrogateescape")
         entry = module.ffi.new("struct proc_cpu *")
         ok = module.lib.procstat_parse(raw, len(raw), entry) == 0
-        results.append(build.proc_cpu_dict(module.ffi, entry[0]) if ok else None)
+        results.append(procstat.proc_cpu_dict(module.ffi, entry[0]) if ok else None)
     print(json.dumps(results))
 
 
@@ -121,7 +121,7 @@ def check_procstat_parse(code: str, lines=None) -> None:
         raise AssertionError("in a students' edition the lab's procstat_parse is the exercise itself, so it "
                              "cannot judge other lines: call check_procstat_parse(code) without lines")
     else:
-        expected = [build.parse_stat_line(line) for line in lines]
+        expected = [procstat.parse_stat_line(line) for line in lines]
     for line, yours, lab in zip(lines, parse_lines(code, lines), expected):
         if yours == lab:
             continue

@@ -166,12 +166,12 @@ class Grader:
                  limits: sandbox.Limits):
         import nbformat
 
-        from .. import build
+        from .. import build, procstat
 
         # Every run gets a copy of build/ that its uid cannot write into: what the checks load
         # (the programs, the cffi module for these compiler flags) must be built before.
         build.build()
-        build.procstat()
+        procstat.module()
 
         self.instructor = {path.stem: nbformat.read(path, as_version=4)
                            for path in sorted(Path(instructor_dir).glob("*.ipynb"))}

@@ -12,7 +12,7 @@ student finished, and it grades one notebook: the student's functions from the o
 notebooks are not at hand to build them from.  For make to find those programs up to date,
 a stubbed file keeps its original's modification time; and since the /proc parser's cffi
 module is named after procstat.c's contents, build/cffi/aliases.json names the module the
-stubbed file stands for (build.procstat reads it).  What a run can still read of a solution
+stubbed file stands for (procstat.module reads it).  What a run can still read of a solution
 is its machine code, in those programs.
 
 The checks' process gets the instructor's lab as it is (`stubbed=False`): its hidden checks
@@ -27,7 +27,7 @@ import os
 import shutil
 from pathlib import Path
 
-from .. import build, paths
+from .. import paths, procstat
 from . import release
 
 # What a run needs of the lab: the package, the C sources and a copy of the build (times
@@ -69,12 +69,12 @@ def _stub_sources(csrc: Path) -> None:
 
 def _alias_procstat(lab: Path) -> None:
     """build/cffi/aliases.json: the stubbed procstat.c's module name -> the instructor's module."""
-    source = build.procstat_source()
+    source = procstat.procstat_source()
     relative = source.relative_to(paths.CSRC)
-    flags = build.procstat_flags()
-    built = build.procstat_module_name(source.read_bytes(), source.with_suffix(".h").read_bytes(), flags)
+    flags = procstat.procstat_flags()
+    built = procstat.procstat_module_name(source.read_bytes(), source.with_suffix(".h").read_bytes(), flags)
     copied = lab / "csrc" / relative
-    stubbed = build.procstat_module_name(copied.read_bytes(), copied.with_suffix(".h").read_bytes(), flags)
+    stubbed = procstat.procstat_module_name(copied.read_bytes(), copied.with_suffix(".h").read_bytes(), flags)
     cffi = lab / "build" / "cffi"
     if stubbed != built and cffi.is_dir():
-        (cffi / build.MODULE_ALIASES).write_text(json.dumps({stubbed: built}) + "\n")
+        (cffi / procstat.MODULE_ALIASES).write_text(json.dumps({stubbed: built}) + "\n")
