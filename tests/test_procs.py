@@ -181,7 +181,7 @@ def _silent_listener():
 
 
 def test_client_past_its_wall_clock_bound_is_killed(monkeypatch):
-    monkeypatch.setattr(procs, "CLIENT_WALL_MARGIN_S", -2.5)  # bound = timeout - 2.5 s = 0.5 s
+    monkeypatch.setattr(procs.load, "CLIENT_WALL_MARGIN_S", -2.5)  # bound = timeout - 2.5 s = 0.5 s
     listener = _silent_listener()
     try:
         started = time.monotonic()
@@ -249,7 +249,7 @@ def test_ensure_nofile_raises_the_soft_limit_for_children():
 def test_values_go_to_argv_exactly(value, words):
     import numpy as np
 
-    assert procs._flag_words("rate", value) == words
+    assert procs.argv.flag_words("rate", value) == words
     if isinstance(value, float):
-        assert procs._flag_words("rate", np.float64(value)) == words  # not np.float64(...)
+        assert procs.argv.flag_words("rate", np.float64(value)) == words  # not np.float64(...)
         assert float(words[1]) == value  # what strtod reads back
