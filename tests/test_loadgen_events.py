@@ -1,4 +1,4 @@
-"""The load generator's event-driven engine (csrc/loadgen/events.c): many
+"""The load generator's event-driven engine (csrc/loadgen/events*.c, docs/loadgen-events.md): many
 connections in one process, open loop with coordinated omission corrected,
 warm-up, idle connections, lost connections, and the histogram behind its
 percentiles.

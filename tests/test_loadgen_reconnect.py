@@ -1,4 +1,4 @@
-"""The load generator's --reconnect (csrc/loadgen/events.c): every exchange on
+"""The load generator's --reconnect (csrc/loadgen/events_reconnect.c): every exchange on
 a new connection (connect, send, read the whole reply, close), the workload of
 short connections a thundering-herd experiment needs.
 

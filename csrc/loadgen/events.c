@@ -1,104 +1,18 @@
-/* events.c -- the event-driven driver: one thread, epoll, many connections.
- *
- * Every connection is a small state machine over the same exchange as the
+/* events.c -- the event-driven driver: one thread (or --threads N), epoll,
+ * many connections, each a small state machine over the same exchange as the
  * threads driver:
  *
  *   CONNECTING --connected--> HELD --exchange due--> BUSY --reply--> HELD ...
  *        \______________________\_______________________\--> CLOSED
  *
- * All connections (active and idle) connect first and wait at the start
- * gate, as in the threads driver (with --reconnect, below, the idle ones
- * only); --bad ones connect before them (every thread's bad connections are
- * established, or have failed, before any active one calls connect(), so a
- * server that accepts in order, like the iterative one, meets the bad ones
- * first).  Then, in closed loop, each active
- * connection runs its exchanges back to back; in open loop exchange g of
- * the run falls due on the run's schedule (arrivals.h: evenly, one every
- * 1/rate, or as a Poisson process of that rate), exchange j of connection c
- * being g = j * clients + c.  A connection still busy when its next exchange is
- * due sends it as soon as the reply arrives, and that exchange's latency
- * counts from when it was due (corrected for coordinated omission), beside
- * the send-to-reply figure (uncorrected).  Idle connections stay HELD,
- * silent, until the active ones are done.
- *
- * --reconnect: a new connection per exchange (HTTP/1.0 style short
- * connections, the workload of a thundering-herd experiment).  An active
- * connection is then a client slot whose exchanges each connect, send,
- * read the whole reply and close (a normal close, FIN):
- *
- *   APART --exchange due--> QUEUED --connect slot free--> CONNECTING
- *     ^                                                       | connected
- *     \------ reply read, or the exchange failed: close <--- BUSY
- *
- * and CLOSED once its last exchange is over.  Active slots do not connect
- * before the gate (there is nothing to hold); idle and bad connections still
- * do.  Closed loop: each slot does its exchanges back to back, each on a new
- * connection.  Open loop: exchange g falls due as above, and
- * its connect happens when it falls due (or as soon as its slot is free, if
- * the slot is still busy then).  The connect is part of the exchange:
- * latency_us counts from the due time (closed loop: from the connect()
- * call), so it includes the connect; latency_uncorrected_us counts from the
- * request's send, once connected, so it does not.  A failure (a refused or
- * timed-out connect, a reset, an EOF, a bad reply) fails that one exchange,
- * counted by name, and the slot goes on to its next exchange.  Every connect
- * is timed into connect_us as always (one per exchange now), and the connects
- * share the MAX_CONNECTING bound: an exchange due while it is reached waits,
- * QUEUED, in a FIFO (open loop: that wait counts in its latency).  The
- * client closes first, so each exchange leaves a TIME_WAIT socket on this
- * side for 60 s: fine for the few tens of thousands per run used here, but
- * beyond the ephemeral ports (net.ipv4.ip_local_port_range, about 28,000)
- * per minute to one server address, connect() fails with EADDRNOTAVAIL,
- * counted by name (loopback escapes it: tcp_tw_reuse defaults to 2 there).
- *
- * Bad connections (--bad N) misbehave from the moment the gate opens until
- * the active ones are done, then are closed like the idle ones; their fate is
- * counted apart (report.c "bad") and never fails the run:
- *   silent  writes requests back to back (echo: the payload, over and over)
- *           as long as the socket takes them, and never reads a byte;
- *   slow    the same, but reads at most BAD_SLOW_READ bytes every
- *           --bad-interval seconds;
- *   drip    writes its requests one byte every --bad-interval seconds
- *           (Slowloris) and reads whatever comes back.
- * They listen for EPOLLRDHUP, not EPOLLIN (silent and slow never read), so a
- * server that closes or resets them is seen all the same.
- *
- * Connect times: from the connect() call to writable with SO_ERROR 0, for
- * every connection; at most MAX_CONNECTING connects are in flight at once
- * (the bound shared out among the threads), so a bigger burst is staggered
- * (the wait for a slot is not part of a connect's time).
- *
- * In flight (Little's law): once per INFLIGHT_INTERVAL_NS after the warm-up,
- * at a random instant within each period (a fixed grid would alias with an
- * open-loop schedule whose period divides it, and always see the exchange
- * just sent), each thread counts its exchanges in flight: in closed loop its
- * busy connections (--reconnect: connecting ones too, the connect being part
- * of the exchange); in open loop the exchanges due and not yet replied on
- * its open connections (--reconnect: its slots not yet done), those due but
- * still queued behind a busy connection included.  It counts the schedule
- * and the connections' state, never the latencies, so inflight.mean =
- * completed_rps x latency mean is a check of two measurements, not one
- * computed twice.
- *
- * Open loop ends in bounded time: at the run's deadline, the last exchange's
- * due time + --timeout, every exchange still unanswered has waited at least
- * --timeout since it was due: its connection is closed with ETIMEDOUT (lost),
- * and the exchanges never sent are counted as such (requests_not_sent).
- *
- * Every wait is bounded: a sweep every SWEEP_NS closes the connects and
- * exchanges past their deadline with ETIMEDOUT; a connection that fails is
- * closed, its failure counted by name, and the others go on.
- *
- * --threads N runs N such loops, as wrk does: thread t owns connections
- * t, t + N, t + 2N ..., each thread its own epoll set, timer and counts.
- * They share only what must be one: the gate (a barrier, then one start
- * time for all), the open loop's schedule (thread t sends exchange g when
- * its connection g % clients is one of its own, at the one due time the
- * schedule gives g), the warm-up count, the failure tally and the count of active
- * connections still open (idle ones are held until every thread is done).
- * Their counts and histograms are added up at the end, so the summary is
- * the one a single thread would print.
+ * This file is the loop: connecting (at most MAX_CONNECTING in flight), an
+ * exchange (closed loop back to back; open loop on the run's schedule, its
+ * latency counted from when it was due), dispatching events, the one timerfd,
+ * the sweep that bounds every wait, and a thread's run from its first connect
+ * to its last close.  The features beside it are files of their own
+ * (events.h); the design and its reasons are in docs/loadgen-events.md.
  */
-#include "loadgen/loadgen.h"
+#include "loadgen/events.h"
 
 #include "common/net.h"
 #include "common/util.h"
@@ -117,77 +31,12 @@
 
 /* MAX_CONNECTING (loadgen.h): connects in flight: 10,000 SYNs at once overflow backlogs */
 #define SWEEP_NS 10000000ull          /* deadlines are checked every 10 ms */
-#define BAD_IOV 64                    /* silent/slow: request units per sendmsg, at most ... */
-#define BAD_CHUNK (256 * 1024)        /* ... and bytes */
 #define MAX_EVENTS 1024
 #define TIMER_TOKEN UINT64_MAX        /* the epoll token of the timerfd */
 
-/* APART and QUEUED: --reconnect only, a slot with no connection between two exchanges. */
-enum phase { CONNECTING, HELD, BUSY, MISBEHAVING, APART, QUEUED, CLOSED };
-enum role { ACTIVE, IDLE, BAD };
-
-struct conn {
-    long id;                       /* its number in the run (the driver's conns are a subset) */
-    int fd;
-    enum phase phase;
-    enum role role;                /* idle: held silent; bad: misbehaving (never exchanges) */
-    uint32_t interest;             /* the epoll events asked for now */
-    long next;                     /* number of this connection's next exchange */
-    long planned;                  /* exchanges this connection is to make */
-    uint64_t deadline_ns;          /* of the connect or exchange in progress */
-    uint64_t due_ns;               /* when the exchange in progress was due */
-    uint64_t sent_ns;              /* when it was actually started */
-    uint64_t connect_ns;           /* when connect() was called */
-    bool connect_failed;           /* --reconnect: one of its connects failed ... */
-    bool exchange_lost;            /* ... one of its connections failed once connected */
-    struct exchange x;             /* bad: the request being written, over and over */
-};
-
-/* What the threads of one run share. */
-struct run {
-    struct outcome *out;           /* the summary: its failure tally is shared as it goes */
-    pthread_barrier_t gate;        /* every thread connected */
-    pthread_barrier_t bad_gate;    /* every thread's bad connections connected (--bad) */
-    uint64_t start_ns;             /* the gate opened (set by one thread, between two waits) */
-    uint64_t deadline_ns;          /* open loop: the run ends by then (set with start_ns) */
-    struct arrivals arrivals;      /* open loop: when each exchange of the run falls due */
-    _Atomic uint64_t warm_ns;      /* --warmup N: when the N-th exchange completed */
-    atomic_long completed;         /* exchanges completed, for --warmup N */
-    atomic_long active_open;       /* active connections of the whole run not yet closed */
-};
-
-struct driver {
-    const struct options *o;
-    const struct workload *w;
-    struct outcome *out;           /* this thread's counts and histograms */
-    struct run *run;
-    const struct net_addr *addr;
-    long thread, threads;          /* it owns the connections c with c % threads == thread */
-    long active;                   /* how many of its connections are active (they come first) */
-    long held;                     /* ... active and idle (the bad ones come last) */
-    struct conn *conns;            /* active ones first, then idle ones, then bad ones */
-    long total;                    /* its connections, active, idle and bad */
-    int epfd, timerfd;
-    uint64_t timer_at;             /* when the timerfd is armed to fire; 0 = not armed */
-    long connecting;               /* connects in flight ... */
-    long most_connecting;          /* ... at most (its share of MAX_CONNECTING) */
-    long *queue;                   /* --reconnect: slots due, waiting for a connect (a FIFO ... */
-    long queue_head, queued;       /* ... of `active` places: a slot is in it once at most) */
-    long active_open;              /* active connections not yet closed */
-    bool open_loop;
-    uint64_t start_ns;             /* when the gate opened; 0 until then */
-    long cursor;                   /* open loop: the next exchange of the run to fall due */
-    long run_planned;              /* exchanges in the whole run */
-    uint64_t next_bad_tick;        /* slow/drip: the next read or byte; 0 = none */
-    uint64_t sample_period;        /* in flight: the start of the current sampling period */
-    uint64_t next_sample;          /* ... and the instant within it; 0 = not sampling */
-    uint64_t rng;                  /* ... drawn from this (xorshift64) */
-    char buf[65536];
-};
-
 /* ------------------------------------------------------------- helpers */
 
-static void set_interest(struct driver *d, struct conn *c, uint32_t events)
+void set_interest(struct driver *d, struct conn *c, uint32_t events)
 {
     if (c->interest == events)
         return;
@@ -198,7 +47,7 @@ static void set_interest(struct driver *d, struct conn *c, uint32_t events)
 }
 
 /* Close the socket, if any (a connect in flight no longer counts). */
-static void drop_socket(struct driver *d, struct conn *c)
+void drop_socket(struct driver *d, struct conn *c)
 {
     if (c->phase == CONNECTING)
         d->connecting--;
@@ -209,7 +58,7 @@ static void drop_socket(struct driver *d, struct conn *c)
 
 /* A connection (--reconnect: a client slot) is done for good; `failure` (0 if
  * none) is counted by name. */
-static void conn_retire(struct driver *d, struct conn *c, int failure)
+void conn_retire(struct driver *d, struct conn *c, int failure)
 {
     if (c->phase == CLOSED)
         return;
@@ -250,59 +99,14 @@ static void conn_retire(struct driver *d, struct conn *c, int failure)
 }
 
 /* When exchange g of the run is due (open loop). */
-static uint64_t due_time(const struct driver *d, long g)
+uint64_t due_time(const struct driver *d, long g)
 {
     return d->start_ns + arrivals_at(&d->run->arrivals, g);
 }
 
-/* ------------------------------------------- --reconnect: a connection per exchange */
-
-/* The slot's exchange is due (`due`; 0 in closed loop: when its connect
- * starts): wait for a connect slot.  The queue is served at the top of every
- * turn(), never from here, so a run of connects that fail at once is a loop,
- * not a recursion. */
-static void reconnect_queue(struct driver *d, struct conn *c, uint64_t due)
-{
-    c->phase = QUEUED;
-    c->due_ns = due;
-    d->queue[(d->queue_head + d->queued++) % d->active] = c - d->conns;
-}
-
-/* The exchange is over (its reply read, or failed): its connection is closed;
- * on to the slot's next exchange, queued now if it is due already. */
-static void reconnect_next(struct driver *d, struct conn *c)
-{
-    drop_socket(d, c);
-    c->phase = APART;
-    if (++c->next == c->planned) {
-        conn_retire(d, c, 0);
-        return;
-    }
-    if (!d->open_loop) {
-        reconnect_queue(d, c, 0);
-        return;
-    }
-    uint64_t due = due_time(d, c->next * d->o->clients + c->id);
-    if (due <= now_ns())
-        reconnect_queue(d, c, due);  /* overdue: it waited for this one */
-    /* else release_due() queues it when it falls due */
-}
-
-/* The exchange failed (its connect, or its connection once connected): only
- * that one exchange; the slot goes on. */
-static void exchange_failed(struct driver *d, struct conn *c, int failure)
-{
-    tally_add(&d->run->out->failures, failure);
-    if (c->phase == CONNECTING)
-        c->connect_failed = true;
-    else
-        c->exchange_lost = true;
-    reconnect_next(d, c);
-}
-
 /* Close a connection because of `failure` (0 if none), counted by name.  With
  * --reconnect, an active slot's failure ends only the exchange under way. */
-static void conn_close(struct driver *d, struct conn *c, int failure)
+void conn_close(struct driver *d, struct conn *c, int failure)
 {
     if (failure && c->role == ACTIVE && d->o->reconnect && (c->phase == CONNECTING || c->phase == BUSY))
         exchange_failed(d, c, failure);
@@ -314,7 +118,7 @@ static void conn_close(struct driver *d, struct conn *c, int failure)
 
 static void exchange_begin(struct driver *d, struct conn *c, uint64_t due);
 
-static void start_connect(struct driver *d, struct conn *c, const struct net_addr *addr)
+void start_connect(struct driver *d, struct conn *c, const struct net_addr *addr)
 {
     c->connect_ns = now_ns();
     c->fd = net_connect_addr(addr, true);
@@ -358,23 +162,6 @@ static void connect_done(struct driver *d, struct conn *c)
      * never speak first.  Bad ones watch only for the close (whatever the
      * server says to them is for later, and silent ones never read it). */
     set_interest(d, c, c->role == BAD ? EPOLLRDHUP : EPOLLIN);
-}
-
-/* --reconnect: connect the queued slots, oldest first, while connect slots
- * are free.  The wait in the queue is not part of a connect's time; in closed
- * loop it is not part of the exchange's either (it counts from here). */
-static void start_queued(struct driver *d)
-{
-    while (d->queued > 0 && d->connecting < d->most_connecting) {
-        struct conn *c = &d->conns[d->queue[d->queue_head]];
-        d->queue_head = (d->queue_head + 1) % d->active;
-        d->queued--;
-        if (c->phase != QUEUED)
-            continue;  /* retired meanwhile, at the run's deadline */
-        if (!c->due_ns)
-            c->due_ns = now_ns();
-        start_connect(d, c, d->addr);
-    }
 }
 
 /* --------------------------------------------------------- an exchange */
@@ -488,119 +275,6 @@ static void held_readable(struct driver *d, struct conn *c)
     conn_close(d, c, got == 0 ? FAIL_EOF : got < 0 ? errno : FAIL_BADREPLY);
 }
 
-/* ------------------------------------------------- bad connections */
-
-/* Write as much of the endless request stream as the socket takes now. */
-static void bad_write(struct driver *d, struct conn *c)
-{
-    struct exchange *x = &c->x;
-    size_t unit = x->head_len + x->body_len, total = 0;
-    struct iovec iov[BAD_IOV];
-    int n = exchange_unsent(x, iov);
-    for (int i = 0; i < n; i++)
-        total += iov[i].iov_len;
-    while (n + 2 <= BAD_IOV && total < BAD_CHUNK) {
-        if (x->head_len)
-            iov[n++] = (struct iovec){ x->head, x->head_len };
-        if (x->body_len)
-            iov[n++] = (struct iovec){ x->w->payload, x->body_len };
-        total += unit;
-    }
-    struct msghdr msg = { .msg_iov = iov, .msg_iovlen = (size_t)n };
-    ssize_t put = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (put < 0) {
-        if (errno != EAGAIN && errno != EINTR)
-            conn_close(d, c, errno);
-        return;
-    }
-    d->out->bad_bytes_sent += put;
-    x->sent = (x->sent + (size_t)put) % unit;
-}
-
-/* Read at most `most` bytes; false if the connection was closed. */
-static bool bad_read(struct driver *d, struct conn *c, size_t most)
-{
-    ssize_t got = recv(c->fd, d->buf, most, MSG_DONTWAIT);
-    if (got > 0) {
-        d->out->bad_bytes_received += got;
-        return true;
-    }
-    if (got < 0 && (errno == EAGAIN || errno == EINTR))
-        return true;
-    conn_close(d, c, got == 0 ? FAIL_EOF : errno);
-    return false;
-}
-
-/* drip: the next byte of the request stream. */
-static void bad_drip(struct driver *d, struct conn *c)
-{
-    struct exchange *x = &c->x;
-    size_t unit = x->head_len + x->body_len, at = x->sent;
-    char byte = at < x->head_len ? x->head[at] : (char)x->w->payload[at - x->head_len];
-    ssize_t put = send(c->fd, &byte, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (put == 1) {
-        d->out->bad_bytes_sent++;
-        x->sent = (at + 1) % unit;
-    } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
-        conn_close(d, c, errno);
-    }
-}
-
-/* The gate opened: every bad connection of this thread starts misbehaving. */
-static void bad_start(struct driver *d)
-{
-    for (long i = d->held; i < d->total; i++) {
-        struct conn *c = &d->conns[i];
-        if (c->phase != HELD)
-            continue;
-        c->phase = MISBEHAVING;
-        exchange_start(&c->x, d->w, c->id, 0);
-        if (d->o->bad_kind == BAD_DRIP) {
-            set_interest(d, c, EPOLLIN | EPOLLRDHUP);
-        } else {
-            set_interest(d, c, EPOLLOUT | EPOLLRDHUP);
-            bad_write(d, c);
-        }
-    }
-    if (d->o->bad_kind != BAD_SILENT && d->total > d->held)
-        d->next_bad_tick = d->start_ns;
-}
-
-/* Every --bad-interval: slow ones read a little, drip ones send a byte. */
-static void bad_tick(struct driver *d, uint64_t now)
-{
-    for (long i = d->held; i < d->total; i++) {
-        struct conn *c = &d->conns[i];
-        if (c->phase != MISBEHAVING)
-            continue;
-        if (d->o->bad_kind == BAD_SLOW)
-            bad_read(d, c, BAD_SLOW_READ);
-        else
-            bad_drip(d, c);
-    }
-    /* On the grid start + k x interval; a late tick is not made up for. */
-    uint64_t interval = (uint64_t)(d->o->bad_interval_s * 1e9);
-    d->next_bad_tick = d->start_ns + ((now - d->start_ns) / interval + 1) * interval;
-}
-
-static void bad_event(struct driver *d, struct conn *c, uint32_t events)
-{
-    if (c->phase == MISBEHAVING && d->o->bad_kind == BAD_DRIP && (events & EPOLLIN)
-        && !bad_read(d, c, sizeof d->buf))
-        return;
-    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        /* The server closed it (EOF) or reset it: whatever came first. */
-        int err = 0;
-        socklen_t len = sizeof err;
-        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
-            err = errno;
-        conn_close(d, c, err ? err : FAIL_EOF);
-        return;
-    }
-    if (c->phase == MISBEHAVING && (events & EPOLLOUT))
-        bad_write(d, c);
-}
-
 static void dispatch(struct driver *d, struct conn *c, uint32_t events)
 {
     if (c->phase == CLOSED)
@@ -651,67 +325,6 @@ static void sweep(struct driver *d, uint64_t now)
             conn_retire(d, c, ETIMEDOUT); /* --reconnect: the slot, and all it still owes */
         }
     }
-}
-
-/* ------------------------------------------------------ in flight */
-
-static uint64_t next_random(struct driver *d)
-{
-    d->rng ^= d->rng << 13;
-    d->rng ^= d->rng >> 7;
-    d->rng ^= d->rng << 17;
-    return d->rng;
-}
-
-/* Exchanges of this thread in flight now (see the header comment). */
-static long inflight_now(const struct driver *d, uint64_t now)
-{
-    long n = 0;
-    if (!d->open_loop) {
-        for (long i = 0; i < d->active; i++)
-            n += d->conns[i].phase == BUSY || (d->conns[i].phase == CONNECTING && d->o->reconnect);
-        return n;
-    }
-    /* g_due: the last exchange of the run due by now (-1: none yet). */
-    long g_due = now < d->start_ns ? -1 : arrivals_due_by(&d->run->arrivals, now - d->start_ns) - 1;
-    for (long i = 0; i < d->active; i++) {
-        const struct conn *c = &d->conns[i];
-        if (c->phase == CLOSED || (c->phase == CONNECTING && !d->o->reconnect) || g_due < c->id)
-            continue;
-        long due = (g_due - c->id) / d->o->clients + 1;  /* its exchanges due by now */
-        if (due > c->planned)
-            due = c->planned;
-        if (due > c->next)
-            n += due - c->next;
-    }
-    return n;
-}
-
-static bool warmed_up(const struct driver *d, uint64_t now)
-{
-    if (d->o->warmup_s > 0)
-        return now >= d->start_ns + (uint64_t)(d->o->warmup_s * 1e9);
-    if (d->o->warmup_requests > 0)
-        return atomic_load(&d->run->completed) >= d->o->warmup_requests;
-    return true;
-}
-
-/* The sample due at instant `at` (now or a little before), then the random
- * instant of the next period.  It is taken as of `at`, the schedule up to then
- * and the connections as they were (no event handled since): a thread that
- * was descheduled past `at` must not count the exchanges that fell due while
- * it could not run, or the samples would gather at the ends of its stalls. */
-static void sample_inflight(struct driver *d, uint64_t at)
-{
-    if (warmed_up(d, at)) {
-        long n = inflight_now(d, at);
-        d->out->inflight_sum += (double)n;
-        d->out->inflight_samples++;
-        if (n > d->out->inflight_max)
-            d->out->inflight_max = n;
-    }
-    d->sample_period += INFLIGHT_INTERVAL_NS;
-    d->next_sample = d->sample_period + next_random(d) % INFLIGHT_INTERVAL_NS;
 }
 
 /* Open loop: start every exchange now due on a connection of this thread

@@ -1,7 +1,7 @@
 /* loadgen.h -- what the load generator's parts share.
  *
  *   loadgen.c   options and setup           exchange.c  one exchange, bytes only
- *   threads.c   thread-per-connection driver events.c    event-driven driver (epoll)
+ *   threads.c   thread-per-connection driver events*.c   event-driven driver (epoll; events.h)
  *   strategies.c  how the request is written (many writes, writev, one write ...)
  *   report.c    failures, the JSON summary   histogram.c latencies in bounded memory
  *   arrivals.c  the open loop's schedule
@@ -28,7 +28,7 @@ enum engine { ENGINE_THREADS, ENGINE_EVENTS };
 enum strategy { STRATEGY_NONE, STRATEGY_MANY, STRATEGY_WRITEV, STRATEGY_SINGLE, STRATEGY_MSG_MORE,
                 STRATEGY_CORK };
 extern const char *const strategy_names[];
-/* --bad-kind: how the misbehaving connections of --bad N misbehave (events.c). */
+/* --bad-kind: how the misbehaving connections of --bad N misbehave (events_bad.c). */
 enum bad_kind { BAD_SILENT, BAD_SLOW, BAD_DRIP };
 extern const char *const bad_kind_names[];
 #define BAD_SLOW_READ 1024             /* slow: bytes read per --bad-interval, at most */

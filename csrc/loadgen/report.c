@@ -16,7 +16,7 @@
  *   completed_rps, measured_window_s  exchanges measured (after the warm-up)
  *       per second, from the end of the warm-up to the last reply;
  *   inflight  events: {mean, max, samples, interval_ms, max_exact}, exchanges
- *       in flight sampled every 10 ms (events.c); null from the threads engine;
+ *       in flight sampled every 10 ms (events_inflight.c); null from the threads engine;
  *   connect_us, connect_histogram, connects_over_1s, connects_over_3s,
  *       connect_burst_limit, syn_linear_timeouts  connect times (see below);
  *   bad  --bad N: the misbehaving connections' fate; null without them;
