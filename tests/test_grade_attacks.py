@@ -23,7 +23,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from labkit import build, paths
+from labkit import build, paths, run_delay
 from labkit.instructor import exports, isolation, release, run_lab, sandbox, watch
 from labkit.instructor.check_cells import check_catalog
 from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
@@ -403,10 +403,14 @@ def in_a_cgroup(code: str, processes: int):
     try:
         yield group, started
     finally:
+        group.refuse_forks()
         os.killpg(started.pid, signal.SIGKILL)
         started.wait()
         deadline = time.monotonic() + 5
-        while group.tasks() and time.monotonic() < deadline:
+        while group.tasks() and time.monotonic() < deadline:  # and those in sessions of their own
+            for pid in (group.paths["pids"] / "cgroup.procs").read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
             time.sleep(0.05)
         group.remove()
 
@@ -425,6 +429,41 @@ def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
         pids = [started.pid, *(child.pid for child in psutil.Process(started.pid).children(recursive=True))]
         from_proc = sum(len(os.listdir(f"/proc/{pid}/task")) for pid in pids)
         assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
+
+
+def test_a_runs_spinning_processes_share_one_entitys_cpu_so_the_machines_other_work_keeps_its_own():
+    """A fork bomb's spinning processes are one entity to the scheduler (the run's cpu cgroup),
+    even when each calls setsid() and so escapes the autogroup Linux gives each session: on
+    one CPU, 30 of them in a run's cgroup and one spinner outside it get about half each.
+    Without the group the one outside got 0.06 s of 2 s here (a 31st), the bomb 1.87 s."""
+    cpu = sorted(os.sched_getaffinity(0))[-1]
+    code = (f"import os\nos.sched_setaffinity(0, {{{cpu}}})\n"
+            "for _ in range(29):\n"
+            "    if os.fork() == 0: os.setsid(); break\n"  # a session, so an autogroup, each
+            "else:\n"
+            "    print('ready', flush=True)\n"
+            "while True: pass\n")
+
+    def ran_ns(pids):
+        return sum(run_delay._schedstat(f"/proc/{pid}/task/{pid}")[0] for pid in pids)
+
+    with in_a_cgroup(code, processes=100) as (group, started):
+        assert group.cpu_group(), "the run's cgroup has no cpu controller here: a bomb would take every CPU"
+        assert started.stdout.readline().strip() == "ready"
+        bomb = [started.pid, *(child.pid for child in psutil.Process(started.pid).children(recursive=True))]
+        assert len(bomb) == 30
+        outside = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True,
+                                   preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
+        try:
+            time.sleep(0.3)  # both settled on the CPU
+            before = ran_ns(bomb), ran_ns([outside.pid])
+            time.sleep(1.0)
+            bomb_ran, outside_ran = ran_ns(bomb) - before[0], ran_ns([outside.pid]) - before[1]
+        finally:
+            outside.kill()
+            outside.wait()
+    # about 1:1 with the group; 1:30 without it
+    assert outside_ran >= bomb_ran / 3, (outside_ran / 1e9, bomb_ran / 1e9)
 
 
 def test_a_runs_cgroup_counts_the_forks_its_limit_refused_as_the_forks_do():

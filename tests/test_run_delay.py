@@ -12,13 +12,13 @@ import waits
 
 SPIN = [sys.executable, "-c", "while True: pass"]
 SLEEP = [sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)"]
-# ignores SIGTERM while it spins for 1.5 s of its own CPU time, then exits 3
+# ignores SIGTERM while it spins for 1.5 s, then exits 3 (wall time: however busy the machine)
 SPIN_THEN_EXIT = [sys.executable, "-c", """
 import signal, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 print("ready", flush=True)
-start = time.process_time()
-while time.process_time() - start < 1.5: pass
+start = time.monotonic()
+while time.monotonic() - start < 1.5: pass
 raise SystemExit(3)
 """]
 # ignores SIGTERM and sleeps
@@ -88,7 +88,7 @@ def test_a_stuck_process_is_called_stuck_after_its_bound_and_one_window():
         deaf.send_signal(signal.SIGTERM)
         start = time.monotonic()
         assert waits.exit_status(deaf, within=0.5, cap=10.0) is None
-        assert time.monotonic() - start < 0.5 + 2 * run_delay.WINDOW + 1.0  # not the cap
+        assert time.monotonic() - start < 0.5 + 2 * run_delay.WINDOW + 2.0  # not the cap
     finally:
         stopped(deaf)
 
@@ -104,23 +104,24 @@ def test_a_working_process_is_waited_for_past_its_bound_up_to_the_cap():
     try:
         start = time.monotonic()
         assert waits.exit_status(busy, within=0.2, cap=0.6) is None  # the cap holds
-        assert time.monotonic() - start < 0.6 + run_delay.WINDOW + 1.0
+        assert time.monotonic() - start < 0.6 + run_delay.WINDOW + 2.0
     finally:
         stopped(busy)
 
 
-# A server that answers its first line after 2.5 s: spent computing, or asleep.
+# A server that answers its first line late: after 2.5 s computing, or 5 s asleep (wall time,
+# however busy the machine: the client waits 1 s, and again while the server is held back).
 LATE_SERVER = """
 import socket, sys, time
 listener = socket.create_server(("127.0.0.1", 0))
 print(listener.getsockname()[1], flush=True)
 conn, _ = listener.accept()
 conn.recv(100)
+start = time.monotonic()
 if sys.argv[1] == "computes":
-    start = time.process_time()
-    while time.process_time() - start < 2.5: pass
+    while time.monotonic() - start < 2.5: pass
 else:
-    time.sleep(2.5)
+    time.sleep(5)
 conn.sendall(b"late\\n")
 time.sleep(5)
 """
@@ -136,15 +137,13 @@ def test_the_batterys_client_waits_again_for_a_server_that_computes_not_for_one_
             port = int(server.stdout.readline())
             with client.watching(port, server.pid), client.connect(port, Size(timeout=1.0)) as sock:
                 sock.sendall(b"hello\n")
-                start = time.monotonic()
                 if answered:
                     assert client.Lines(sock).line("the late line") == b"late"
-                else:
+                else:  # called stuck after one wait and one window: long before its line
                     try:
                         client.Lines(sock).line("the late line")
                     except client.CaseFailed as failure:
-                        assert "nothing more came within 1 s" in str(failure)
-                        assert time.monotonic() - start < 1.0 + 2 * run_delay.WINDOW
+                        assert "nothing more came within 1 s (got" in str(failure), str(failure)
                     else:
                         raise AssertionError("a sleeping server's late line was waited for")
         finally:

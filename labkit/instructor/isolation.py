@@ -3,7 +3,14 @@
   * A cgroup of its own (v2, or v1's memory and pids controllers): memory and
     processes are limited for the run as a whole, not per process, and the
     kernel's OOM kills in it are counted, so a run that ran out of memory is
-    told apart from one that crashed.
+    told apart from one that crashed.  Where the cpu controller is there, the
+    run is one entity to the scheduler as well: a fork bomb's thousands of
+    spinning processes share one group's weight, and the machine's other work
+    (the other runs being graded, the grader) keeps its CPU; a run alone on the
+    machine still uses every CPU (a weight is no cap).  Linux's autogroup makes
+    each session one entity already, where it is on, but a bomb whose children
+    each call setsid() escapes it: 30 such spinners left a process beside them
+    on one CPU a 31st of it, in their cgroup a half.
   * A mount and PID namespace of its own (`unshare`), and in it a root of its
     own (`chroot`) that holds only the system's folders (read-only), the
     Python environment (read-only) and its own working directory: no
@@ -56,9 +63,13 @@ class Cgroup:
                 if (folder / "memory.swap.max").exists():  # no swapping past the limit either
                     (folder / "memory.swap.max").write_text("0")
                 (folder / "pids.max").write_text(str(processes))
+                _enable_cpu_v2()
                 return group
             if all((CGROUP_ROOT / controller / "cgroup.procs").is_file() for controller in ("memory", "pids")):
-                group = cls({"memory": CGROUP_ROOT / "memory" / name, "pids": CGROUP_ROOT / "pids" / name}, 1)
+                paths = {"memory": CGROUP_ROOT / "memory" / name, "pids": CGROUP_ROOT / "pids" / name}
+                if (CGROUP_ROOT / "cpu" / "cgroup.procs").is_file():
+                    paths["cpu"] = CGROUP_ROOT / "cpu" / name
+                group = cls(paths, 1)
                 for folder in group.paths.values():
                     folder.mkdir()
                 (group.paths["memory"] / "memory.limit_in_bytes").write_text(str(memory_bytes))
@@ -69,6 +80,15 @@ class Cgroup:
                 group.remove()
             return None
         return None
+
+    def cpu_group(self) -> bool:
+        """Whether the run is one entity to the scheduler (the cpu controller is on its cgroup)."""
+        if self.version == 1:
+            return "cpu" in self.paths
+        try:
+            return "cpu" in (self.paths["pids"] / "cgroup.controllers").read_text().split()
+        except OSError:
+            return False
 
     def procs_files(self) -> list[Path]:
         return list(dict.fromkeys(folder / "cgroup.procs" for folder in self.paths.values()))
@@ -108,6 +128,18 @@ class Cgroup:
                 folder.rmdir()  # empty once every process of the run is gone
             except OSError:
                 pass
+
+
+def _enable_cpu_v2() -> None:
+    """Turn the cpu controller on for the root's children (cgroup v2), where it is available
+    and not yet on (systemd usually has it on already); where it cannot be, runs go without."""
+    subtree = CGROUP_ROOT / "cgroup.subtree_control"
+    try:
+        if "cpu" in (CGROUP_ROOT / "cgroup.controllers").read_text().split() and \
+                "cpu" not in subtree.read_text().split():
+            subtree.write_text("+cpu")
+    except OSError:
+        pass
 
 
 def end_namespace(unshare_pid: int) -> None:
@@ -205,8 +237,12 @@ class Walls:
 
     def describe(self) -> str:
         built = []
-        built.append("a cgroup of its own (memory and processes limited for the run as a whole)" if self.cgroup
-                     else "no cgroup (memory is limited per process only)")
+        if self.cgroup is None:
+            built.append("no cgroup (memory is limited per process only)")
+        else:
+            built.append("a cgroup of its own (memory and processes limited for the run as a whole"
+                         + ("; one entity to the scheduler, however many processes it runs)" if self.cgroup.cpu_group()
+                            else "; no cpu controller: a fork bomb's processes each take a task's share of the CPU)"))
         built.append("namespaces and a root of its own (private /proc and /tmp; of the machine's files only "
                      "the system's, the Python environment and its working directory)"
                      if self.namespaces else "no namespaces (other runs' processes are visible in /proc, and "
