@@ -89,12 +89,16 @@ def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
         mean_low, mean_high, mean_how = point_interval(repeats, "lat_mean_us",
                                                        pd.to_numeric(repeats["lat_mean_us"]).dropna())
         predicted = queue_theory.predict(arrivals, dist, rate, spin_us, floor.overhead_us, floor.floor_us)
+        # past rho = 1 the queue has no steady state: theory is unbounded (shown as ∞), and a ratio to it
+        # would read 0, so there is none
+        steady = math.isfinite(predicted.mean_us)
         rows.append({"model": model, "arrivals": arrivals, "spin_dist": dist, "rate": rate,
                      "utilisation": predicted.rho, "lat_mean_us": mean, "mean_low_us": mean_low,
                      "mean_high_us": mean_high, "mean_interval": mean_how, "predicted_mean_us": predicted.mean_us,
-                     "mean_ratio": mean / predicted.mean_us, "lat_p99_us": p99, "p99_low_us": low,
-                     "p99_high_us": high, "p99_interval": how, "predicted_p99_us": predicted.p99_us,
-                     "p99_ratio": p99 / predicted.p99_us, "samples": repeats["requests_ok"].median()})
+                     "mean_ratio": mean / predicted.mean_us if steady else math.nan, "lat_p99_us": p99,
+                     "p99_low_us": low, "p99_high_us": high, "p99_interval": how, "predicted_p99_us": predicted.p99_us,
+                     "p99_ratio": p99 / predicted.p99_us if steady else math.nan,
+                     "samples": repeats["requests_ok"].median()})
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -131,7 +135,8 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
                         marker=dict(color=colour, symbol=SYMBOLS[i % len(SYMBOLS)], size=11), error_y=whiskers,
                         name=f"{name}: measured", customdata=part[[f"{stat}_interval"]].to_numpy(),
                         hovertemplate="%{y:,.0f} µs measured<br>whiskers: %{customdata[0]}<extra></extra>")
-        fig.add_scatter(x=part["utilisation"], y=part[f"predicted_{stat}_us"], mode="lines", legendgroup=name,
+        theory = part[f"predicted_{stat}_us"].where(part["utilisation"] < 1)  # past 1: no steady state, no line
+        fig.add_scatter(x=part["utilisation"], y=theory, mode="lines", legendgroup=name,
                         line=dict(color=colour, dash="dash"), name=f"{name}: theory")
     fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
                                  subtitle_text="whiskers: " + uncertainty.kinds_text(table[f"{stat}_interval"])),
@@ -165,7 +170,10 @@ def describe(table: pd.DataFrame, stat: str = "mean") -> str:
         low, high, how = (getattr(r, f"{stat}_{part}") for part in ("low_us", "high_us", "interval"))
         return f" ({low:,.0f} to {high:,.0f}: {how})" if low < high else ""
 
+    def predicted(r) -> str:
+        value = getattr(r, f"predicted_{stat}_us")
+        return f"{value:,.0f} µs predicted" if math.isfinite(value) else "no steady state predicted (utilisation ≥ 1)"
+
     parts = [f"{r.arrivals} arrivals, {r.spin_dist} service, utilisation {r.utilisation:.2f}: "
-             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured{sure(r)}, "
-             f"{getattr(r, f'predicted_{stat}_us'):,.0f} µs predicted" for r in table.itertuples()]
+             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured{sure(r)}, {predicted(r)}" for r in table.itertuples()]
     return f"{stat} response time against utilisation. " + "; ".join(parts) + "."

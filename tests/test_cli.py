@@ -106,8 +106,9 @@ def test_sweep_writes_where_labkit_results_says_as_the_notebooks_do(tmp_path):
 def test_numbers_are_printed_readably():
     from labkit.plots import readable
 
-    assert [readable(v) for v in (20160.0, 2016.4, 12.345, 0.008259, 0.0000123, 0.0, 3.0, float("nan"))] == \
-        ["20,160", "2,016", "12.3", "0.00826", "1.23e-05", "0", "3", "—"]
+    assert [readable(v) for v in (20160.0, 2016.4, 12.345, 0.008259, 0.0000123, 0.0, 3.0, float("nan"),
+                                  float("inf"), -float("inf"))] == \
+        ["20,160", "2,016", "12.3", "0.00826", "1.23e-05", "0", "3", "—", "∞", "−∞"]
 
 
 def test_doctor_exit_code_follows_its_checks():

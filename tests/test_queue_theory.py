@@ -95,6 +95,30 @@ def test_each_point_is_set_beside_its_prediction_and_each_figure_draws_its_inter
     assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
 
 
+def test_a_point_past_saturation_has_no_theory_to_be_held_against():
+    """This machine's own floor (the loop's CPU per request) doubled from one run to the next
+    (55 to 110 µs): at 110 µs the quick profile's top rate put ρ past 1, and notebook 06's
+    table failed on the unbounded theory.  Now theory reads ∞, there is no ratio, no line."""
+    import pandas as pd
+
+    from labkit import figure_check, ground_truth
+
+    row = dict(model="epoll", arrivals="poisson", spin_dist="exp", spin_us=100, rate=6000, status="ok",
+               lat_mean_us=9000.0, lat_p99_us=40000.0, requests_ok=1000, lat_p99_low_us=35000.0,
+               lat_p99_high_us=45000.0, lat_p99_confidence=0.96, lat_mean_low_us=8500.0, lat_mean_high_us=9500.0,
+               lat_mean_confidence=0.95)
+    table = ground_truth.beside_theory(pd.DataFrame([row]), ground_truth.Floor(overhead_us=110.0, floor_us=350.0,
+                                                                               row={}))
+    last = table.iloc[-1]
+    assert last["utilisation"] > 1 and math.isinf(last["predicted_mean_us"]) and math.isnan(last["mean_ratio"])
+    assert "∞" in ground_truth.shown(table).to_html()
+    assert "no steady state predicted (utilisation ≥ 1)" in ground_truth.describe(table)
+    fig = ground_truth.figure(table)
+    theory = [t for t in fig.data if t.name.endswith("theory")]
+    assert theory and all(math.isnan(y) for t in theory for y in t.y)
+    assert figure_check.problems(fig) == []
+
+
 def test_means_far_above_theory_are_said_to_be_the_machines_not_the_queues():
     import pandas as pd
 

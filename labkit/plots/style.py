@@ -140,9 +140,12 @@ def color(model: str) -> str:
 
 def readable(value: float) -> str:
     """A number as a person reads it: 20,160 and 0.0083, never 2.016e+04; integers as
-    integers, "—" for none (`table.style.format(plots.readable)`)."""
+    integers, "—" for none, ∞ for an unbounded one such as a queue's mean past ρ = 1
+    (`table.style.format(plots.readable)`)."""
     if pd.isna(value):
         return "—"
+    if math.isinf(value):
+        return "∞" if value > 0 else "−∞"
     size = abs(value)
     if value == int(value) and size < 1e15:
         return f"{int(value):,}"
