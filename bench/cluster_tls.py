@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from labkit.instructor import certs, cluster, grade  # noqa: E402  after the path to tests/
+from labkit.instructor.cluster import certs, tasks as cluster  # noqa: E402
+from labkit.instructor.grading import grade  # noqa: E402  after the path to tests/
 from test_grade_dask import NOTEBOOK, TIMEOUT_S, Cluster, make_course  # noqa: E402
 
 

@@ -179,7 +179,7 @@ def _bench(args) -> int:
 
 
 def _export(args) -> int:
-    from .instructor import export
+    from .publish import export
 
     out_dir = args.out or export.DEFAULT_OUT
     if args.execute or not args.notebooks:
@@ -194,7 +194,7 @@ def _export(args) -> int:
 
 
 def _grade(args) -> int:
-    from .instructor import grade
+    from .instructor.grading import grade
 
     _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
                              timeout_s=args.timeout, notebooks=args.notebooks, scheduler=args.scheduler,
@@ -206,7 +206,7 @@ def _grade(args) -> int:
 
 def _worker(args) -> int:
     """Check this machine can grade, then become a Dask worker with one grading slot."""
-    from .instructor import cluster
+    from .instructor.cluster import tasks as cluster
 
     command = cluster.worker_command(args.address, args.name, certs=args.certs, host=args.host)
     problems = cluster.check_worker_machine()
@@ -218,7 +218,7 @@ def _worker(args) -> int:
 
 
 def _scheduler(args) -> int:
-    from .instructor import cluster
+    from .instructor.cluster import tasks as cluster
 
     command = cluster.scheduler_command(args.host, args.port, dashboard=args.dashboard, certs=args.certs,
                                         scheduler_file=args.scheduler_file)
@@ -231,7 +231,7 @@ def _scheduler(args) -> int:
 
 
 def _cluster(args) -> int:
-    from .instructor import certs
+    from .instructor.cluster import certs
 
     folder = certs.init(args.folder, course=args.course, days=args.days, force=args.force)
     print(certs.where_to_copy(folder.resolve()))
@@ -240,7 +240,7 @@ def _cluster(args) -> int:
 
 def _release(args) -> int:
     from .exercises import edition as editions
-    from .instructor import release
+    from .instructor.release import edition as release
 
     written = release.release(args.out)
     out = args.out or release.DEFAULT_OUT

@@ -279,7 +279,7 @@ def check_orphans() -> Check:
 def check_cluster_certs(certs: Path | str | None = None) -> list[Check]:
     """A grading machine's certificates (labkit cluster init): each role's found here, in date, with
     the days it has left.  Nothing on a machine with none (a student's), unless asked with --certs."""
-    from labkit.instructor import certs as certificates
+    from labkit.instructor.cluster import certs as certificates
 
     base = Path(certs or os.environ.get(certificates.CERTS_ENV) or certificates.DEFAULT_DIR)
     try:

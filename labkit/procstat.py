@@ -65,7 +65,7 @@ def procstat_module_name(source: bytes, header: bytes, flags: list[str]) -> str:
 def _module_aliases() -> dict[str, str]:
     """Which built module a source stands for, where the two differ: only in a graded run,
     whose procstat.c holds the exercise's stub and whose module is the instructor's
-    (labkit.instructor.run_lab writes the file)."""
+    (labkit.instructor.grading.run_lab writes the file)."""
     try:
         return json.loads((paths.INSTALL_BUILD / "cffi" / MODULE_ALIASES).read_text())
     except (OSError, ValueError):

@@ -9,7 +9,7 @@
 #                         asked for a tracepoint as root; a booted machine has neither mounted
 #   network namespaces    lk<id>[smc] (labkit.netlink), and the /run/netns mount `ip netns add`
 #                         makes; a kill -9 of a Link's owner and its reaper leaves them
-#   cgroups               labkit-grade-* (labkit.instructor.isolation), one per graded run,
+#   cgroups               labkit-grade-* (labkit.instructor.sandbox.isolation), one per graded run,
 #                         and labkit-test-* (tests/test_confinement.py)
 #   users                 labkit-hub-* (tests/local_hub.py), when a hub test was killed
 #   files in /tmp         labkit-* lock, run and scratch folders

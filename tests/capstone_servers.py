@@ -7,7 +7,7 @@ from pathlib import Path
 
 from labkit import capstone, paths
 from labkit.csource import replace_function
-from labkit.instructor import release
+from labkit.instructor.release import edition as release
 
 DATA = Path(__file__).parent / "data" / "capstone"
 TEMPLATE = paths.ROOT / "csrc" / capstone.TEMPLATE

@@ -40,7 +40,7 @@ import psutil
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from labkit.instructor.uids import kill_all
+from labkit.instructor.sandbox.uids import kill_all
 
 VENV_BIN = Path(sys.executable).parent
 JUPYTERHUB = VENV_BIN / "jupyterhub"

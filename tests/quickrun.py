@@ -151,7 +151,7 @@ def run_quick(name: str) -> QuickRun:
 
 
 def _run(name: str, source: Path, folder: Path) -> None:
-    from labkit.instructor.check_cells import graded_copy
+    from labkit.instructor.grading.check_cells import graded_copy
 
     shutil.rmtree(folder, ignore_errors=True)
     workdir = folder / "run"

@@ -13,7 +13,7 @@ import pytest
 
 from capstone_servers import with_bug
 from labkit import capstone, paths
-from labkit.instructor import release
+from labkit.instructor.release import edition as release
 
 CAPSTONE = "07_your_server"
 
@@ -32,7 +32,7 @@ def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_pat
     import nbformat
     import pandas as pd
 
-    from labkit.instructor.check_cells import check_catalog
+    from labkit.instructor.grading.check_cells import check_catalog
 
     teacher = nbformat.read(paths.NOTEBOOKS / f"{CAPSTONE}.ipynb", as_version=4)
     student, _ = release.release_notebook(copy.deepcopy(teacher), CAPSTONE)

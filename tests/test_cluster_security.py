@@ -1,4 +1,4 @@
-"""A grading cluster only the instructor can use (labkit.instructor.certs, gate, cluster).
+"""A grading cluster only the instructor can use (labkit.instructor.cluster.certs, gate, cluster).
 
 A real `labkit scheduler` and `labkit worker` (as root, as on a grading machine) with the
 course's certificates; then, as a neighbour on the cluster's network would, every way in
@@ -26,7 +26,7 @@ import pytest
 from waits import wait_until
 
 from labkit import doctor, paths
-from labkit.instructor import certs
+from labkit.instructor.cluster import certs
 from test_grade_dask import Cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading workers run as root"),

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from labkit import cli
-from labkit.instructor import export, figures
+from labkit.publish import export, figures
 from labkit.errors import LabError
 
 CHROMIUM = "/usr/bin/chromium"

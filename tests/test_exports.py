@@ -1,4 +1,4 @@
-"""What a graded notebook hands to the checks (labkit.instructor.exports): every kind of
+"""What a graded notebook hands to the checks (labkit.instructor.grading.exports): every kind of
 value the notebooks' checks read comes back as it was, through JSON, and a student's
 function comes back as its source and runs in a process of its own."""
 
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from labkit.instructor import exports
+from labkit.instructor.grading import exports
 
 
 def round_trip(value):

@@ -9,7 +9,7 @@ import nbformat
 import pytest
 
 from labkit import facts, paths, perf
-from labkit.instructor import check_cells, checker, exports
+from labkit.instructor.grading import check_cells, checker, exports
 
 SETUP = paths.NOTEBOOKS / "00_setup.ipynb"
 # The student's laptop: a VM with software events only, Debian's paranoid level.

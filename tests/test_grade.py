@@ -22,9 +22,11 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import exports, grade, grader, release, sandbox
-from labkit.instructor.check_cells import CheckSpec, check_catalog, graded_copy
-from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
+from labkit.instructor.grading import exports, grade, grader
+from labkit.instructor.release import edition as release
+from labkit.instructor.sandbox import run as sandbox
+from labkit.instructor.grading.check_cells import CheckSpec, check_catalog, graded_copy
+from labkit.instructor.sandbox.uids import FIRST_GRADING_UID, UidLease
 from labkit.bench import free_port
 
 NOTEBOOK = "01_proc_service"
@@ -238,7 +240,7 @@ def test_grading_refuses_a_notebook_without_checks(tmp_path):
 
 
 def tiny_notebook(cell: str):
-    record = ('from labkit.instructor import exports\n'
+    record = ('from labkit.instructor.grading import exports\n'
               'def record(name):\n'
               '    exports.save([name], {}, [])\n'
               'record("before")')
@@ -535,7 +537,7 @@ HANDED_IN = [
                          ids=[f"{case[0][:2]}-{case[1].__name__.strip('_')}" for case in HANDED_IN])
 def test_a_submission_is_read_once_without_following_links(tmp_path, notebook, make, expected_notebook,
                                                            expected_server):
-    from labkit.instructor.submissions import CAPSTONE_SERVER, Refused, handed_in
+    from labkit.instructor.grading.submissions import CAPSTONE_SERVER, Refused, handed_in
 
     folder = tmp_path / "ana"
     folder.mkdir()

@@ -24,9 +24,11 @@ import psutil
 import pytest
 
 from labkit import build, paths, run_delay
-from labkit.instructor import exports, isolation, release, run_lab, sandbox, watch
-from labkit.instructor.check_cells import check_catalog
-from labkit.instructor.uids import FIRST_GRADING_UID, UidLease
+from labkit.instructor.grading import exports, run_lab
+from labkit.instructor.sandbox import isolation, run as sandbox, watch
+from labkit.instructor.release import edition as release
+from labkit.instructor.grading.check_cells import check_catalog
+from labkit.instructor.sandbox.uids import FIRST_GRADING_UID, UidLease
 from test_grade import NOTEBOOK, insert_after, instructor, processes_of_grading_uids, released  # noqa: F401
 
 pytestmark = [pytest.mark.slow,
@@ -51,7 +53,7 @@ with open(os.environ["LABKIT_EXPORTS"], "a") as f:
 
 PATCHED = """# patch the checker so that every check passes, and the C checks do nothing
 from labkit.exercises import c_exercises, checks
-from labkit.instructor import exports
+from labkit.instructor.grading import exports
 def always(self, name, function, points=1, hidden=False, extra=None):
     result = checks.CheckResult(self.notebook, name, points, points, "passed", "", hidden)
     self.publish(result)
@@ -499,7 +501,8 @@ def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memo
            "time.sleep(60)")
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "labkit", "display_name": "labkit",
                                                            "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("from labkit.instructor import exports\nexports.save(['before'], {}, [])"),
+    nb.cells = [nbformat.v4.new_code_cell("from labkit.instructor.grading import exports\n"
+                                          "exports.save(['before'], {}, [])"),
                 nbformat.v4.new_code_cell(hog)]
     lease = UidLease(1)
     limits = sandbox.Limits(timeout_s=90, run_memory_bytes=600 << 20)

@@ -1,4 +1,4 @@
-"""Grading a class on a Dask cluster (labkit.instructor.cluster): a real `labkit scheduler`
+"""Grading a class on a Dask cluster (labkit.instructor.cluster.tasks): a real `labkit scheduler`
 and two `labkit worker` processes on 127.0.0.1, speaking mutual TLS with certificates from
 `labkit cluster init`, grade the same class as local grading, with the same gradebook; a
 worker killed with SIGKILL mid-task still gives a complete one, and says so; a worker of
@@ -23,7 +23,10 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor import certs, cluster, grade, release, sandbox
+from labkit.instructor.cluster import certs, tasks as cluster
+from labkit.instructor.grading import grade
+from labkit.instructor.release import edition as release
+from labkit.instructor.sandbox import run as sandbox
 from test_grade import FORK_BOMB, processes_of_grading_uids
 from waits import wait_until
 
@@ -242,7 +245,7 @@ def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, cours
         (hanging / "hanging" / f"{NOTEBOOK}.ipynb").write_bytes(
             (course / "class" / "hanging" / f"{NOTEBOOK}.ipynb").read_bytes())
         grader = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from labkit.instructor import grade; "
+            [sys.executable, "-c", "import sys; from labkit.instructor.grading import grade; "
              f"grade.grade(sys.argv[1], sys.argv[2], notebooks=['{NOTEBOOK}'], instructor_dir=sys.argv[3], "
              f"timeout_s={KILLED_TIMEOUT_S}, profile=None, progress=False, scheduler=sys.argv[4], "
              "certs=sys.argv[5])",

@@ -1,4 +1,4 @@
-"""Written answers marked by hand (labkit.instructor.hand): the file that goes out, the marks
+"""Written answers marked by hand (labkit.instructor.grading.hand): the file that goes out, the marks
 that come back, and every way a mark can be wrong, as tables."""
 
 import csv
@@ -6,7 +6,7 @@ import csv
 import pytest
 
 from labkit.errors import LabError
-from labkit.instructor import hand
+from labkit.instructor.grading import hand
 
 
 def answer_row(student="ana", check="answer_q1", answer="forty words about the accept queue", status="by hand"):

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from labkit import system
-from labkit.instructor.uids import UidLease, kill_all
+from labkit.instructor.sandbox.uids import UidLease, kill_all
 
 from readonly_install import read_only_install
 from readonly_install import snapshot as _snapshot

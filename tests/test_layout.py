@@ -18,7 +18,7 @@ LONGER_BECAUSE: dict[str, str] = {}
 # the core a notebook runs on: module -> why it may import it anyway.
 MAY_IMPORT_THE_INSTRUCTORS_ROOM = {
     "labkit.cli": "`labkit grade`, `release`, `export`, `cluster`, `lms`: the commands of the instructor's jobs",
-    "labkit.doctor": "checks a grading machine's certificates (instructor.certs), only when it has some",
+    "labkit.doctor": "checks a grading machine's certificates (instructor.cluster.certs), only when it has some",
 }
 
 
@@ -152,6 +152,9 @@ OLD_NAMES = [
     ("import labkit.instructor.c_exercise_catalog as old", "old", "labkit.exercises.catalog", "C_EXERCISES"),
     ("from labkit.instructor.checks import Checker", "sys.modules[Checker.__module__]", "labkit.exercises.checks",
      "Checker"),
+    # a graded notebook's records, and a cluster worker's `--preload labkit.instructor.gate`
+    ("from labkit.instructor import exports", "exports", "labkit.instructor.grading.exports", "save"),
+    ("import labkit.instructor.gate as old", "old", "labkit.instructor.cluster.gate", "dask_setup"),
 ]
 
 
@@ -169,11 +172,13 @@ def test_the_old_names_of_the_exercises_modules_still_import():
 
 
 def test_importing_the_instructors_package_imports_nothing_else():
-    """runner.py, inside a graded run, imports labkit.instructor on its way before lowering its limits."""
+    """runner.py, inside a graded run, imports labkit.instructor and its sandbox room on its way before
+    lowering its limits: nothing else of labkit comes with them."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "import sys, labkit.instructor.runner\n"
+    done = subprocess.run([sys.executable, "-c", "import sys, labkit.instructor.sandbox.runner\n"
                            "print(sorted(m for m in sys.modules if m.startswith('labkit')))"],
                           capture_output=True, text=True, cwd=paths.ROOT)
-    assert done.stdout.strip() == "['labkit', 'labkit.instructor', 'labkit.instructor.runner']", done.stderr
+    assert done.stdout.strip() == ("['labkit', 'labkit.instructor', 'labkit.instructor.sandbox', "
+                                   "'labkit.instructor.sandbox.runner']"), done.stderr

@@ -17,7 +17,7 @@ import pytest
 
 from labkit import paths
 from labkit.exercises import edition as editions
-from labkit.instructor import release
+from labkit.instructor.release import edition as release
 from labkit.errors import LabError
 from quickrun import QUICK_RUN_LIMIT_S, kernel_env, papermill, run_quick
 
@@ -295,10 +295,10 @@ def student_run(released, name: str, tmp_path_factory) -> list[dict]:
 
 def graded_in_the_checks_process(path: Path, exported: str) -> list[dict]:
     """Each check group of the instructor's notebook run by the checks process's own code
-    (labkit.instructor.checker.run_group) on what the run exported: the records it writes."""
+    (labkit.instructor.grading.checker.run_group) on what the run exported: the records it writes."""
     import io
 
-    from labkit.instructor import checker, check_cells, exports
+    from labkit.instructor.grading import checker, check_cells, exports
 
     by_check = exports.read(exported)
     out = io.StringIO()
@@ -404,7 +404,7 @@ def test_release_json_names_the_release_and_every_notebook_carries_it(released):
 ])
 def test_grade_warns_about_a_notebook_made_from_another_release(released, tmp_path, capsys, handed_in,
                                                                  instructor_changed, warned):
-    from labkit.instructor import grade
+    from labkit.instructor.grading import grade
 
     name = "01_proc_service"
     source = (released[0] if handed_in == "the edition's notebook" else paths.ROOT) / "notebooks" / f"{name}.ipynb"
@@ -486,7 +486,7 @@ def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(r
     """In the edition itself (its labkit, its csrc with the stubs, built there): the notebook
     runs to the end in the quick profile and every visible check fails, a C exercise's stub
     included (the run the test above reads too)."""
-    from labkit.instructor.check_cells import check_catalog
+    from labkit.instructor.grading.check_cells import check_catalog
 
     teacher = nbformat.read(paths.NOTEBOOKS / name, as_version=4)
     visible = sorted(spec.name for spec in check_catalog(teacher) if not spec.hidden)

@@ -1,6 +1,6 @@
 """The C exercises whose answers are the lab's own functions: each one's function, the file
 that holds it, what in the lab runs it, and the tests that need its answer (the students'
-edition leaves them out while csrc/ still holds the stub).  labkit.instructor.release reads
+edition leaves them out while csrc/ still holds the stub).  labkit.instructor.release.edition reads
 this table; c_exercises and c_exercise_shed check the students' functions.
 """
 

@@ -7,7 +7,7 @@ tests/edition_left_out.json, what it left out and the sha256 of each C exercise'
   left_out()       the tests an edition leaves out, and why (tests/conftest.py reads it);
   adopt()          a student's C function, its visible check passed, put into csrc/.
 
-Making an edition is the instructor's (labkit.instructor.release); reading one is
+Making an edition is the instructor's (labkit.instructor.release.edition); reading one is
 everyone's, the notebooks' checks first.
 """
 

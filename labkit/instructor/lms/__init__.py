@@ -1,7 +1,7 @@
 """The course's round trip with its LMS: collect, grade, hand back.
 
     labkit collect --from canvas DOWNLOAD.zip --roster roster.csv --out submissions/   (lms.collect)
-    labkit grade submissions/ --out grades/                                          (instructor.grade)
+    labkit grade submissions/ --out grades/                                          (instructor.grading.grade)
     labkit gradebook grades/ --format canvas --roster roster.csv --due ... --late-penalty ...  (lms.books)
     labkit feedback grades/ --zip --lms canvas                                       (lms.returns)
 

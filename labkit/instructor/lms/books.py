@@ -158,7 +158,7 @@ def write(path: Path, header: list[str], rows: list[list[str]]) -> None:
 
 def export(frame, out_dir: Path | str, fmt: str, roster: Roster, *, due: list[str] | None = None,
            penalty: str | None = None, target: Path | str | None = None) -> tuple[Path, str]:
-    """From `frame` (OUT_DIR's gradebook.csv, marks merged: instructor.grade.read_gradebook or
+    """From `frame` (OUT_DIR's gradebook.csv, marks merged: grading.grade.read_gradebook or
     remark) write OUT_DIR/gradebook_<fmt>.csv (or `target`); return it and a summary."""
     out_dir = Path(out_dir)
     if fmt not in FORMATS:

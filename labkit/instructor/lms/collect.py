@@ -33,7 +33,7 @@ from pathlib import Path, PurePosixPath
 
 from ... import paths
 from ...errors import LabError
-from ..submissions import Refused, read_regular, safe_name
+from ..grading.submissions import Refused, read_regular, safe_name
 from . import archive, roster as rosters
 from .sources import SOURCES, Found, Source
 from .times import TIMESTAMP, nbgrader_time, parse_time

@@ -18,7 +18,7 @@ def _collect(args) -> int:
 
 def _gradebook(args) -> int:
     from . import books, roster
-    from .. import grade
+    from ..grading import grade
 
     students = roster.read(args.roster)      # a bad roster is refused before marks are merged
     frame = grade.remark(args.out_dir, args.manual) if args.manual else grade.read_gradebook(args.out_dir)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ...errors import LabError
-from ..submissions import safe_name
+from ..grading.submissions import safe_name
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LabError
+from ...errors import LabError
 
 ANSWERS = "answers.csv"
 COLUMNS = ["student", "notebook", "question", "answer", "look_for", "max_points", "points", "comment"]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import psutil
 
-from ..errors import LabError
+from ...errors import LabError
 
 FIRST_GRADING_UID = 61000
 ENV_MARK = "LABKIT_SANDBOX_TOKEN"  # set in every sandboxed process's environment

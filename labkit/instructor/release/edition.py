@@ -37,11 +37,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
-from ..errors import LabError
-from ..exercises.catalog import C_EXERCISES
-from ..exercises.edition import LEFT_OUT_JSON, RELEASE_JSON, function_text, sha256
-from . import students_readme
+from ... import paths
+from ...errors import LabError
+from ...exercises.catalog import C_EXERCISES
+from ...exercises.edition import LEFT_OUT_JSON, RELEASE_JSON, function_text, sha256
+from . import readme as students_readme
 
 HIDDEN_TAG = "hidden-check"
 _HIDDEN_CHECK = re.compile(r"\.check\([^)]*\bhidden\s*=\s*True")  # @ex.check("name", points=1, hidden=True)
@@ -339,7 +339,7 @@ def other_release(submitted, instructor_bytes: bytes) -> str | None:
 def warn_other_releases(tasks, instructor_bytes: dict[str, bytes]) -> list[str]:
     """Print a warning (stderr) for each task's submission made from another release;
     the warnings.  Grading goes on: this only says so."""
-    from .submissions import Refused, read_notebook
+    from ..grading.submissions import Refused, read_notebook
 
     warnings = []
     for task in tasks:

@@ -16,7 +16,7 @@ import re
 import stat
 from pathlib import Path
 
-from .. import capstone, paths
+from ... import capstone, paths
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 EXERCISES_C = Path("csrc") / "exercises"  # a student's C exercise files, beside the notebook as in their csrc/

@@ -33,7 +33,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import LabError
+from ...errors import LabError
 
 ROLES = ("scheduler", "worker", "grader")
 TRUSTS = {"scheduler": ("worker", "grader"), "worker": ("scheduler",), "grader": ("scheduler",)}

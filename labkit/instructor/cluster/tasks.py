@@ -34,7 +34,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ..errors import LabError
+from ...errors import LabError
 
 SCHEDULER_ENV = "LABKIT_DASK_SCHEDULER"
 RESOURCE = "grading"
@@ -58,7 +58,7 @@ def _dask():
 def lab_identity() -> dict:
     """The lab a grader or a worker runs: its version and its git commit ("+dirty" when the
     checkout was changed).  LABKIT_COMMIT stands for the commit in a checkout without git."""
-    from .. import __version__, system
+    from ... import __version__, system
 
     return {"version": __version__, "commit": os.environ.get("LABKIT_COMMIT") or system.git_commit() or "unknown"}
 
@@ -92,10 +92,10 @@ class WrongLab(Exception):
 
 def grade_remote(payload: Payload) -> Result:
     """Run on a worker: grade one student's notebook with grader.Grader, as local grading does."""
-    from .. import paths
-    from . import sandbox
-    from .grader import Grader, Task
-    from .submissions import safe_name
+    from ... import paths
+    from ..sandbox import run as sandbox
+    from ..grading.grader import Grader, Task
+    from ..grading.submissions import safe_name
 
     mine = lab_identity()
     worker = _worker_address()
@@ -156,7 +156,7 @@ def payload_for(task, instructor: dict[str, bytes], profile, limits, identity: d
     """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
     read as local grading reads them (no link followed, sizes bounded), and the grader's limits
     (a sandbox.Limits), which the worker's run keeps as a local run would."""
-    from .submissions import handed_in
+    from ..grading.submissions import handed_in
 
     files: dict[str, bytes] = {}
     if task.submitted is not None:
@@ -230,7 +230,7 @@ def _restarted(events) -> dict[tuple[str, str], str]:
 # Dask's settings for both: encryption required, at most one retry of a task whose worker died
 # (so a notebook that kills workers cannot take the cluster down), and the HTTP server (the
 # dashboard, and JSON routes that name every task: students and notebooks) off unless asked.
-GATE = "labkit.instructor.gate"
+GATE = "labkit.instructor.cluster.gate"
 DASK_SETTINGS = {"DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION": "True",
                  "DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "1",
                  "DASK_DISTRIBUTED__SCHEDULER__HTTP__ROUTES": "[]",
@@ -296,7 +296,7 @@ def worker_command(address: str, name: str | None = None, *, certs=None, host: s
 
 def check_worker_machine() -> list[str]:
     """What this machine lacks to grade (empty: ready): root for the sandbox's uids, the built lab."""
-    from .. import build, paths
+    from ... import build, paths
 
     problems = []
     if os.geteuid() != 0:

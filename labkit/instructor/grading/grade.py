@@ -4,9 +4,9 @@
     SUBMISSIONS_DIR/<student>/csrc/exercises/...      optional: their C exercise files
 
 One task per student and graded notebook (find_tasks), each graded in two
-isolated runs by grader.Grader (labkit.instructor.grader says how), either
+isolated runs by grader.Grader (labkit.instructor.grading.grader says how), either
 `--jobs` at a time on this machine or each as a task on a Dask cluster's
-grading workers (labkit.instructor.cluster); the rows come back here as tasks
+grading workers (labkit.instructor.cluster.tasks); the rows come back here as tasks
 finish, into the ledger and the gradebook.  Anything that goes wrong with one
 student's notebook becomes that student's error rows; the batch always finishes.
 
@@ -18,7 +18,7 @@ OUT_DIR/graded.jsonl         the ledger: each graded notebook's rows with the di
                              resumes)
 OUT_DIR/answers.csv          every written answer, to mark by hand: student, notebook, question,
                              answer, look_for, max_points, points (empty until marked), comment;
-                             filled in, it comes back with --manual (labkit.instructor.hand)
+                             filled in, it comes back with --manual (labkit.instructor.grading.hand)
 OUT_DIR/feedback/<s>.html    each check with its message, totals per notebook
 OUT_DIR/executed/<s>/        the executed notebooks (partial when a run was stopped; long outputs cut)
 OUT_DIR/logs/<s>/            papermill's and the checks' output for each run
@@ -33,11 +33,13 @@ import sys
 import time
 from pathlib import Path
 
-from .. import paths
-from . import hand, release, sandbox
+from ... import paths
+from . import hand
+from ..release import edition as release
+from ..sandbox import run as sandbox
 from .grader import Grader, Outcome, Recorded, Task, digest, rows_for, write_feedback
 from .submissions import is_folder, safe_name
-from ..errors import LabError
+from ...errors import LabError
 
 COLUMNS = ["student", "notebook", "check", "points", "max_points", "status", "hidden", "message"]
 
@@ -132,14 +134,14 @@ def grade(submissions: Path | str, out_dir: Path | str, *, jobs: int = 1, profil
 
     On this machine with `jobs` notebooks at a time, or with `scheduler` (a Dask
     scheduler's address; LABKIT_DASK_SCHEDULER too) each notebook as a task on a
-    cluster's grading workers (labkit.instructor.cluster), as the grader whose certificate
+    cluster's grading workers (labkit.instructor.cluster.tasks), as the grader whose certificate
     is in `certs` (certs.folder_for).  Either way only what has no row in the ledger for
     the same content is graded.
 
     Written answers are marked by hand: OUT_DIR/answers.csv lists them with an empty points
     column; `manual` is that file filled in, whose marks go into the gradebook and the
-    feedback pages (kept in OUT_DIR/answers.csv for every later run; labkit.instructor.hand)."""
-    from . import certs as certificates, cluster
+    feedback pages (kept in OUT_DIR/answers.csv for every later run; labkit.instructor.grading.hand)."""
+    from ..cluster import certs as certificates, tasks as cluster
 
     submissions, out_dir = Path(submissions), Path(out_dir)
     scheduler = scheduler or os.environ.get(cluster.SCHEDULER_ENV) or None
@@ -251,7 +253,7 @@ def _write_submitted(out_dir: Path, submissions: Path, tasks: list[Task]) -> Non
     recorded in the student's folder (labkit.instructor.lms.collect), for late penalties."""
     import csv
 
-    from .lms import books, collect
+    from ..lms import books, collect
 
     rows = []
     for student in dict.fromkeys(t.student for t in tasks):
@@ -288,7 +290,7 @@ def _grade_here(tasks: list[Task], grader: Grader, jobs: int, finished, progress
 def _grade_on_cluster(tasks, grader, instructor_bytes, scheduler, out_dir, finished, progress, profile,
                       certs) -> None:
     """Each task on a Dask worker (cluster.run); the results written here as they come."""
-    from . import cluster
+    from ..cluster import tasks as cluster
 
     identity = cluster.lab_identity()
     payloads = [cluster.payload_for(task, instructor_bytes, profile, grader.limits, identity) for task in tasks]

@@ -4,7 +4,7 @@
      feedback; they decide nothing) and, after each check's place, a cell that
      exports the values the check reads (check_cells.graded_copy);
   2. every check, visible and hidden, runs on those values in a fresh process
-     under another uid (sandbox.run_checks -> labkit.instructor.checker): only
+     under another uid (sandbox.run_checks -> labkit.instructor.grading.checker): only
      it writes results, and the hidden checks never reach the student's run.
 Every check of the instructor's notebook gets one row (rows_for) -- also those
 that never ran, with the reason -- so every student's points are out of the
@@ -12,8 +12,8 @@ same total.  Anything that goes wrong with one notebook becomes its error rows.
 
 Also here: what a grade depends on (digest, for the ledger) and a student's
 feedback page.  Grading a whole class, on this machine or on a Dask cluster,
-is labkit.instructor.grade; a cluster's worker grades its one notebook with
-this module's Grader, as local grading does (labkit.instructor.cluster).
+is labkit.instructor.grading.grade; a cluster's worker grades its one notebook with
+this module's Grader, as local grading does (labkit.instructor.cluster.tasks).
 """
 
 from __future__ import annotations
@@ -25,14 +25,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import capstone, paths
-from ..exercises import checks
-from . import hand, release, sandbox
+from ... import capstone, paths
+from ...exercises import checks
+from . import hand
+from ..release import edition as release
+from ..sandbox import run as sandbox
 from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
 from .outcomes import COMPLETED, FINISHED, TIMEOUT  # TIMEOUT: also a check's status when its run was stopped
-from .submissions import (CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, Refused, handed_in, read_notebook,
-                          safe_name)
-from .uids import UidLease
+from .submissions import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, Refused, handed_in, read_notebook, safe_name
+from ..sandbox.uids import UidLease
 
 PASSED, FAILED, ERROR = checks.PASSED, checks.FAILED, checks.ERROR  # a check's own status, as it reported it
 BY_HAND = hand.BY_HAND   # a written answer waiting for the instructor's mark (answers.csv)
@@ -166,7 +167,7 @@ class Grader:
                  limits: sandbox.Limits):
         import nbformat
 
-        from .. import build, procstat
+        from ... import build, procstat
 
         # Every run gets a copy of build/ that its uid cannot write into: what the checks load
         # (the programs, the cffi module for these compiler flags) must be built before.

@@ -1,4 +1,4 @@
-"""Inside the sandbox: `python -m labkit.instructor.runner` runs the student's notebook,
+"""Inside the sandbox: `python -m labkit.instructor.sandbox.runner` runs the student's notebook,
 under the run's uid, behind the walls (sandbox.run_notebook starts it).
 
 Everything here runs as the student's code does, so it imports as little as it
@@ -74,7 +74,7 @@ def _main() -> int:
     from nbclient.exceptions import DeadKernelError
 
     from labkit import notebook_run  # papermill, its kernel on Unix sockets (it says why)
-    from labkit.instructor.outcomes import COMPLETED, FAILED, KERNEL_DIED
+    from labkit.instructor.grading.outcomes import COMPLETED, FAILED, KERNEL_DIED
 
     output = Path(spec["output"])
     try:

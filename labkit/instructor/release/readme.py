@@ -1,11 +1,11 @@
 """The edition's README.md: docs/students/README.md, with the table of the C exercises (what
 waits for which, from C_EXERCISES) where its marker line is.  The instructor's README is not
-the students': it holds grading, clusters and the LMS (labkit.instructor.release writes this
+the students': it holds grading, clusters and the LMS (labkit.instructor.release.edition writes this
 one in its place)."""
 
 from __future__ import annotations
 
-from ..exercises.catalog import C_EXERCISES
+from ...exercises.catalog import C_EXERCISES
 
 TEMPLATE = "docs/students/README.md"
 MARKER = "<!-- labkit: the C exercises -->"
@@ -25,7 +25,7 @@ def exercise_table() -> str:
 def render(template: str) -> str:
     """`template` (docs/students/README.md's text) with the exercise table at its marker."""
     if MARKER not in template:
-        from ..errors import LabError
+        from ...errors import LabError
 
         raise LabError(f"{TEMPLATE} has no line {MARKER}", "put it where the table of the C exercises goes")
     return template.replace(MARKER, exercise_table())

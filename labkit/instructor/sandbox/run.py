@@ -1,17 +1,17 @@
 """The isolation of one graded run, from outside: a working directory of its
-own, a uid of its own (labkit.instructor.uids), resource limits, walls
-(labkit.instructor.isolation: a cgroup, mount and PID namespaces), a
+own, a uid of its own (labkit.instructor.sandbox.uids), resource limits, walls
+(labkit.instructor.sandbox.isolation: a cgroup, mount and PID namespaces), a
 wall-clock timeout, and nothing left behind.
 
 The grader (root or not) calls `run_notebook()` for the student's notebook and
-`run_checks()` for the checks (labkit.instructor.checker, under another uid).
+`run_checks()` for the checks (labkit.instructor.grading.checker, under another uid).
 Each runs a Python module in a child process started in a new session behind
 the walls; the child reads its spec from stdin (nothing the run's uid could
 replace lies on disk), lowers its own resource limits (runner.lower_limits), so
 everything it starts inherits them, and writes to a log that root opened in a
 folder of its own (the run's uid cannot swap it for a link).  What runs inside
-is labkit.instructor.runner for the notebook (it reports how papermill ended on
-its last stdout line) and labkit.instructor.checker for the checks; this module
+is labkit.instructor.sandbox.runner for the notebook (it reports how papermill ended on
+its last stdout line) and labkit.instructor.grading.checker for the checks; this module
 prepares, starts, watches and ends a run (uids.kill_all), then reads back what it
 left, once every process of the run is gone (from the run's own folder: regular
 files only).
@@ -34,10 +34,11 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .. import paths
-from ..errors import LabError
-from . import exports, run_lab, watch
-from .outcomes import FAILED, FINISHED, FORK_BOMB
+from ... import paths
+from ...errors import LabError
+from ..grading import exports, run_lab
+from . import watch
+from ..grading.outcomes import FAILED, FINISHED, FORK_BOMB
 from .runner import RUNNER_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
@@ -74,7 +75,7 @@ class RunResult:
     message: str                 # one sentence for the feedback page
     elapsed_s: float
     executed: Path | None        # the executed notebook (partial after a timeout), if any
-    exports: bytes               # what the notebook exported for the checks (labkit.instructor.exports)
+    exports: bytes               # what the notebook exported for the checks (labkit.instructor.grading.exports)
     log: Path                    # papermill's and the runner's output (in the grader's own folder)
     cell_errors: list[str] = field(default_factory=list)
     killed: int = 0              # processes still alive after the run, killed by the clean-up
@@ -350,7 +351,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     exports_path = workdir / "out" / "exports.jsonl"
     spec = {"input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
             "kernel": kernel, "parameters": {"profile": profile} if profile else {}}
-    ended = run_isolated("labkit.instructor.runner", spec, workdir, private, limits=limits, uid=uid,
+    ended = run_isolated("labkit.instructor.sandbox.runner", spec, workdir, private, limits=limits, uid=uid,
                          extra_env={"LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
                                     "LABKIT_EXPORTS": str(exports_path)})
     log_path = private / "runner.log"
@@ -358,7 +359,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     if outcome == FINISHED:
         outcome, message, cell_errors = _runner_report(log_path, ended.returncode)
     # Every process of the run is gone now: what it left can be read, as regular files only.
-    from .submissions import Refused, read_regular
+    from ..grading.submissions import Refused, read_regular
 
     kept = None
     try:
@@ -384,10 +385,10 @@ class CheckRun:
 
 def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path, private: Path, *,
                limits: Limits, uid: int | None) -> CheckRun:
-    """Run the instructor's `groups` of checks on `exported` values (labkit.instructor.checker)."""
+    """Run the instructor's `groups` of checks on `exported` values (labkit.instructor.grading.checker)."""
     results = private / "checks.jsonl"
     payload = {"notebook": notebook, "groups": groups, "exports": exported.decode("utf-8", "replace")}
-    ended = run_isolated("labkit.instructor.checker", payload, workdir, private, limits=limits, uid=uid,
+    ended = run_isolated("labkit.instructor.grading.checker", payload, workdir, private, limits=limits, uid=uid,
                          results=results)
     records = {}
     for line in results.read_text(errors="replace").splitlines() if results.is_file() else []:

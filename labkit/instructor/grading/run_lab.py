@@ -27,8 +27,8 @@ import os
 import shutil
 from pathlib import Path
 
-from .. import paths, procstat
-from . import release
+from ... import paths, procstat
+from ..release import edition as release
 
 # What a run needs of the lab: the package, the C sources and a copy of the build (times
 # kept, so make only recompiles what changed).
