@@ -84,8 +84,7 @@ class Child:
         held back by a busy machine rather than stuck (run_delay.patiently), up to `cap` s."""
         from . import run_delay
 
-        run_delay.patiently(lambda seconds: self.exit_status(seconds) is not None, self.pid, within, cap)
-        return self.exit_status()
+        return run_delay.exit_status(self.popen, within, cap)
 
     def kill_group(self) -> None:
         try:

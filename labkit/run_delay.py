@@ -21,6 +21,7 @@ and counts too.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -92,3 +93,17 @@ def patiently(done: Callable[[float], bool], pid: int, within: float, cap: float
         if done(min(within, max(0.0, cap - (time.monotonic() - start)))):
             return True
     return False
+
+
+def exit_status(popen: subprocess.Popen, within: float, cap: float = 10.0) -> int | None:
+    """`popen`'s exit status once it has ended: up to `within` s of waiting, and again while
+    it is held back rather than stuck (patiently), up to `cap` s; None if it has not."""
+    def exited(seconds: float) -> bool:
+        try:
+            popen.wait(timeout=seconds) if seconds > 0 else popen.poll()
+        except subprocess.TimeoutExpired:
+            pass
+        return popen.returncode is not None
+
+    patiently(exited, popen.pid, within, cap)
+    return popen.returncode

@@ -37,13 +37,5 @@ def wait_for(condition, within: float = 3.0, what: str = "the condition", every:
 
 def exit_status(proc: subprocess.Popen, within: float, cap: float = 10.0) -> int | None:
     """`proc`'s exit status once it has ended within `within` s, not counting time a busy
-    machine held it back (labkit.run_delay: up to `cap` s in all); None if it has not."""
-    def exited(seconds):
-        try:
-            proc.wait(timeout=seconds) if seconds > 0 else proc.poll()
-        except subprocess.TimeoutExpired:
-            pass
-        return proc.returncode is not None
-
-    run_delay.patiently(exited, proc.pid, within, cap)
-    return proc.returncode
+    machine held it back (labkit.run_delay.exit_status: up to `cap` s in all); None if it has not."""
+    return run_delay.exit_status(proc, within, cap)
