@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import launcher, paths
+from .. import launcher, paths, spreadsheet
 from ..errors import LabError
 from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
@@ -301,7 +301,7 @@ def to_markdown(frame: pd.DataFrame) -> str:
 def write_table(table: Table, out_dir: Path) -> list[Path]:
     base = out_dir / table.name
     written = [base.with_suffix(".csv"), base.with_suffix(".md"), base.with_suffix(".tex")]
-    table.frame.to_csv(written[0], index=False)
+    spreadsheet.write_frame(table.frame, written[0])  # a server's message is its text
     written[1].write_text(to_markdown(table.frame))
     # ".15g": a number read back from the notebook prints as it was shown, not as 912.580000
     written[2].write_text(table.frame.to_latex(index=False, na_rep="—", caption=table.caption,

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from ... import paths
+from ... import paths, spreadsheet
 from . import hand
 from ..release import edition as release
 from ..sandbox import run as sandbox
@@ -220,7 +220,7 @@ def read_gradebook(out_dir: Path | str):
     if not path.is_file():
         raise LabError(f"{path} is not there", "grade the class first: labkit grade SUBMISSIONS --out "
                                                f"{Path(out_dir)}")
-    frame = pd.read_csv(path, keep_default_na=False)
+    frame = spreadsheet.frame_from_csv(pd.read_csv(path, keep_default_na=False))
     if list(frame.columns) != COLUMNS or frame.empty:
         raise LabError(f"{path} is not a gradebook labkit grade wrote (columns {', '.join(frame.columns)})",
                        "give the --out folder of labkit grade")
@@ -251,8 +251,6 @@ def remark(out_dir: Path | str, manual: Path | str):
 def _write_submitted(out_dir: Path, submissions: Path, tasks: list[Task]) -> None:
     """OUT_DIR/submitted.csv: when each graded notebook was handed in, from what labkit collect
     recorded in the student's folder (labkit.instructor.lms.collect), for late penalties."""
-    import csv
-
     from ..lms import books, collect
 
     rows = []
@@ -268,10 +266,7 @@ def _write_submitted(out_dir: Path, submissions: Path, tasks: list[Task]) -> Non
             rows.append({"student": student, "notebook": task.notebook,
                          "submitted_at": when.isoformat() if when else "", "lms": kept.get("lms", ""),
                          "handed_in_as": kept.get("handed_in_as", ""), "late_by_lms": kept.get("late_by_lms", "")})
-    with open(out_dir / books.SUBMITTED, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=books.SUBMITTED_COLUMNS)
-        writer.writeheader()
-        writer.writerows(rows)
+    spreadsheet.write_dicts(out_dir / books.SUBMITTED, books.SUBMITTED_COLUMNS, rows)  # handed_in_as: a student's
 
 
 def _grade_here(tasks: list[Task], grader: Grader, jobs: int, finished, progress: bool) -> None:
@@ -326,7 +321,5 @@ def _write_gradebook(out_dir: Path, tasks: list[Task], outcomes: list[Outcome]):
     order = {(t.student, t.notebook): i for i, t in enumerate(tasks)}
     ordered = sorted(outcomes, key=lambda o: order[(o.task.student, o.task.notebook)])
     frame = pd.DataFrame([row for o in ordered for row in o.rows], columns=COLUMNS)
-    partial = out_dir / "gradebook.csv.part"
-    frame.to_csv(partial, index=False)
-    partial.replace(out_dir / "gradebook.csv")
+    spreadsheet.write_frame(frame, out_dir / "gradebook.csv")  # a message may quote a student's text
     return frame

@@ -19,11 +19,10 @@ Invariants:
 
 from __future__ import annotations
 
-import csv
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import spreadsheet
 from ...errors import LabError
 
 ANSWERS = "answers.csv"
@@ -47,7 +46,7 @@ def read(path: Path | str) -> dict[tuple[str, str, str], Mark]:
     if not path.is_file():
         raise LabError(f"{path} is not a file", "give the answers.csv that labkit grade wrote, with points filled in")
     with open(path, newline="", encoding="utf-8") as source:
-        reader = csv.DictReader(source)
+        reader = spreadsheet.Reader(source)
         missing = [c for c in ("student", "notebook", "question", "points") if c not in (reader.fieldnames or [])]
         if missing:
             raise LabError(f"{path} has no column {', '.join(missing)}",
@@ -118,12 +117,7 @@ def settle(out_dir: Path, rows: list[dict], marks: dict[tuple[str, str, str], Ma
                       "look_for": ", ".join(row.get("look_for") or []), "max_points": f"{row['max_points']:g}",
                       "points": "" if points is None else f"{points:g}", "comment": comment})
     target = Path(out_dir) / ANSWERS
-    partial = target.with_name(ANSWERS + ".part")
-    with open(partial, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(table)
-    os.replace(partial, target)
+    spreadsheet.write_dicts(target, COLUMNS, table)  # an answer is the student's text: never a formula
     marked = sum(1 for row in table if row["points"] != "")
     return (f"written answers: {len(table)}, {marked} marked by hand, {len(table) - marked} to mark "
             f"(points in {target}, then labkit grade ... --manual {target})")

@@ -28,12 +28,11 @@ out of an LMS's file (it could not match them) and named in the summary.
 
 from __future__ import annotations
 
-import csv
-import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ... import spreadsheet
 from ...errors import LabError
 from . import late as lateness
 from .roster import Roster
@@ -64,7 +63,7 @@ def read_submitted(out_dir: Path) -> dict[tuple[str, str], dict]:
     if not path.is_file():
         return {}
     with open(path, newline="", encoding="utf-8") as source:
-        return {(row["student"], row["notebook"]): row for row in csv.DictReader(source)}
+        return {(row["student"], row["notebook"]): row for row in spreadsheet.Reader(source)}
 
 
 def grades(frame, submitted: dict, due: dict[str, datetime], rule: lateness.Rule):
@@ -147,15 +146,6 @@ def _utc(when: datetime | None, micro: bool = True) -> str:
     return "" if when is None else str(when.astimezone(timezone.utc).replace(tzinfo=None))
 
 
-def write(path: Path, header: list[str], rows: list[list[str]]) -> None:
-    partial = path.with_name(path.name + ".part")
-    with open(partial, "w", newline="", encoding="utf-8") as out:
-        writer = csv.writer(out)
-        writer.writerow(header)
-        writer.writerows(rows)
-    os.replace(partial, path)
-
-
 def export(frame, out_dir: Path | str, fmt: str, roster: Roster, *, due: list[str] | None = None,
            penalty: str | None = None, target: Path | str | None = None) -> tuple[Path, str]:
     """From `frame` (OUT_DIR's gradebook.csv, marks merged: grading.grade.read_gradebook or
@@ -171,7 +161,7 @@ def export(frame, out_dir: Path | str, fmt: str, roster: Roster, *, due: list[st
     table, notebooks, most = grades(frame, read_submitted(out_dir), dates, rule)
     header, rows = rows_for(fmt, roster, table, notebooks, most, dates, rule)
     path = Path(target) if target else out_dir / f"gradebook_{fmt}.csv"
-    write(path, header, rows)
+    spreadsheet.write(path, header, rows)  # names come from the LMS, as each person set them
     on_roster = {s.student_id for s in roster}
     graded = dict.fromkeys(frame["student"])
     lines = [f"{fmt} gradebook: {path} ({len(roster)} student(s) of {roster.source}, "

@@ -22,7 +22,6 @@ Invariants:
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import shutil
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
-from ... import paths
+from ... import paths, spreadsheet
 from ...errors import LabError
 from ..grading.submissions import Refused, read_regular, safe_name
 from . import archive, roster as rosters
@@ -231,18 +230,14 @@ def read_record(folder: Path) -> dict[str, dict]:
         text = read_regular(folder / RECORD, limit=1 << 20, what=RECORD).decode("utf-8", "replace")
     except Refused:
         return {}
-    rows = csv.DictReader(io.StringIO(text, newline=""))
+    rows = spreadsheet.Reader(io.StringIO(text, newline=""))
     return {row["file"]: {c: row.get(c) or "" for c in RECORD_COLUMNS} for row in rows if row.get("file")}
 
 
 def _write_record(folder: Path, record: dict[str, dict]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / (RECORD + ".part")
-    with open(partial, "w", newline="", encoding="utf-8") as out:
-        writer = csv.DictWriter(out, fieldnames=RECORD_COLUMNS)
-        writer.writeheader()
-        writer.writerows(sorted(record.values(), key=lambda row: row["file"]))
-    os.replace(partial, folder / RECORD)
+    # handed_in_as is the file name a student gave: never a formula
+    spreadsheet.write_dicts(folder / RECORD, RECORD_COLUMNS, sorted(record.values(), key=lambda row: row["file"]))
     times = [datetime.fromisoformat(row["submitted_at"]) for row in record.values() if row["submitted_at"]]
     if times:
         (folder / TIMESTAMP).write_text(nbgrader_time(max(times)))   # no newline, as nbgrader writes it
