@@ -117,6 +117,14 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    # Ctrl-C as a student's terminal sends it, however the suite was started: a shell without job
+    # control starts `make test &` with SIGINT ignored (POSIX, for asynchronous lists), Python then
+    # installs no KeyboardInterrupt handler, and the tests of what Ctrl-C stops failed (7 of them,
+    # `nohup bash -c 'make test' &`).  .ci/run's `timeout` hands its command a default SIGINT.
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # One folder of shared notebook runs for this pytest run and its xdist workers (which
     # inherit the environment), unless make gave one to both phases.
     if not hasattr(config, "workerinput") and "LABKIT_TEST_RUN" not in os.environ:
