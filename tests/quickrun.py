@@ -162,12 +162,19 @@ def _run(name: str, source: Path, folder: Path) -> None:
                LABKIT_EXPORTS=str(folder / "exports.jsonl"))
     if name in OWN_HOME:  # its C goes into a home of its own, never into the checkout's csrc/
         env["LABKIT_HOME"] = str(folder / "home")
+    results_before = _results_in_the_checkout()
     started = time.monotonic()
     executed = papermill(workdir / name, workdir, env)
     elapsed = time.monotonic() - started
+    assert _results_in_the_checkout() == results_before, f"{name} wrote into {paths.RESULTS}, not LABKIT_RESULTS"
     figures_tell_the_truth(nbformat.read(executed, as_version=4), name)
     no_client_uses_more_cpus_than_it_has(folder / "results.jsonl")
     (folder / "elapsed_s").write_text(f"{elapsed:.3f}")  # last: the run is complete
+
+
+def _results_in_the_checkout() -> dict:
+    """data/results/'s files and when each last changed."""
+    return {p: p.stat().st_mtime_ns for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
 
 
 def figures_tell_the_truth(nb, name: str) -> int:

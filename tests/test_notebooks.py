@@ -1,14 +1,19 @@
 """The notebooks run headless, the way instructors run them:
 `papermill <nb> out.ipynb -p profile quick -k labkit`, on a copy in a temporary
 directory, with results going to a temporary file (LABKIT_RESULTS), never to
-data/results/."""
+data/results/ (quickrun checks that around each run).
 
+Each notebook runs once per test run (tests/quickrun.py); each test here reads one
+phenomenon from that run, so a failure names what broke, and the cells a test reads are
+found by their test-... tag, never by their text."""
+
+import functools
 import os
 import re
 
 import pytest
 
-from labkit import paths, uncertainty
+from labkit import uncertainty
 
 from quickrun import PLOTLY, QUICK_RUN_LIMIT_S, run_quick
 
@@ -18,6 +23,19 @@ pytestmark = pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)
 # read the same runs.  The others assert what no load changes: no error, every point
 # measured, a count, a refusal, a timeout the notebook sets, the battery's verdicts, a rank
 # whatever it is.  They run on the parallel phase's workers, beside other tests.
+QUIET = (pytest.mark.measuring, pytest.mark.quiet)
+
+
+def quiet(test):
+    for mark in QUIET:
+        test = mark(test)
+    return test
+
+
+@functools.cache
+def ran(name: str):
+    """The notebook's shared quick run, read once in this process."""
+    return run_quick(name)
 
 
 def outputs(nb, tag: str) -> list:
@@ -34,7 +52,7 @@ def assert_figures(nb, count: int) -> None:
     cells = [c for c in nb.cells if c.cell_type == "code" and "test-figure" in c.get("metadata", {}).get("tags", [])]
     assert len(cells) == count, f"{len(cells)} cells tagged test-figure, expected {count}"
     for cell in cells:
-        assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in cell.outputs), cell.source[:80]
+        assert any(PLOTLY in o.get("data", {}) for o in cell.outputs), cell.source[:80]
 
 
 def shown_text(cell_outputs) -> str:
@@ -42,147 +60,176 @@ def shown_text(cell_outputs) -> str:
     return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell_outputs)
 
 
-def no_errors(nb) -> None:
-    for index, cell in enumerate(nb.cells):
+def shown_html(cell_outputs) -> str:
+    return "".join(o.get("data", {}).get("text/html", "") for o in cell_outputs)
+
+
+def shown_markdown(cell_outputs) -> str:
+    return "".join(o.get("data", {}).get("text/markdown", "") for o in cell_outputs)
+
+
+def all_text(nb) -> str:
+    return "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def ran_clean(name: str, figures: int):
+    """The run ended without an error in any cell, within the limit, as the quick profile (the
+    parameter papermill injected), every plot cell drew its figure; the run."""
+    run = ran(name)
+    print(f"{name}, quick profile: {run.elapsed:.1f} s")
+    for index, cell in enumerate(run.nb.cells):
         for out in cell.get("outputs", []):
             assert out.output_type != "error", f"cell {index}: {out.ename}: {out.evalue}"
-
-
-def test_00_setup_runs_quick():
-    run = run_quick("00_setup.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
-
-
-def test_01_proc_service_runs_quick_and_shows_what_a_student_sees():
-    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    run = run_quick("01_proc_service.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"01_proc_service.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
-
-    # papermill injected the profile after the cell tagged "parameters".
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert run.elapsed < QUICK_RUN_LIMIT_S
+    injected = [c for c in run.nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert injected and 'profile = "quick"' in injected[0].source
+    assert_figures(run.nb, figures)
+    return run
 
-    # The quick sweep: every model x 10, 50 clients, once, all measured, in the temp file only.
-    rows = run.rows
+
+def figure_in(cell_outputs) -> dict:
+    found = [o["data"][PLOTLY] for o in cell_outputs if PLOTLY in o.get("data", {})]
+    assert len(found) == 1, f"{len(found)} figures where one was expected"
+    return found[0]
+
+
+# ---------------------------------------------------------------------------
+# 00: the machine check
+
+
+def test_00_setup_runs_quick_without_an_error():
+    ran_clean("00_setup.ipynb", figures=0)
+
+
+# ---------------------------------------------------------------------------
+# 01: the /proc service, and the first sweep
+
+NB01 = "01_proc_service.ipynb"
+
+
+def test_01_runs_quick_without_an_error():
+    ran_clean(NB01, figures=3)
+
+
+def test_01_sweeps_every_model_at_each_client_count_once():
+    rows = ran(NB01).rows
     assert sorted((r["model"], r["clients"]) for r in rows) == sorted(
         (m, c) for m in ("iterative", "threaded", "select") for c in (10, 50))
     assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    assert after == results_before, "the notebook wrote into data/results/"
 
-    # The service by hand: TOP 3 answered, the malformed line got ERR.
-    by_hand = "".join(o.get("text", "") for o in outputs(nb, "test-ask-the-server"))
+
+def test_01_the_service_by_hand_answers_top_and_refuses_a_malformed_line():
+    by_hand = shown_text(outputs(ran(NB01).nb, "test-ask-the-server"))
     assert "TOP 3 ->" in by_hand and "END" in by_hand and "ERR " in by_hand
-    # The C parser and psutil agree on a name with spaces and parentheses.
-    assert "same name: True" in "".join(o.get("text", "") for o in outputs(nb, "test-tricky-names"))
 
-    # The panel's figure appears as a normal plotly output, one line per model.
-    figure = [o for o in outputs(nb, "test-panel-figure") if "application/vnd.plotly.v1+json" in o.get("data", {})]
-    assert len(figure) == 1
-    traces = figure[0]["data"]["application/vnd.plotly.v1+json"]["data"]
+
+def test_01_the_c_parser_and_psutil_agree_on_a_name_with_spaces_and_parentheses():
+    assert "same name: True" in shown_text(outputs(ran(NB01).nb, "test-tricky-names"))
+
+
+def test_01_the_panels_figure_draws_a_line_per_model():
+    traces = figure_in(outputs(ran(NB01).nb, "test-panel-figure"))["data"]
     assert {t["name"] for t in traces} >= {"iterative", "threaded", "select"}
 
-    # Counters tables: a counter is a number or "not measurable", never a made-up 0 for cycles.
-    cycles_measured = any(r.get("server_cycles") is not None for r in rows)
-    table = outputs(nb, "test-server-counters")[0]["data"]["text/html"]
+
+def test_01_a_counter_the_machine_cannot_measure_is_said_never_a_zero():
+    run = ran(NB01)
+    cycles_measured = any(r.get("server_cycles") is not None for r in run.rows)
+    table = shown_html(outputs(run.nb, "test-server-counters")[:1])
     assert ("not measurable on this machine: cycles" in table) != cycles_measured
-    # Every plot cell produced a figure.
-    assert_figures(nb, 3)
 
 
-def test_02_multiplexing_runs_quick_and_shows_the_models_the_wall_and_the_curves():
-    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    run = run_quick("02_multiplexing.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"02_multiplexing.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert injected and 'profile = "quick"' in injected[0].source
+# ---------------------------------------------------------------------------
+# 02: multiplexing
 
-    # The backends compared as diffs read from csrc/: select builds bitmaps, poll an array, epoll asks the kernel.
-    diffs = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "test-select-diff")
-                    if "data" in o)
-    assert "-" in diffs and "FD_SET" in diffs and "pollfd" in diffs
-    assert "epoll_wait" in "".join(o["data"].get("text/markdown", "")
-                                   for o in outputs(nb, "test-poll-diff") if "data" in o)
+NB02 = "02_multiplexing.ipynb"
 
-    # select's wall by hand: the server's own refusal, and the other connections still echoed.
-    wall = shown_text(outputs(nb, "test-descriptor-wall"))
+
+def test_02_runs_quick_without_an_error():
+    ran_clean(NB02, figures=6)
+
+
+def test_02_the_backends_are_compared_as_diffs_read_from_csrc():
+    nb = ran(NB02).nb
+    diffs = shown_markdown(outputs(nb, "test-select-diff"))
+    assert "-" in diffs and "FD_SET" in diffs and "pollfd" in diffs  # select builds bitmaps, poll an array
+    assert "epoll_wait" in shown_markdown(outputs(nb, "test-poll-diff"))  # epoll asks the kernel
+
+
+def test_02_selects_wall_by_hand_is_refused_by_the_server_and_the_others_still_echo():
+    wall = shown_text(outputs(ran(NB02).nb, "test-descriptor-wall"))
     assert "FD_SETSIZE" in wall and "refused" in wall and not wall.startswith("0 connections echoed")
 
-    # Both quick sweeps measured into the temporary file only.
-    rows = run.rows
-    scale = [r for r in rows if r["experiment"] == "echo_scale"]
-    idle = [r for r in rows if r["experiment"] == "idle_conns" and r["idle"] != 800]
-    where = [r for r in rows if r["experiment"] == "idle_conns" and r["idle"] == 800]
+
+def test_02_the_scale_sweep_measures_every_model_but_select_at_each_count():
+    scale = [r for r in ran(NB02).rows if r["experiment"] == "echo_scale"]
     assert sorted((r["model"], r["clients"]) for r in scale) == sorted(
         (m, c) for m in ("threaded", "select", "poll", "epoll", "epoll_workers") for c in (500, 2000))
     assert all(r["status"] == "ok" for r in scale if r["model"] != "select"), [r["error"] for r in scale]
+    # CPU per request is measured (task-clock works without hardware counters)
+    assert all(r["server_cpu_us_per_request"] > 0 for r in scale if r["status"] == "ok")
+
+
+def test_02_idle_connections_past_fd_setsize_are_refused_by_select_alone_in_the_servers_words():
+    run = ran(NB02)
+    idle = [r for r in run.rows if r["experiment"] == "idle_conns" and r["idle"] != 800]
     assert sorted((r["model"], r["idle"]) for r in idle) == sorted(
         (m, i) for m in ("select", "poll", "epoll") for i in (0, 1000))
     refused = [r for r in idle if r["model"] == "select" and r["idle"] == 1000]
     assert refused[0]["status"] == "failed" and "FD_SETSIZE" in refused[0]["error"]
-    assert all(r["status"] == "ok" for r in idle if r["model"] != "select"), [r["error"] for r in idle]
-    # CPU per request is measured (task-clock works without hardware counters).
-    assert all(r["server_cpu_us_per_request"] and r["server_cpu_us_per_request"] > 0
-               for r in scale + idle if r["status"] == "ok")
-    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    assert after == results_before, "the notebook wrote into data/results/"
-
-    # The plots: every plot cell produced a figure; the refusal is printed with the server's words.
-    assert_figures(nb, 6)
-    refusals = "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "test-refusals"))
+    assert all(r["status"] == "ok" and r["server_cpu_us_per_request"] > 0 for r in idle if r["model"] != "select"), \
+        [r["error"] for r in idle]
+    refusals = shown_html(outputs(run.nb, "test-refusals"))
     assert ">select<" in refusals and ">1000<" in refusals and "descriptor 1024 is too high" in refusals
-    # Where the time goes: a flame chart per model with 800 idle connections, and the calls by name.
-    assert sorted(r["model"] for r in where) == ["epoll", "poll", "select", "threaded"]
-    assert all(r["status"] == "ok" and r["stacks_samples"] > 0 for r in where), [r["stacks_note"] for r in where]
-    by_model = {r["model"]: r for r in where}
+
+
+def test_02_with_800_idle_connections_each_model_spends_its_time_in_its_own_kernel_call():
+    run = ran(NB02)
+    where = {r["model"]: r for r in run.rows if r["experiment"] == "idle_conns" and r["idle"] == 800}
+    assert sorted(where) == ["epoll", "poll", "select", "threaded"]
+    assert all(r["status"] == "ok" and r["stacks_samples"] > 0 for r in where.values()), \
+        [r["stacks_note"] for r in where.values()]
     if os.geteuid() == 0:  # kernel frames and the syscall tracepoints are root's here
-        assert any("do_select_[k]" in stack for stack in by_model["select"]["server_stacks"])
-        assert any("do_sys_poll_[k]" in stack for stack in by_model["poll"]["server_stacks"])
-        assert not any("do_select" in stack or "do_sys_poll" in stack for stack in by_model["epoll"]["server_stacks"])
-        assert "pselect6" in by_model["select"]["server_syscalls_per_request"]
-        assert "epoll_wait" in by_model["epoll"]["server_syscalls_per_request"]
-    flames = outputs(nb, "test-flame-graph")
-    assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in flames)
-    assert "pselect6" in "".join(o.get("data", {}).get("text/html", "") for o in outputs(nb, "test-syscall-counts"))
-    # Seed 003's observations beside the student's.
-    shown = outputs(nb, "test-seed-003-observations")
-    table = "".join(o.get("data", {}).get("text/html", "") for o in shown)
+        assert any("do_select_[k]" in stack for stack in where["select"]["server_stacks"])
+        assert any("do_sys_poll_[k]" in stack for stack in where["poll"]["server_stacks"])
+        assert not any("do_select" in stack or "do_sys_poll" in stack for stack in where["epoll"]["server_stacks"])
+        assert "pselect6" in where["select"]["server_syscalls_per_request"]
+        assert "epoll_wait" in where["epoll"]["server_syscalls_per_request"]
+    figure_in(outputs(run.nb, "test-flame-graph"))
+    assert "pselect6" in shown_html(outputs(run.nb, "test-syscall-counts"))
+
+
+def test_02_seed_003s_observations_stand_beside_the_students_and_a_grid_without_its_points_says_so():
+    shown = outputs(ran(NB02).nb, "test-seed-003-observations")
+    table = shown_html(shown)
     assert "seed 003" in table and "0.007262" in table and "yours" in table and "NaN" not in table
-    # the quick grid does not meet the seed's: said, not shown as a table of blanks
-    assert "share no point" in shown_text(shown)
+    assert "share no point" in shown_text(shown)  # the quick grid does not meet the seed's: said, no blanks
 
 
-def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
-    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    run = run_quick("03_uploads.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"03_uploads.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert injected and 'profile = "quick"' in injected[0].source
+# ---------------------------------------------------------------------------
+# 03: uploads
 
-    # busy polling diffed against the event loop: it reads without asking what is ready.
-    diff = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "test-lingering-close-diff")
-                   if "data" in o)
+NB03 = "03_uploads.ipynb"
+
+
+def test_03_runs_quick_without_an_error():
+    ran_clean(NB03, figures=4)
+
+
+def test_03_busy_polling_is_diffed_against_the_event_loop():
+    diff = shown_markdown(outputs(ran(NB03).nb, "test-lingering-close-diff"))
     assert "-    if (ready & EV_READABLE) {" in diff and "+static bool poll_conn(struct conn *c)" in diff
 
-    # glibc's AIO pool counted from /proc, and the stall it makes; epoll beside it.
-    aio = outputs(nb, "test-aio-silent-clients")[0]["data"]["text/html"]
-    assert "1 thread(s) before, 21 with them" in aio and "ETIMEDOUT" in aio
-    epoll = outputs(nb, "test-epoll-silent-clients")[0]["data"]["text/html"]
-    assert "OK 1024 1" in epoll
 
-    # The quick sweep, into the temporary file only: every point measured, bytes exact.
-    rows = run.rows
+def test_03_glibcs_aio_pool_is_counted_from_proc_and_stalls_where_epoll_does_not():
+    nb = ran(NB03).nb
+    aio = shown_html(outputs(nb, "test-aio-silent-clients")[:1])
+    assert "1 thread(s) before, 21 with them" in aio and "ETIMEDOUT" in aio
+    assert "OK 1024 1" in shown_html(outputs(nb, "test-epoll-silent-clients")[:1])
+
+
+def test_03_every_upload_arrives_whole_and_each_side_is_measured():
+    rows = ran(NB03).rows
     assert sorted((r["model"], r["clients"], r["size"]) for r in rows) == sorted(
         (m, c, s) for m in ("threaded", "busypoll", "aio", "select", "epoll") for c in (1, 100)
         for s in (100 * 1024, 10 << 20))
@@ -192,61 +239,77 @@ def test_03_uploads_runs_quick_and_shows_models_sweep_seed_and_failures():
         assert r["server_reads_per_request"] >= r["size"] / (16 * 1024)
         assert 0 < r["transfer_s"] and 0 < r["server_batch_s"] and r["goodput_gbit_s"] > 0
         assert r["server_cpu_ms_per_mb"] > 0
-    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    assert after == results_before, "the notebook wrote into data/results/"
 
-    # iperf3's ceiling measured in the same run, drawn as a line on the throughput plot.
+
+def test_03_iperf3s_ceiling_is_measured_in_the_run_and_drawn_on_the_throughput_plot():
+    nb = ran(NB03).nb
     assert "iperf3, one stream:" in shown_text(outputs(nb, "test-iperf3-ceiling"))
-    figure = [o for o in outputs(nb, "test-largest-upload") if "application/vnd.plotly.v1+json" in o.get("data", {})]
-    assert figure and figure[0]["data"]["application/vnd.plotly.v1+json"]["layout"].get("shapes")
-    assert_figures(nb, 4)
+    assert figure_in(outputs(nb, "test-largest-upload"))["layout"].get("shapes")
 
-    # Seed 002's same-host table beside the student's numbers.
-    table = outputs(nb, "test-seed-002-times")[0]["data"]["text/html"]
+
+def test_03_seed_002s_same_host_table_stands_beside_the_students_numbers():
+    table = shown_html(outputs(ran(NB03).nb, "test-seed-002-times")[:1])
     assert "seed 002 (ms)" in table and "yours (ms)" in table and "571.0" in table and "10MB" in table
 
-    # Every failure case, with the errno each side saw.
-    shown = {tag: outputs(nb, tag)[0]["data"]["text/html"] for tag in (
-        "test-failure-no-server", "test-failure-fewer-clients", "test-failure-second-batch",
-        "test-failure-too-many-open-files", "test-failure-reset-on-close", "test-failure-connect-timeout")}
-    assert "ECONNREFUSED" in shown["test-failure-no-server"]
-    assert "timed out after 2 s" in shown["test-failure-fewer-clients"]
-    assert "batch 2: timed out" in shown["test-failure-second-batch"]
-    assert "shed a connection" in shown["test-failure-too-many-open-files"]
-    assert "ECONNRESET" in shown["test-failure-reset-on-close"]
-    assert "ETIMEDOUT" in shown["test-failure-connect-timeout"]
-    assert all("the server still serves" in card for name, card in shown.items() if name != "test-failure-no-server")
+
+FAILURE_CARDS = [  # (the tagged cell, what it shows: the errno or the case each side saw)
+    ("test-failure-no-server", "ECONNREFUSED"),
+    ("test-failure-fewer-clients", "timed out after 2 s"),
+    ("test-failure-second-batch", "batch 2: timed out"),
+    ("test-failure-too-many-open-files", "shed a connection"),
+    ("test-failure-reset-on-close", "ECONNRESET"),
+    ("test-failure-connect-timeout", "ETIMEDOUT"),
+]
 
 
-@pytest.mark.measuring
-@pytest.mark.quiet
-def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
-    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    run = run_quick("04_write_strategies.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"04_write_strategies.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
-    shown = "".join(o["data"].get("text/markdown", "") for o in outputs(nb, "test-strategies-source") if "data" in o)
+@pytest.mark.parametrize("tag, says", FAILURE_CARDS, ids=[tag for tag, _ in FAILURE_CARDS])
+def test_03_each_failure_card_says_what_each_side_saw_and_that_the_server_still_serves(tag, says):
+    card = shown_html(outputs(ran(NB03).nb, tag)[:1])
+    assert says in card
+    assert ("the server still serves" in card) == (tag != "test-failure-no-server")
+
+
+# ---------------------------------------------------------------------------
+# 04: write strategies (measured: the quiet phase)
+
+NB04 = "04_write_strategies.ipynb"
+
+
+@quiet
+def test_04_runs_quick_without_an_error():
+    run = ran_clean(NB04, figures=4)
+    assert all(r["status"] == "ok" for r in run.rows), [r["error"] for r in run.rows]
+
+
+@quiet
+def test_04_the_strategies_are_shown_from_csrc():
+    shown = shown_markdown(outputs(ran(NB04).nb, "test-strategies-source"))
     assert "static int write_repetition" in shown and "static int fill_iovec" in shown
 
-    rows = run.rows
-    writes = [r for r in rows if r["experiment"] == "write_strategies" and r["repetitions"] == 2000]  # the panel's
-    nagle = [r for r in rows if r["experiment"] == "nagle"]
-    # the segments cell: one 60,000-byte write is one or two segments on loopback, ~42 at MTU 1,500;
+
+@quiet
+def test_04_a_large_write_is_one_segment_on_loopback_and_many_at_mtu_1500():
+    big = {r["placement"]: r["data_segments_per_repetition"] for r in ran(NB04).rows if r.get("shape") == "1x60000"}
+    assert big["same_host"] <= 2 and 41 <= big["namespaces"] <= 45, big
+
+
+@quiet
+def test_04_small_nodelay_writes_behind_a_slow_link_mostly_merge():
     # 100 nodelay writes of 15 bytes behind 10 Mbit/s mostly merge, autocorking on or off (TCP
     # Small Queues holds them too).  Which merges more is not asserted: on an idle 2-CPU machine
     # on gave 6.0-6.8 segments and off 7.6-10.8 (five repeats each), but beside a process
     # spinning on every CPU one repeat gave 8.4 on and 7.5 off (CI, 2026-11-26): timing decides
     # as much as the setting.
-    big = {r["placement"]: r["data_segments_per_repetition"] for r in rows if r.get("shape") == "1x60000"}
-    small = {r["link_autocorking"]: r["data_segments_per_repetition"] for r in rows
+    small = {r["link_autocorking"]: r["data_segments_per_repetition"] for r in ran(NB04).rows
              if r["experiment"] == "write_strategies" and r["repetitions"] == 200}
-    assert big["same_host"] <= 2 and 41 <= big["namespaces"] <= 45, big
     assert set(small) == {"on", "off"} and all(1 <= n <= 25 for n in small.values()), small
+
+
+@quiet
+def test_04_each_strategy_makes_exactly_its_writes_and_perf_counts_the_same():
+    writes = [r for r in ran(NB04).rows if r["experiment"] == "write_strategies" and r["repetitions"] == 2000]
     assert sorted((r["strategy"], r["shape"], r["nodelay"]) for r in writes) == sorted(
         (s, shape, n) for s in ("many", "writev", "single") for shape in ("15x100", "100x15") for n in ("off", "on"))
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
     for r in writes:  # counts, exact: a write per buffer for many, one per repetition otherwise
         nbufs = int(r["shape"].split("x")[0])
         assert r["write_calls_per_repetition"] == (nbufs if r["strategy"] == "many" else 1)
@@ -254,81 +317,107 @@ def test_04_write_strategies_runs_quick_and_shows_counts_seed_and_nagle():
         # perf's tracepoints saw the same calls, plus the report's own few writes
         assert r["write_calls_per_repetition"] <= r["client_write_syscalls_per_repetition"] \
             <= r["write_calls_per_repetition"] + 0.01
-    p50 = {(r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in nagle}
-    assert p50[("many", "off")] >= 30_000 and p50[("many", "on")] < 5_000 and p50[("single", "off")] < 5_000
-    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    assert after == results_before, "the notebook wrote into data/results/"
 
-    table = outputs(nb, "test-nagle")[0]["data"]["text/html"]
+
+@quiet
+def test_04_nagle_holds_the_second_small_write_for_the_delayed_ack():
+    p50 = {(r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in ran(NB04).rows if r["experiment"] == "nagle"}
+    assert p50[("many", "off")] >= 30_000 and p50[("many", "on")] < 5_000 and p50[("single", "off")] < 5_000
+
+
+@quiet
+def test_04_seed_004_and_iperf3_stand_beside_the_students_numbers():
+    nb = ran(NB04).nb
+    table = shown_html(outputs(nb, "test-nagle")[:1])
     assert "seed 004 (Gbit/s)" in table and "10.69" in table and "yours (Gbit/s)" in table
     assert "iperf3, one stream:" in shown_text(outputs(nb, "test-iperf3-ceiling"))
-    assert_figures(nb, 4)
 
 
-@pytest.mark.measuring
-@pytest.mark.quiet
-@pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root (CI runs as root)")
-def test_05_different_hosts_runs_quick_across_links_and_leaves_none():
+# ---------------------------------------------------------------------------
+# 05: different hosts (namespaces: root; measured: the quiet phase)
+
+NB05 = "05_different_hosts.ipynb"
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root (CI runs as root)")
+
+
+def rows_of_05(experiment: str) -> list[dict]:
+    found = [r for r in ran(NB05).rows if r["experiment"] == experiment]
+    assert found, f"05 measured no {experiment} row"
+    return found
+
+
+@quiet
+@ROOT_ONLY
+def test_05_runs_quick_without_an_error_and_leaves_no_link():
     from labkit import netlink
 
-    results_before = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
     namespaces_before = set(netlink.lab_namespaces())
-    run = run_quick("05_different_hosts.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"05_different_hosts.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
+    run = ran_clean(NB05, figures=5)
     assert set(netlink.lab_namespaces()) <= namespaces_before, "a link outlived the notebook"
+    assert all(r["status"] == "ok" for r in run.rows), [r["error"] for r in run.rows]
+    for r in run.rows:  # every row says what joined server and client
+        assert r["link"] == "loopback" if r["placement"] == "same_host" else r["link"].startswith("tbf 1gbit")
+    text = all_text(run.nb)
+    assert "a route to 8.8.8.8: none" in text and "iperf3 across 1gbit:" in text
+    figure_in(outputs(run.nb, "test-netem-available"))  # the topology
 
-    rows = run.rows
-    assert all(r["status"] == "ok" for r in rows), [r["error"] for r in rows]
-    by = {name: [r for r in rows if r["experiment"] == name] for name in ("echo_scale", "uploads", "bdp", "nagle")}
-    assert all(by.values()), {name: len(found) for name, found in by.items()}
-    # the round trip: loopback, then the link at 0, 5 and 20 ms each way
-    p50 = {(r["placement"], r["link_delay_ms"]): r["lat_p50_us"] for r in by["echo_scale"]}
+
+@quiet
+@ROOT_ONLY
+def test_05_the_link_adds_its_delay_twice_to_the_round_trip():
+    p50 = {(r["placement"], r["link_delay_ms"]): r["lat_p50_us"] for r in rows_of_05("echo_scale")}
     assert set(p50) == {("same_host", 0), ("namespaces", 0), ("namespaces", 5), ("namespaces", 20)}
     assert 38_000 <= p50[("namespaces", 20)] - p50[("namespaces", 0)] <= 50_000, p50
-    for r in rows:  # every row says what joined server and client
-        assert r["link"] == "loopback" if r["placement"] == "same_host" else r["link"].startswith("tbf 1gbit")
-    # uploads: the same bytes on both sides of the comparison
-    assert all(r["body_bytes_ok"] == r["clients"] * r["size"] for r in by["uploads"] + by["bdp"])
-    # Nagle across 20 ms each way costs more than a round trip; one write costs one
-    nagle = {(r["link_delay_ms"], r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in by["nagle"]}
-    assert nagle[(20, "many", "off")] >= 60_000 and 38_000 <= nagle[(20, "single", "off")] <= 50_000, nagle
-    after = {p: p.stat().st_mtime for p in paths.RESULTS.glob("*")} if paths.RESULTS.exists() else {}
-    assert after == results_before, "the notebook wrote into data/results/"
 
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "a route to 8.8.8.8: none" in text and "iperf3 across 1gbit:" in text
-    # the solutions pass their own (visible) checks; the four written answers wait for a hand mark
-    assert "05_different_hosts: 7/11 points from" in text and "all passed; 4 written answer(s)" in text
-    topology = outputs(nb, "test-netem-available")
-    assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in topology)
-    seed_table = "".join(o["data"].get("text/html", "") for o in outputs(nb, "test-uploads-across-links")
-                         if "data" in o)
+
+@quiet
+@ROOT_ONLY
+def test_05_uploads_move_the_same_bytes_on_both_sides_of_the_comparison():
+    assert all(r["body_bytes_ok"] == r["clients"] * r["size"] for r in rows_of_05("uploads") + rows_of_05("bdp"))
+    seed_table = shown_html(outputs(ran(NB05).nb, "test-uploads-across-links"))
     assert "seed 002 (ms)" in seed_table and "different_hosts" in seed_table and "tbf 1gbit" in seed_table
-    assert_figures(nb, 5)
 
 
-@pytest.mark.measuring
-@pytest.mark.quiet
-def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
-    """One quick run of notebook 06 shows, each by its own measurement on this machine: the
-    knee and Little's law, a stuck model and a shedding one, the accept queue overflowing
-    with connects of whole seconds, the herd's wake-ups, and memory per connection."""
-    run = run_quick("06_what_breaks_first.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"06_what_breaks_first.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
-    rows = run.rows
-    by = {name: [r for r in rows if r["experiment"] == name]
-          for name in ("offered_load", "slow_clients", "accept_queue", "herd", "conn_memory")}
-    assert all(by.values()), {name: len(found) for name, found in by.items()}
+@quiet
+@ROOT_ONLY
+def test_05_nagle_across_a_long_link_costs_more_than_a_round_trip_and_one_write_costs_one():
+    nagle = {(r["link_delay_ms"], r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in rows_of_05("nagle")}
+    assert nagle[(20, "many", "off")] >= 60_000 and 38_000 <= nagle[(20, "single", "off")] <= 50_000, nagle
 
-    # The knee: every model falls behind at the top rate, keeps up at the lowest, and its tail
-    # climbs; Little's law where it kept up: the sampled in-flight count is rate x latency.
-    load = {(r["model"], r["rate"]): r for r in by["offered_load"]}
+
+@quiet
+@ROOT_ONLY
+def test_05_the_solutions_pass_their_visible_checks_and_the_written_answers_wait_for_a_mark():
+    text = all_text(ran(NB05).nb)
+    assert "05_different_hosts: 7/11 points from" in text and "all passed; 4 written answer(s)" in text
+
+
+# ---------------------------------------------------------------------------
+# 06: what breaks first (measured: the quiet phase).  One quick run shows, each by its own
+# measurement on this machine: the knee and Little's law, a stuck model and a shedding one,
+# the accept queue overflowing with connects of whole seconds, the herd's wake-ups, memory
+# per connection, and the known answer of a queue.
+
+NB06 = "06_what_breaks_first.ipynb"
+
+
+def rows_of_06(experiment: str) -> list[dict]:
+    found = [r for r in ran(NB06).rows if r["experiment"] == experiment]
+    assert found, f"06 measured no {experiment} row"
+    return found
+
+
+@quiet
+def test_06_runs_quick_without_an_error_and_its_solutions_pass_their_checks():
+    run = ran_clean(NB06, figures=6)
+    assert "06_what_breaks_first: 11/17 points from 14 checks; all passed; 6 written answer(s)" in all_text(run.nb)
+
+
+@quiet
+def test_06_every_model_has_a_knee_and_littles_law_holds_where_it_kept_up():
+    # every model falls behind at the top rate, keeps up at the lowest, and its tail climbs;
+    # where it kept up, the sampled in-flight count is rate x latency
+    load = {(r["model"], r["rate"]): r for r in rows_of_06("offered_load")}
     assert all(r["status"] == "ok" for r in load.values()), [r["error"] for r in load.values()]
     rates = sorted({rate for _, rate in load})
     for model in {model for model, _ in load}:
@@ -340,28 +429,32 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
         ratio = at["inflight_mean"] / (at["completed_rps"] * at["lat_mean_us"] / 1e6)
         assert 0.75 <= ratio <= 1.33, (model, kept, ratio)
 
-    # Stuck, shedding, serving: two workers behind two drips are stuck even with an idle timeout;
-    # the timeout sheds silent readers, after which the pool serves; epoll serves everyone, and
-    # its loop (exercise 6.2's shed_idle) sheds the silent ones but not the drips.
-    slow = {(r["model"], r["bad_kind"], r["idle_timeout"]): r for r in by["slow_clients"]}
+
+@quiet
+def test_06_drips_hold_a_pools_workers_the_idle_timeout_sheds_silent_readers_and_epoll_serves_all():
+    slow = {(r["model"], r["bad_kind"], r["idle_timeout"]): r for r in rows_of_06("slow_clients")}
+    # two workers behind two drips are stuck even with an idle timeout
     stuck = slow[("pool", "drip", 1)]
     assert stuck["status"] == "failed" and stuck["served_fraction"] < 0.5 and "ETIMEDOUT" in stuck["error"]
+    # the timeout sheds silent readers, after which the pool serves.  Shed once silent for the
+    # 1 s timeout, within the quick profile's 2 s of load: a silent client whose buffers filled
+    # after the first second is still inside its timeout when the load ends (CI, quiet phase: one
+    # of the two, once in six runs), so at least one, and both counters agree.
     shed = slow[("pool", "silent", 1)]
     assert shed["status"] == "ok" and shed["served_fraction"] == 1
-    # Shed once silent for the 1 s timeout, within the quick profile's 2 s of load: a silent client
-    # whose buffers filled after the first second is still inside its timeout when the load ends
-    # (CI, quiet phase: one of the two, once in six runs), so at least one, and both counters agree.
     assert 1 <= shed["bad_closed_by_server"] == shed["server_shed_idle"] <= 2, shed
     assert slow[("pool", "silent", 0)]["served_fraction"] < 0.5  # no timeout: stuck
+    # epoll serves everyone, and its loop (exercise 6.2's shed_idle) sheds the silent ones, not the drips
     for (model, kind, timeout), r in slow.items():
         if model == "epoll":
             assert r["status"] == "ok" and r["served_fraction"] == 1, r["error"]
     assert slow[("epoll", "silent", 1)]["bad_closed_by_server"] == 2 == slow[("epoll", "silent", 1)]["server_shed_idle"]
     assert slow[("epoll", "drip", 1)]["bad_closed_by_server"] == 0  # a byte per 0.5 s is never idle for 1 s
 
-    # The accept queue: backlog 4 holds 5, SYNs are dropped (the kernel counts them) and the
-    # connects that waited took a whole second or more; backlog 128 takes the burst.
-    for r in by["accept_queue"]:
+
+@quiet
+def test_06_a_backlog_of_4_overflows_into_whole_second_connects_and_128_takes_the_burst():
+    for r in rows_of_06("accept_queue"):
         if r["backlog"] == 4:
             # a dropped last ACK: the client thinks it is connected; a few such requests can time out
             assert r["status"] == "ok" or set(r["errors"]) == {"ETIMEDOUT"}, r["error"]
@@ -375,13 +468,15 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
             assert r["status"] == "ok", r["error"]
             assert r["connects_over_1s"] == 0 and r["connect_p99_us"] < 500_000, r
 
-    # The herd: select_fork wakes every worker for each connection (a context switch in and out
-    # each), the others one; every connection is counted once by the workers' own lines.
-    herd = {r["model"]: r for r in by["herd"]}
+
+@quiet
+def test_06_select_fork_wakes_every_worker_for_a_connection_and_epollexclusive_mostly_one():
+    herd = {r["model"]: r for r in rows_of_06("herd")}
     assert all(r["status"] == "ok" for r in herd.values()), [r["error"] for r in herd.values()]
-    for r in herd.values():
+    for r in herd.values():  # every connection counted once by the workers' own lines
         assert r["server_accepted"] == r["requests_ok"] == r["connections_opened"], r
         assert r["server_reporting_processes"] == r["workers"] == 4
+    # a context switch in and out for each woken worker
     assert herd["select_fork"]["server_cs_per_request"] >= herd["epoll_reuseport"]["server_cs_per_request"] + 1.5
     # EPOLLEXCLUSIVE: the first registered worker that is asleep in epoll_wait, so one worker takes
     # most; less the busier the machine, which finds it still on its way back to epoll_wait more often
@@ -389,26 +484,31 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
     assert herd["epoll_workers"]["busiest_worker_share"] >= 2 / herd["epoll_workers"]["workers"]
     assert herd["prefork"]["busiest_worker_share"] <= 0.4
 
-    # Memory: a thread per connection costs a 16 KiB kernel stack (x86-64's THREAD_SIZE) and
-    # more resident memory than an epoll session.
-    memory = {r["model"]: r for r in by["conn_memory"]}
+
+@quiet
+def test_06_a_thread_per_connection_costs_a_kernel_stack_and_more_memory_than_an_epoll_session():
+    memory = {r["model"]: r for r in rows_of_06("conn_memory")}
     assert all(r["status"] == "ok" for r in memory.values()), [r["error"] for r in memory.values()]
+    # a 16 KiB kernel stack: x86-64's THREAD_SIZE
     assert 14 <= memory["threaded"]["kernel_kernelstack_kib_per_connection"] <= 18, memory["threaded"]
     assert memory["epoll"]["kernel_kernelstack_kib_per_connection"] < 1
     assert memory["threaded"]["server_rss_kib_per_connection"] > memory["epoll"]["server_rss_kib_per_connection"]
 
-    # The known answer: epoll with the spin service, both arrivals at both rates, every request
-    # answered; at the higher rate Poisson arrivals wait longer than even ones.  Theory puts the
-    # queue's part at about twice, but each mean also holds some 100 µs outside the queue, and an
-    # even schedule shows whatever variability the machine adds (bench/README.md, D/D/1): the
-    # means' ratio was 1.49 in one quick run and 1.17 in another (CI run 73), so only the order.
-    truth = {(r["arrivals"], r["rate"]): r for r in rows if r["experiment"] == "service_time"}
+
+@quiet
+def test_06_the_known_answer_poisson_arrivals_wait_no_less_than_even_ones_where_the_noise_tells():
+    # epoll with the spin service, both arrivals at both rates, every request answered; at the
+    # higher rate Poisson arrivals wait longer than even ones.  Theory puts the queue's part at
+    # about twice, but each mean also holds some 100 µs outside the queue, and an even schedule
+    # shows whatever variability the machine adds (bench/README.md, D/D/1): the means' ratio was
+    # 1.49 in one quick run and 1.17 in another (CI run 73), so only the order.
+    truth = {(r["arrivals"], r["rate"]): r for r in rows_of_06("service_time")}
     assert set(truth) == {(a, rate) for a in ("even", "poisson") for rate in (2000, 5000)}, sorted(truth)
     assert all(r["status"] == "ok" and r["requests_ok"] == r["rate"] * r["duration"] for r in truth.values()), \
         [(key, r["error"], r["requests_ok"]) for key, r in truth.items()]
     # Unless something else used the CPUs meanwhile (a nice-19 spinner on each made every mean
     # at 5,000/s five times theory's, and the order either way): then the notebook says so.
-    noisy = shown_text(outputs(nb, "test-ground-truth"))
+    noisy = shown_text(outputs(ran(NB06).nb, "test-ground-truth"))
     if "above theory, this machine's own floor included" in noisy:
         assert float(re.search(r"sit up to ([\d.]+)× above theory", noisy).group(1)) >= 2.0, noisy
     else:  # ... and only as far as the two runs' intervals tell them apart (a fresh CI run: even 387 µs,
@@ -418,42 +518,50 @@ def test_06_what_breaks_first_runs_quick_and_shows_each_phenomenon():
         assert all(v == v for v in (poisson.low, poisson.high, even.low, even.high)), (poisson, even)
         assert not uncertainty.differ(poisson, even) or poisson.low > even.high, (poisson, even)
 
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    assert "06_what_breaks_first: 11/17 points from 14 checks; all passed; 6 written answer(s)" in text
-    assert_figures(nb, 6)
+
+# ---------------------------------------------------------------------------
+# 07: your server, with the template's reference server (threads plus epoll)
+
+NB07 = "07_your_server.ipynb"
 
 
-def test_07_your_server_runs_quick_and_puts_mine_beside_the_labs_models():
-    """One quick run of notebook 07 with the template's reference server (threads plus
-    epoll): it passes every battery group, is measured in experiments 2, 3 and 6 beside the
-    lab's models, and its plots name it; its C went into the run's own home, never into the
-    checkout's csrc/."""
-    from labkit import battery, capstone
+def test_07_runs_quick_without_an_error_and_writes_mine_c_into_the_runs_own_home():
+    from labkit import capstone, paths
 
-    run = run_quick("07_your_server.ipynb")
-    nb, elapsed = run.nb, run.elapsed
-    print(f"07_your_server.ipynb, quick profile: {elapsed:.1f} s")
-    no_errors(nb)
-    assert elapsed < QUICK_RUN_LIMIT_S
+    run = ran(NB07)
+    print(f"{NB07}, quick profile: {run.elapsed:.1f} s")
+    assert not [o for c in run.nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
+    assert run.elapsed < QUICK_RUN_LIMIT_S
     assert not (paths.ROOT / "csrc" / capstone.SOURCE).exists(), "the notebook wrote into the checkout's csrc/"
     assert (run.folder / "home" / "csrc" / capstone.SOURCE).is_file()
 
-    checks = {c["check"]: c for c in run.checks}
+
+def test_07_the_reference_server_passes_every_battery_group():
+    from labkit import battery
+
+    checks = {c["check"]: c for c in ran(NB07).checks}
     groups = [f"battery_{group}" for group in battery.GROUPS]
     assert [checks[name]["status"] for name in groups] == ["passed"] * len(groups), \
         {name: checks.get(name, {}).get("message") for name in groups}
     assert "case(s) passed" in checks["battery_protocol"]["message"]
 
-    for experiment in ("echo_scale", "uploads", "offered_load"):
-        rows = [r for r in run.rows if r["experiment"] == experiment]
-        mine = [r for r in rows if r["model"] == "mine"]
-        others = {r["model"] for r in rows} - {"mine"}
-        assert mine and all(r["status"] == "ok" for r in mine), (experiment, [r["error"] for r in mine])
-        assert others, f"{experiment}: mine was measured alone"
-    measured = [c for name, c in checks.items() if name.startswith("mine_measured")]
-    assert len(measured) == 3 and all(c["status"] == "passed" and re.search(r"mine (is|ties for) \d+\w\w of \d+",
-                                                                          c["message"]) for c in measured)
 
+@pytest.mark.parametrize("experiment", ["echo_scale", "uploads", "offered_load"])
+def test_07_mine_is_measured_beside_the_labs_models(experiment):
+    rows = [r for r in ran(NB07).rows if r["experiment"] == experiment]
+    mine = [r for r in rows if r["model"] == "mine"]
+    assert mine and all(r["status"] == "ok" for r in mine), [r["error"] for r in mine]
+    assert {r["model"] for r in rows} - {"mine"}, f"{experiment}: mine was measured alone"
+
+
+def test_07_each_measurement_ranks_mine_among_the_labs_models():
+    measured = [c for c in ran(NB07).checks if c["check"].startswith("mine_measured")]
+    assert len(measured) == 3 and all(c["status"] == "passed" and re.search(r"mine (is|ties for) \d+\w\w of \d+",
+                                                                          c["message"]) for c in measured), measured
+
+
+def test_07_the_plots_name_mine():
+    nb = ran(NB07).nb
     figures = [o["data"][PLOTLY] for c in nb.cells if c.cell_type == "code" for o in c.outputs
                if PLOTLY in o.get("data", {})]
     assert figures and sum(any(trace.get("name") == "mine" for trace in f["data"]) for f in figures) >= 3
