@@ -10,16 +10,19 @@ landed in a buffer the session had moved) is wrong in every measurement anyway.
 Leaving each block checks SIGTERM, exit 0 and no sanitizer report (serverproc).
 """
 
+import fcntl
 import os
 import select
 import socket
 import struct
+import termios
 import time
 from pathlib import Path
 
 import pytest
 
 import serverproc
+import waits
 from serverproc import Client
 
 KINDS = [(model, san) for san in (False, True) for model in serverproc.MODELS]
@@ -32,6 +35,11 @@ def connect(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=serverproc.TIMEOUT)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return sock
+
+
+def queued(sock: socket.socket) -> int:
+    """Bytes the kernel holds for `sock` to read (SIOCINQ, tcp(7))."""
+    return struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 def small_buffers(port: int) -> socket.socket:
@@ -111,7 +119,9 @@ def top_reader_that_waits_until_the_output_is_full(port):
     # wait here is a hang guard of TOP_REPLY_TIMEOUT; what is asserted is every reply, in order.
     sock.settimeout(TOP_REPLY_TIMEOUT)
     sock.sendall(b"TOP 1000\n" * requests)
-    time.sleep(0.5)  # the server fills its output, stops reading, and waits for us
+    # the server fills its output and our buffers, stops reading, and waits for us
+    waits.wait_for(lambda: queued(sock), within=TOP_REPLY_TIMEOUT, what="the server's first reply")
+    waits.settled(lambda: queued(sock), quiet=0.3, within=TOP_REPLY_TIMEOUT)
     client = Client.__new__(Client)
     client.sock, client.reader = sock, sock.makefile("rb")
     replies = [top_rows(client) for _ in range(requests)]
@@ -125,7 +135,7 @@ def top_reset_while_output_is_queued(port):
     """A client that asks for megabytes and resets without reading; the next one is served."""
     sock = connect(port)
     sock.sendall(b"TOP 1000\n" * 40)
-    time.sleep(0.2)
+    waits.wait_for(lambda: queued(sock), within=TOP_REPLY_TIMEOUT, what="the server's first reply")
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     with Client(port) as client:
@@ -188,7 +198,7 @@ def echo_reader_that_waits_until_the_output_is_full(port):
 def echo_reset_while_output_is_queued(port):
     sock = connect(port)
     sock.sendall(os.urandom(1 << 20)[:200_000])
-    time.sleep(0.1)
+    waits.wait_for(lambda: queued(sock), within=serverproc.TIMEOUT, what="the first bytes echoed")
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     sock.close()
     with connect(port) as other:

@@ -23,6 +23,7 @@ import pandas as pd
 import psutil
 import pytest
 
+import waits
 from labkit import build, paths, run_delay
 from labkit.instructor.grading import exports, run_lab
 from labkit.instructor.sandbox import isolation, run as sandbox, watch
@@ -457,7 +458,7 @@ def test_a_runs_spinning_processes_share_one_entitys_cpu_so_the_machines_other_w
         outside = subprocess.Popen([sys.executable, "-c", "while True: pass"], start_new_session=True,
                                    preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
         try:
-            time.sleep(0.3)  # both settled on the CPU
+            waits.wait_for(lambda: ran_ns([outside.pid]), what="the outside spinner's first run")
             before = ran_ns(bomb), ran_ns([outside.pid])
             time.sleep(1.0)
             bomb_ran, outside_ran = ran_ns(bomb) - before[0], ran_ns([outside.pid]) - before[1]

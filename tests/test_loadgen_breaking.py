@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import serverproc
+import waits
 from labkit import paths
 from threaded_server import ThreadPerConnection
 
@@ -159,7 +160,7 @@ def test_each_kind_of_bad_connection_does_what_it_says(recorder, kind, service, 
     srv = recorder(service=service)
     code, report, err, _ = run("--port", srv.port, *ACTIVE, "--service", service, "--size", 4096,
                                "--bad", bad, "--bad-kind", kind, "--bad-interval", interval, san=san)
-    time.sleep(0.3)  # the server's threads record the last bytes
+    waits.settled(lambda: [len(chunks) for chunks in srv.chunks])  # the server's threads record the last bytes
     # The active connections are served (a thread per connection) and the bad
     # ones never fail the run: they are all still open at the end.
     assert code == 0, err
@@ -202,7 +203,7 @@ def test_bad_connections_connect_before_the_active_ones(recorder):
                                "--threads", 2, "--bad", bad, "--bad-kind", "drip",
                                "--bad-interval", 5, san=True)
     assert code == 0, err
-    time.sleep(0.2)
+    waits.wait_for(lambda: len(srv.chunks) == bad + clients and all(srv.chunks), what="every connection's first bytes")
     firsts = [srv.chunks[i][0][1] for i in range(bad + clients)]
     assert firsts == [b"T"] * bad + [b"TOP 2\n"] * clients
 

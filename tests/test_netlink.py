@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+import waits
 from labkit import bench, doctor, netlink, orphans, paths, procs
 from labkit.errors import LabError
 from labkit.procs import LoadSpec, ServerSpec
@@ -137,7 +138,9 @@ def test_a_link_whose_owner_was_killed_is_deleted_by_its_reaper(built_bin, args)
         time.sleep(0.05)
     assert not any(link_id in name for name in netlink.lab_namespaces())
     assert not any(link_id in name for name, _ in netlink.leftover_records())
-    time.sleep(0.2)  # the delay line got the death signal with its owner (_nothing_left checks)
+    # the delay line got the death signal with its owner (_nothing_left checks)
+    waits.wait_until(lambda: subprocess.run(["pgrep", "-f", f"delayline --left lk{link_id}x"]).returncode == 1,
+                     within=3)
     _nothing_left(link_id)
 
 

@@ -18,6 +18,7 @@ import time
 import psutil
 import pytest
 
+import waits
 from labkit import orphans, paths
 from test_procs import _port_is_free
 
@@ -28,6 +29,14 @@ PERF_USABLE = subprocess.run(
     cwd=paths.ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(paths.ROOT)},
 ).stdout.strip() == "True"
 
+
+
+def _named(pid: int) -> str | None:
+    """The process's name now (after its exec), None once it is gone."""
+    try:
+        return psutil.Process(pid).name()
+    except psutil.NoSuchProcess:
+        return None
 
 def _kernel(body: str, tmpdir: Path | None = None) -> subprocess.Popen:
     """Start a Python program that uses labkit; it reports pids as one JSON line.
@@ -154,7 +163,7 @@ def test_doctor_clean_finds_a_perf_left_by_a_crash_through_its_pid_file(tmp_path
                                        ">/dev/null 2>&1 & echo $!"], capture_output=True, text=True, check=True)
     perf_pid = int(done.stdout)
     try:
-        time.sleep(0.3)
+        waits.wait_for(lambda: _named(perf_pid) == "perf", what="perf, started by the shell")
         assert perf_pid not in {p.pid for p in orphans.find_orphans()}  # no pid file: not known as the lab's
         dead_owner = subprocess.Popen(["true"])
         dead_owner.wait()

@@ -5,6 +5,7 @@
 
 Each asks `condition()` every `every` seconds until it is truthy or `within` seconds have
 passed, and once more at the end (a condition that came true during the last sleep counts).
+    settled(lambda: len(server.chunks[0]), quiet=0.1)         # a value that stopped changing
     exit_status(proc, within=1.0)                             # a Popen's status, or None
 
 A free port for a test's own server is labkit.bench.free_port.
@@ -33,6 +34,21 @@ def wait_for(condition, within: float = 3.0, what: str = "the condition", every:
     if not value:
         raise AssertionError(f"{what}: not within {within:g} s")
     return value
+
+
+def settled(read, quiet: float = 0.1, within: float = 5.0, every: float = 0.01):
+    """`read()` once it has stayed the same for `quiet` seconds (a server that stopped
+    sending, a counter that stopped moving); AssertionError if it still changes after `within`."""
+    deadline = time.monotonic() + within
+    value, since = read(), time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(every)
+        now = read()
+        if now != value:
+            value, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return value
+    raise AssertionError(f"still changing after {within:g} s (last {value!r})")
 
 
 def exit_status(proc: subprocess.Popen, within: float, cap: float = 10.0) -> int | None:
