@@ -25,6 +25,8 @@ import pytest
 
 import waits
 from labkit import build, paths, run_delay
+from labkit.exercises import edition as editions
+from labkit.exercises.catalog import C_EXERCISES
 from labkit.instructor.grading import exports, run_lab
 from labkit.instructor.sandbox import isolation, run as sandbox, watch
 from labkit.instructor.release import edition as release
@@ -101,6 +103,28 @@ for source in sorted(Path("..", "csrc").rglob("*.[ch]")):
     for at in range(0, len(text), 15000):
         display({"text/plain": f"{source}\\n{text[at:at + 15000]}"}, raw=True)
 print("printed", source)
+"""
+
+MACHINE_CODE = """# search every file this run can read for the instructor's solutions as machine code
+import os
+needles = {{name: [bytes.fromhex(piece) for piece in pieces] for name, pieces in {needles!r}.items()}}
+hits, scanned, programs = [], 0, 0
+for top, dirs, files in os.walk("/"):
+    if top == "/":  # the system's own folders: bound read-only from the machine, the lab installs nothing there
+        dirs[:] = [d for d in dirs if d not in ("usr", "proc", "sys", "dev")]
+    for name in files:
+        path = os.path.join(top, name)
+        try:
+            if os.path.islink(path) or not os.path.isfile(path) or os.path.getsize(path) > 256 << 20:
+                continue
+            with open(path, "rb") as file:
+                data = file.read()
+        except OSError:
+            continue
+        scanned += 1
+        programs += "/lab/build/bin/" in path
+        hits += [(path, fn) for fn, pieces in needles.items() if any(piece in data for piece in pieces)]
+print("machine code: scanned", scanned, "files,", programs, "of the run's programs; found", hits)
 """
 
 SNOOP = """# look for the other students' runs through /proc and read their notebooks
@@ -210,7 +234,8 @@ def hostile_class(tmp_path_factory, released, instructor):
         # swap is alone: it replaces its own run's outputs, which the snoop's findings are in.
         write(submissions, "forged_and_patched", attacked(released, forged(s.name for s in check_catalog(instructor)),
                                                           PATCHED))
-        write(submissions, "copied_and_snooped", attacked(released, COPIED, SNOOP, SOURCES))
+        write(submissions, "copied_and_snooped", attacked(released, COPIED, SNOOP, SOURCES,
+                                                          MACHINE_CODE.format(needles=hex_needles())))
         write(submissions, "link_swap", attacked(released, SWAP))
         (submissions / "link_to_instructor").mkdir()
         (submissions / "link_to_instructor" / f"{NOTEBOOK}.ipynb").symlink_to(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb")
@@ -330,24 +355,100 @@ def test_no_solution_of_the_c_exercises_or_the_capstone_is_readable_in_a_run(hos
         assert [line for line in lines if line in printed] == [], name  # ...and found only its stubs
 
 
-def test_a_runs_lab_has_the_editions_sources_and_the_instructors_programs(tmp_path):
+def test_a_runs_lab_has_the_editions_sources_and_programs_built_from_them(tmp_path):
     run_lab.copy(tmp_path / "stubbed")
     run_lab.copy(tmp_path / "whole", stubbed=False)
     for name, lines in solution_lines().items():
         assert lines[0] in (tmp_path / "whole" / "csrc" / name).read_text()  # the check above can fail
         stubbed = tmp_path / "stubbed" / "csrc" / name
         assert not [line for line in lines if line in stubbed.read_text()], name
-        assert stubbed.stat().st_mtime_ns == (paths.CSRC / name).stat().st_mtime_ns  # make: up to date
+    # an edition to labkit: a passing visible check adopts the student's function there
+    assert editions.edition(tmp_path / "stubbed") is not None and editions.edition(tmp_path / "whole") is None
+    assert {e.function for e in editions.still_stubbed(tmp_path / "stubbed")} == {e.function for e in C_EXERCISES}
+    made = build.make(["-q", "all"], tmp_path / "stubbed" / "csrc", tmp_path / "stubbed" / "build")
+    assert made.returncode == 0, made.stdout  # the copy of the edition's build is up to date: nothing to make
     probe = ("from labkit import build; import json; build.build(); "
              "print(json.dumps([build.procstat().__name__, build.parse_stat_line('7 (a) b) S ' + '1 ' * 20)]))")
     ran = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path / "stubbed", capture_output=True, text=True,
                          timeout=120, env={**os.environ, "HOME": str(tmp_path / "home")})
     assert ran.returncode == 0, ran.stderr[-2000:]
     module, parsed = json.loads(ran.stdout.splitlines()[-1])
-    assert module == build.procstat().__name__  # the instructor's parser, not one compiled from the stub
-    assert parsed == {"pid": 7, "name": "a) b", "utime": 1, "stime": 1}
-    made = build.make(["-q", "lab"], tmp_path / "stubbed" / "csrc", tmp_path / "stubbed" / "build")
-    assert made.returncode == 0, made.stdout  # nothing to rebuild: the programs are the instructor's
+    assert module != build.procstat().__name__  # not the instructor's parser: the stub's, already built
+    assert module in {p.name.split(".")[0] for p in (tmp_path / "stubbed" / "build" / "cffi").iterdir()}
+    assert parsed != {"pid": 7, "name": "a) b", "utime": 1, "stime": 1}  # the stub does not parse
+
+
+# ---------------------------------------------------------------------------
+# the solutions as machine code: pieces of the instructor's objects that the edition's lack
+
+
+def _text_pieces(obj: Path, least: int = 24, symbol: str | None = None) -> list[bytes]:
+    """The code of `obj` (its .text sections; only `symbol`'s bytes, where it has that symbol)
+    cut at every relocation (the linker fills those bytes in, so a program holds them changed):
+    the pieces of `least` bytes or more."""
+    sections = re.findall(r"^\s*\d+\s+(\.text\S*)\s", subprocess.run(["objdump", "-h", str(obj)],
+                          capture_output=True, text=True, check=True).stdout, re.M)
+    symbols = subprocess.run(["nm", "-S", "--defined-only", str(obj)], capture_output=True, text=True,
+                             check=True).stdout
+    where = re.search(rf"^([0-9a-f]+) ([0-9a-f]+) [tT] {symbol}$", symbols, re.M) if symbol else None
+    pieces = []
+    for section in sections:
+        raw = obj.with_name(obj.name + f"{section}.bin")
+        subprocess.run(["objcopy", "-O", "binary", f"--only-section={section}", str(obj), str(raw)], check=True)
+        code = raw.read_bytes()
+        raw.unlink()
+        relocations = subprocess.run(["objdump", "-r", "-j", section, str(obj)], capture_output=True, text=True,
+                                     check=True).stdout
+        cuts = sorted(int(offset, 16) for offset in re.findall(r"^([0-9a-f]{16}) ", relocations, re.M))
+        first, last = (int(where.group(1), 16), int(where.group(1), 16) + int(where.group(2), 16)) \
+            if where and section == ".text" else (0, len(code))
+        start = first
+        for cut in [*(c for c in cuts if first <= c < last), last]:
+            if cut - start >= least:
+                pieces.append(code[start:cut])
+            start = max(start, cut + 8)
+    return pieces
+
+
+def solution_machine_code() -> dict[str, list[bytes]]:
+    """For each C exercise: pieces of its function's code in the instructor's object (where the
+    compiler inlined it into another function, that object's code) that no file of the
+    edition's build (run_lab.base: its programs, objects and cffi module) holds: the solution's
+    machine code.  (A piece of the caller alone can differ from the edition's object by a call's
+    displacement and still be in a program built from the stub.)"""
+    base = run_lab.base() / "build"
+    edition = b"\0".join(p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file())
+    found = {}
+    for exercise in C_EXERCISES:
+        relative = Path(exercise.source).with_suffix(".o")
+        pieces = _text_pieces(paths.BUILD / "obj" / relative, symbol=exercise.function)
+        found[exercise.function] = sorted((p for p in pieces if p not in edition), key=len, reverse=True)[:6]
+    return found
+
+
+def hex_needles() -> dict[str, list[str]]:
+    return {name: [piece.hex() for piece in pieces] for name, pieces in solution_machine_code().items()}
+
+
+def test_the_instructors_programs_hold_each_solutions_machine_code_and_the_editions_none():
+    """The search the attack below makes can find what it looks for: each exercise's pieces
+    are in the instructor's linked programs, and in none of the edition's."""
+    needles = solution_machine_code()
+    assert all(needles.values()), {name: len(pieces) for name, pieces in needles.items()}
+    programs = {p.name: p.read_bytes() for p in paths.BIN.iterdir() if p.is_file()}
+    edition = {p.name: p.read_bytes() for p in (run_lab.base() / "build" / "bin").iterdir() if p.is_file()}
+    for name, pieces in needles.items():
+        assert any(piece in data for piece in pieces for data in programs.values()), name
+        assert not [(program, name) for program, data in edition.items() for piece in pieces if piece in data]
+
+
+def test_no_solution_is_in_any_file_a_run_can_read_as_machine_code(hostile_class):
+    printed = outputs_of(hostile_class["out"] / "executed" / "copied_and_snooped" / f"{NOTEBOOK}.ipynb")
+    found = re.search(r"machine code: scanned (\d+) files, (\d+) of the run's programs; found (.*)", printed)
+    assert found, printed[-3000:]
+    scanned, programs, hits = int(found.group(1)), int(found.group(2)), found.group(3)
+    assert programs >= 10 and scanned > programs, found.group(0)  # it read the run's programs and more
+    assert hits == "[]", hits
 
 
 def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):
@@ -518,3 +619,57 @@ def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memo
     assert "600 MiB" in run.message
     assert run.elapsed_s < 30  # stopped at the first kill, not when the hog ends (60 s)
     assert "before" in exports.read(run.exports.decode())
+
+
+# ---------------------------------------------------------------------------
+# the student's own functions from earlier notebooks, adopted in the run as on their machine
+
+
+def test_grading_takes_the_functions_a_student_wrote_in_earlier_notebooks_and_not_the_stubs(tmp_path):
+    from labkit.instructor.grading.grader import Task, _earlier_functions
+
+    folder = tmp_path / "ana"
+    folder.mkdir()
+    teacher = nbformat.read(paths.NOTEBOOKS / "01_proc_service.ipynb", as_version=4)
+    released, _ = release.release_notebook(nbformat.from_dict(teacher), "01_proc_service")
+    nbformat.write(released, folder / "01_proc_service.ipynb")
+    later = Task("ana", "02_multiplexing", folder / "02_multiplexing.ipynb")
+    assert _earlier_functions(later) == {}  # the stubs as released: nothing to try
+    nbformat.write(teacher, folder / "01_proc_service.ipynb")  # solved, as the instructor's
+    found = _earlier_functions(later)
+    assert set(found) == {"procstat_parse", "ev_poll"}
+    assert found == {name: editions.written_in(teacher, name) for name in found}
+    assert _earlier_functions(Task("ana", "01_proc_service", folder / "01_proc_service.ipynb")) == {}  # its own
+    (folder / "04_write_strategies.ipynb").symlink_to(paths.NOTEBOOKS / "04_write_strategies.ipynb")
+    assert "fill_iovec" not in _earlier_functions(Task("ana", "07_your_server", folder / "07.ipynb"))  # a link
+
+
+def test_a_runs_lab_adopts_an_earlier_function_only_where_its_visible_check_passes_there(tmp_path):
+    lab = tmp_path / "lab"
+    run_lab.copy(lab)
+    procstat_c = (paths.CSRC / "services" / "procstat.c").read_text()
+    solved = editions.function_text(procstat_c, "procstat_parse")
+    wrong = solved.replace("{", "{\n    return -1;", 1)  # compiles, parses nothing
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, sys\n"
+        "from labkit import build\n"
+        "from labkit.exercises import edition\n"
+        "said = edition.adopt_earlier(json.loads(sys.argv[1]))\n"
+        "print(json.dumps([said, build.parse_stat_line('7 (a) b) S ' + '1 ' * 20),\n"
+        "                  [e.function for e in edition.still_stubbed()]]))\n")
+
+    def adopt(functions):
+        ran = subprocess.run([sys.executable, str(probe), json.dumps(functions)], cwd=lab, capture_output=True,
+                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(lab),
+                                                          "HOME": str(tmp_path / "home")})
+        assert ran.returncode == 0, ran.stderr[-3000:]
+        return json.loads(ran.stdout.splitlines()[-1])
+
+    said, parsed, stubbed = adopt({"procstat_parse": wrong, "ev_poll": "int ev_poll(void) { not C"})
+    assert [line.split(": ", 1)[1][:30] for line in said] == ["its visible check did not pass"] * 2, said
+    assert parsed is None and "procstat_parse" in stubbed and "ev_poll" in stubbed  # the stubs stay
+    said, parsed, stubbed = adopt({"procstat_parse": solved})
+    assert said == ["exercise 1.1 (procstat_parse) from 01_proc_service: adopted"]
+    assert parsed == {"pid": 7, "name": "a) b", "utime": 1, "stime": 1}  # the programs run the student's own
+    assert "procstat_parse" not in stubbed and solved in (lab / "csrc" / "services" / "procstat.c").read_text()

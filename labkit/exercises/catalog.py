@@ -48,6 +48,7 @@ class CExercise:
     uses: str       # what in the lab runs it, in words
     tests: tuple[str, ...]
     needs: Needs = Needs()  # ... and as labkit.exercises matches it
+    check: str = ""         # its visible check, "module:function" in labkit.exercises, given the code alone
 
 
 # Which tests need which answer was found by running the edition's tests with the stubs,
@@ -123,7 +124,7 @@ C_EXERCISES = (
         *(f"tests/test_protocol.py::test_client_that_never_reads_cannot_grow_the_server[[]{model}{san}[]]"
           for model in _TOP_MODELS_BUT_ITERATIVE for san in ("", "-san")),
         "tests/test_notebooks.py::test_01_*",
-    ), Needs(services=("top",))),
+    ), Needs(services=("top",)), "procstat_parse:check_procstat_parse"),
     CExercise("1.2", "01_proc_service", "ev_poll", "loop/ev_poll.c",
               "the poll server model and the poll backend of csrc/bench", (
         *(f"{test}[[]{kind}" for test in _POLL_KIND_TESTS for kind in ("poll[]]", "poll-*")),
@@ -131,7 +132,7 @@ C_EXERCISES = (
         "tests/test_bench.py::test_throughput_has_a_row_per_model_and_stores_the_sweeps_rows",
         "tests/test_multiplexing.py::test_idle_point_holds_idle_connections_beside_an_open_loop",
         "tests/test_notebooks.py::test_02_*",
-    ), Needs(models=("poll",), backends=("poll",))),
+    ), Needs(models=("poll",), backends=("poll",)), "ev_poll:check_poll_server"),
     CExercise("4.1", "04_write_strategies", "fill_iovec", "loadgen/strategies.c",
               "the load generator's --strategy writev", (
         "tests/test_independent_counts.py::test_tcp_segments_from_tcp_info_agree_with_nstat_in_the_clients_namespace"
@@ -142,11 +143,11 @@ C_EXERCISES = (
         "[[]writev-off-False[]]",
         "tests/test_write_strategies.py::test_write_calls_per_repetition_are_exact_by_perfs_count[[]writev-1[]]",
         "tests/test_notebooks.py::test_04_*",
-    ), Needs(strategies=("writev",))),
+    ), Needs(strategies=("writev",)), "fill_iovec:check_fill_iovec"),
     CExercise("6.2", "06_what_breaks_first", "shed_idle", "loop/loop.c",
               "--idle-timeout in the event-loop models (select, poll, epoll, epoll_et and their workers)", (
         *(f"tests/test_server_limits.py::test_idle_timeout_sheds_silent_clients_and_keeps_talkers[[]{model}-*"
           for model in _LOOP_MODELS),
         "tests/test_notebooks.py::test_06_*",
-    ), Needs(models=_LOOP_MODELS, server_flags=("idle-timeout",))),
+    ), Needs(models=_LOOP_MODELS, server_flags=("idle-timeout",)), "shed_idle:check_shed_idle"),
 )

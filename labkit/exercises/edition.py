@@ -5,7 +5,10 @@ tests/edition_left_out.json, what it left out and the sha256 of each C exercise'
   edition()        RELEASE.json of a tree, None in the instructor's checkout;
   still_stubbed()  the C exercises whose function in csrc/ is still the released stub;
   left_out()       the tests an edition leaves out, and why (tests/conftest.py reads it);
-  adopt()          a student's C function, its visible check passed, put into csrc/.
+  adopt()          a student's C function, its visible check passed, put into csrc/;
+  written_in()     a student's C function as their notebook holds it (my_<function> = r"..." );
+  adopt_earlier()  the functions of a student's earlier notebooks, each adopted if its visible
+                   check passes here (a graded run's lab, before its notebook starts).
 
 Making an edition is the instructor's (labkit.instructor.release.edition); reading one is
 everyone's, the notebooks' checks first.
@@ -13,7 +16,9 @@ everyone's, the notebooks' checks first.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib
 import json
 from pathlib import Path
 
@@ -114,3 +119,46 @@ def adopt(source: Path, function: str, code: str) -> None:
     if new != text:
         path.write_text(new)
         print(f"your {function}() is now in csrc/{source}: the lab's programs run it from now on")
+
+
+def written_in(nb, function: str) -> str | None:
+    """The C of `function` as the notebook `nb` (an nbformat node) assigns it to
+    my_<function>, a string literal in a code cell (the last such cell); None if no cell does."""
+    found = None
+    for cell in nb.cells:
+        if cell.cell_type != "code" or f"my_{function}" not in cell.source:
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except (SyntaxError, ValueError):
+            continue
+        for node in tree.body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == f"my_{function}"
+                                                     for t in node.targets)
+                    and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
+                found = node.value.value
+    return found
+
+
+def adopt_earlier(functions: dict[str, str]) -> list[str]:
+    """In an edition: each C exercise's function of `functions` (by function name: the
+    student's code from an earlier notebook) run through that exercise's visible check, which
+    adopt()s it when it passes, as it did on the student's own machine; a line per function
+    saying what became of it.  A function still the stub, or whose check fails, stays out."""
+    if edition() is None:
+        return []
+    said = []
+    for exercise in C_EXERCISES:
+        code = functions.get(exercise.function)
+        if code is None or not exercise.check:
+            continue
+        module, name = exercise.check.split(":")
+        check = getattr(importlib.import_module(f"{__package__}.{module}"), name)
+        try:
+            check(code)
+        except Exception as failed:  # noqa: BLE001 -- the student's code: any failure keeps the stub
+            said.append(f"exercise {exercise.label} ({exercise.function}) from {exercise.notebook}: its visible "
+                        f"check did not pass here, so the lab keeps the stub ({type(failed).__name__})")
+        else:
+            said.append(f"exercise {exercise.label} ({exercise.function}) from {exercise.notebook}: adopted")
+    return said

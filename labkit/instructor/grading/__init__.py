@@ -8,7 +8,7 @@
   hand.py         written answers marked by a person: answers.csv out and back
   submissions.py  what students handed in, read as root without following links
   outcomes.py     how a graded run ended, the words every file here uses
-  run_lab.py      the lab a graded run works in: the instructor's, with the edition's C sources
+  run_lab.py      the lab a graded run works in: the edition's C sources and programs built from them
 
 Importing this package imports nothing.
 """

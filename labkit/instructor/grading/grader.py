@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import capstone, paths
-from ...exercises import checks
-from . import hand
+from ...exercises import checks, edition as editions
+from ...exercises.catalog import C_EXERCISES
+from . import hand, run_lab
 from ..release import edition as release
 from ..sandbox import run as sandbox
 from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
@@ -119,8 +120,8 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
 def _student_overlay(task: Task) -> dict[str, bytes]:
     """The C files a run compiles in place of the lab's: each file of csrc/exercises/ as the
     student handed it in (submissions.handed_in), else its released stub, written anew so make
-    builds it (run_lab keeps the lab's other programs as built); and for the capstone's
-    notebook the student's csrc/servers/mine.c, else the template's skeleton.  Only that
+    builds it (the run's copy of the edition's build keeps the other programs as built); and for
+    the capstone's notebook the student's csrc/servers/mine.c, else the template's skeleton.  Only that
     notebook gets mine.c: a server that does not compile must not cost the student the other
     notebooks' builds.  (Every run's csrc/capstone/ holds the skeleton, never the reference:
     run_lab.)"""
@@ -136,6 +137,42 @@ def _student_overlay(task: Task) -> dict[str, bytes]:
         overlay[str(CAPSTONE_SERVER)] = server if isinstance(server, bytes) else \
             release.strip_solutions(template.read_text(), f"csrc/{capstone.TEMPLATE}")[0].encode()
     return overlay
+
+
+def _earlier_functions(task: Task) -> dict[str, str]:
+    """The C exercises' functions the student wrote in their earlier notebooks (handed_in
+    takes those notebooks), by function name: the run adopts each whose visible check passes
+    there (run_lab).  A function left as the release has it is not tried (its check would
+    only fail, at a cost)."""
+    import nbformat
+
+    handed = handed_in(task.submitted, task.notebook)
+    found = {}
+    for exercise in C_EXERCISES:
+        data = handed.get(f"{exercise.notebook}.ipynb")
+        if exercise.notebook >= task.notebook or not isinstance(data, bytes):
+            continue
+        try:
+            code = editions.written_in(nbformat.reads(data.decode("utf-8"), as_version=4), exercise.function)
+        except Exception:  # noqa: BLE001 -- a broken earlier notebook: its function is not there
+            continue
+        if code is not None and code != _released_code(exercise.notebook, exercise.function):
+            found[exercise.function] = code
+    return found
+
+
+_RELEASED: dict[tuple[str, str], str | None] = {}
+
+
+def _released_code(notebook: str, function: str) -> str | None:
+    """The function as the students' edition hands it out (the stub in its notebook cell)."""
+    if (notebook, function) not in _RELEASED:
+        import nbformat
+
+        teacher = nbformat.read(paths.NOTEBOOKS / f"{notebook}.ipynb", as_version=4)
+        _RELEASED[(notebook, function)] = editions.written_in(release.release_notebook(teacher, notebook)[0],
+                                                              function)
+    return _RELEASED[(notebook, function)]
 
 
 def _cut_outputs(data: bytes) -> bytes:
@@ -169,10 +206,12 @@ class Grader:
 
         from ... import build, procstat
 
-        # Every run gets a copy of build/ that its uid cannot write into: what the checks load
-        # (the programs, the cffi module for these compiler flags) must be built before.
+        # The checks' process gets a copy of the instructor's build (the programs, the cffi module
+        # for these compiler flags), each student's run one of the edition's (run_lab.base): both
+        # are built before the first run, once.
         build.build()
         procstat.module()
+        run_lab.base()
 
         self.instructor = {path.stem: nbformat.read(path, as_version=4)
                            for path in sorted(Path(instructor_dir).glob("*.ipynb"))}
@@ -218,23 +257,24 @@ class Grader:
             return Outcome(task, rows_for(task, catalog, None, reason=reason), None, reason)
         prepared = graded_copy(submitted, self.instructor[task.notebook])
         overlay = _student_overlay(task)
+        earlier = _earlier_functions(task)
         slot, uid, checker_uid = self.slots.get()
         with self.counter_lock:
             self.counter += 1
             index = self.counter
         try:
-            return self._run(task, catalog, prepared, overlay, index, uid, checker_uid)
+            return self._run(task, catalog, prepared, overlay, earlier, index, uid, checker_uid)
         finally:
             self.slots.put((slot, uid, checker_uid))
 
-    def _run(self, task, catalog, prepared, overlay, index, uid, checker_uid) -> Outcome:
+    def _run(self, task, catalog, prepared, overlay, earlier, index, uid, checker_uid) -> Outcome:
         workdir = self.base / f"run-{index}"
         checkdir = self.base / f"check-{index}"
         private = sandbox.private_folder(self.base, str(index))
         try:
             notebook = sandbox.prepare_workdir(workdir, prepared.notebook, task.notebook, overlay, uid)
             run = sandbox.run_notebook(notebook, workdir, private, profile=self.profile, limits=self.limits,
-                                       uid=uid)
+                                       uid=uid, adopt_earlier=earlier)
             shutil.rmtree(workdir, ignore_errors=True)
             sandbox.prepare_checkdir(checkdir, checker_uid)
             checked = sandbox.run_checks(task.notebook, self.groups[task.notebook], run.exports, checkdir,

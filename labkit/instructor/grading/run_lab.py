@@ -1,19 +1,29 @@
-"""The lab a graded run works in: a copy of the instructor's, whose C sources are the
-students' edition's.
+"""The lab a graded run works in: a copy of the instructor's labkit with the students'
+edition's C sources, and programs built from those sources, never the instructor's.
 
 A run's outputs go back to its student (the executed notebook is in the feedback zip,
-labkit.instructor.lms.returns), and a notebook can print any file its run can read.  So
-the notebook's run gets every C file under csrc/ as `labkit release` writes it: each
-solution replaced by its stub (release.strip_solutions), the capstone's reference server
-among them.
+labkit.instructor.lms.returns), and a notebook can print any file its run can read,
+machine code included (`objdump -d` turns a program back into its C).  So nothing a run
+can read holds a solution in any form:
 
-Its programs stay the instructor's builds.  The run measures them whichever exercises this
-student finished, and it grades one notebook: the student's functions from the other
-notebooks are not at hand to build them from.  For make to find those programs up to date,
-a stubbed file keeps its original's modification time; and since the /proc parser's cffi
-module is named after procstat.c's contents, build/cffi/aliases.json names the module the
-stubbed file stands for (procstat.module reads it).  What a run can still read of a solution
-is its machine code, in those programs.
+  * its csrc/ is the edition's: each solution replaced by its stub (release.strip_solutions),
+    the capstone's reference server among them;
+  * its programs (build/bin, build/obj) and the /proc parser's cffi module are built from
+    those stubbed sources.  That build is the same for every run of a grading, so it is made
+    once (`base`, a few seconds), kept under the instructor's build/graded/ by the digest of
+    the sources it was built from, and each run gets a copy (make's dependency files pointed
+    at the copy, so make finds it up to date);
+  * the lab is marked as an edition (RELEASE.json, tests/edition_left_out.json), so that in
+    the run, as on the student's own machine, a C exercise whose visible check passes puts the
+    student's function into the run's csrc/ (labkit.exercises.edition.adopt), and the programs
+    are rebuilt from it when next used: in the run, by the run's uid, never by root (a student's
+    C can `#include` any file the compiler can read, and what it includes is in the program).
+    The exercises of the student's earlier notebooks are adopted the same way before the
+    notebook starts (labkit.instructor.sandbox.runner, `adopt_earlier`), each only if its
+    visible check passes there.
+
+Students with the same functions share nothing but the stubbed base: a build of a student's
+C happens inside that student's run, so no run can plant a program another run will use.
 
 The checks' process gets the instructor's lab as it is (`stubbed=False`): its hidden checks
 compare with the lab's own parser, and of what it reads only the checks' messages (the
@@ -22,59 +32,111 @@ instructor's words) reach the student.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
-from ... import paths, procstat
+from ... import makefile, paths, procstat
+from ...errors import LabError
+from ...exercises import edition as editions
+from ...exercises.catalog import C_EXERCISES
 from ..release import edition as release
 
-# What a run needs of the lab: the package, the C sources and a copy of the build (times
-# kept, so make only recompiles what changed).
-LAB_PARTS = ("labkit", "csrc", "Makefile", "data/seeds")
-BUILD_PARTS = ("bin", "obj", "cffi")
+# What a run needs of the lab besides the C: the package, the seeds' tables.
+LAB_PARTS = ("labkit", "data/seeds")
+BUILD_PARTS = ("bin", "obj", "cffi")  # of the instructor's build: the checks' process only
+GRADED = "graded"  # under the instructor's build/: the stubbed bases, by digest
+RUN_RELEASE = {"release": "graded-run", "note": "a graded run's lab: the edition's C, built from it"}
 
 
 def copy(lab: Path, stubbed: bool = True) -> None:
-    """Make `lab` a copy of the instructor's lab and build; with `stubbed`, its C sources
-    are the edition's (see above)."""
-    for part in LAB_PARTS:
-        source = paths.ROOT / part
-        target = lab / part
-        if source.is_dir():
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        elif source.is_file():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target)
+    """Make `lab` a copy of the instructor's lab; with `stubbed` (a student's run), its C
+    sources and programs are the edition's (see above), else the instructor's own."""
+    for part in (*LAB_PARTS, "Makefile"):
+        _copy_part(paths.ROOT / part, lab / part)
+    if stubbed:
+        built = base()
+        paths.copy_built_tree(built / "csrc", built / "build", lab / "csrc", lab / "build", parts=("obj", "bin"))
+        shutil.copytree(built / "build" / "cffi", lab / "build" / "cffi")
+        for name in (editions.RELEASE_JSON, editions.LEFT_OUT_JSON):
+            (lab / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built / name, lab / name)
+        return
+    _copy_part(paths.ROOT / "csrc", lab / "csrc")
     for part in BUILD_PARTS:
         if (paths.BUILD / part).is_dir():
             shutil.copytree(paths.BUILD / part, lab / "build" / part, symlinks=True)
-    if stubbed:
-        _stub_sources(lab / "csrc")
-        _alias_procstat(lab)
 
 
-def _stub_sources(csrc: Path) -> None:
-    for path in sorted(csrc.rglob("*.[ch]")):
+def _copy_part(source: Path, target: Path) -> None:
+    if source.is_dir():
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    elif source.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+
+
+def stubbed_sources() -> dict[str, str]:
+    """Every C file of the instructor's csrc/ as the edition has it, by path under csrc/."""
+    found = {}
+    for path in sorted(paths.ROOT.joinpath("csrc").rglob("*")):
         if path.is_symlink() or not path.is_file():
             continue
-        text = path.read_text()
-        stub, solutions = release.strip_solutions(text, str(path.relative_to(csrc.parent)))
-        if solutions:
-            times = os.stat(path)
-            path.write_text(stub)
-            os.utime(path, ns=(times.st_atime_ns, times.st_mtime_ns))  # the built objects stay up to date
+        relative = str(path.relative_to(paths.ROOT / "csrc"))
+        text = path.read_text(errors="surrogateescape")
+        found[relative] = release.strip_solutions(text, f"csrc/{relative}")[0] if path.suffix in (".c", ".h") \
+            else text
+    return found
 
 
-def _alias_procstat(lab: Path) -> None:
-    """build/cffi/aliases.json: the stubbed procstat.c's module name -> the instructor's module."""
-    source = procstat.procstat_source()
-    relative = source.relative_to(paths.CSRC)
+def base() -> Path:
+    """The stubbed lab every run of a grading copies: csrc/ as the edition has it, built
+    (build/bin, build/obj, build/cffi), and marked as an edition.  Made once per set of
+    sources and kept (build/graded/<digest>); a grading beside this one waits for it."""
+    sources = stubbed_sources()
+    digest = hashlib.sha256()
+    for name, text in sources.items():
+        digest.update(f"{name}\0{text}\0".encode(errors="surrogateescape"))
+    digest.update((paths.ROOT / "Makefile").read_bytes())
+    folder = paths.INSTALL_BUILD / GRADED / digest.hexdigest()[:16]
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "built").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            _make_base(folder, sources)
+            (folder / "built").write_text("")
+    return folder
+
+
+def _make_base(folder: Path, sources: dict[str, str]) -> None:
+    csrc, build = folder / "csrc", folder / "build"
+    for name, text in sources.items():
+        target = csrc / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, errors="surrogateescape")
+        original = paths.ROOT / "csrc" / name
+        if os.access(original, os.X_OK):
+            target.chmod(0o755)
+    made = makefile.make(["--no-print-directory", "all"], csrc, build)
+    if made.returncode != 0:
+        raise LabError(f"the edition's C sources did not build for grading:\n{made.stdout[-3000:]}",
+                       "make the students' edition build (labkit release; make build in it), then grade again")
+    header = csrc / "services" / "procstat.h"
+    source = csrc / "services" / "procstat.c"
     flags = procstat.procstat_flags()
-    built = procstat.procstat_module_name(source.read_bytes(), source.with_suffix(".h").read_bytes(), flags)
-    copied = lab / "csrc" / relative
-    stubbed = procstat.procstat_module_name(copied.read_bytes(), copied.with_suffix(".h").read_bytes(), flags)
-    cffi = lab / "build" / "cffi"
-    if stubbed != built and cffi.is_dir():
-        (cffi / procstat.MODULE_ALIASES).write_text(json.dumps({stubbed: built}) + "\n")
+    name = procstat.procstat_module_name(source.read_bytes(), header.read_bytes(), flags)
+    import importlib.machinery
+
+    procstat.compile_procstat(name, source, header, flags,
+                              build / "cffi" / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}", csrc=csrc)
+    exercises = [{"label": e.label, "notebook": e.notebook, "function": e.function, "source": e.source,
+                  "uses": e.uses, "tests": list(e.tests),
+                  "stub_sha256": editions.sha256(editions.function_text(sources[e.source], e.function).encode())}
+                 for e in C_EXERCISES]
+    (folder / editions.LEFT_OUT_JSON).parent.mkdir(parents=True, exist_ok=True)
+    (folder / editions.LEFT_OUT_JSON).write_text(json.dumps({"exercises": exercises}, indent=2) + "\n")
+    (folder / editions.RELEASE_JSON).write_text(json.dumps(RUN_RELEASE, indent=2) + "\n")

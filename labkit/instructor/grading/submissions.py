@@ -17,6 +17,7 @@ import stat
 from pathlib import Path
 
 from ... import capstone, paths
+from ...exercises.catalog import C_EXERCISES
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 EXERCISES_C = Path("csrc") / "exercises"  # a student's C exercise files, beside the notebook as in their csrc/
@@ -83,11 +84,14 @@ def handed_in(notebook_path: Path, notebook: str) -> dict[str, bytes | Refused]:
     """What grading takes of a submission, the one definition of it (the ledger's digest, the
     C files a run compiles, a cluster task's payload): by path in the student's folder, the
     notebook (`notebook`.ipynb, at `notebook_path`), each file of the lab's csrc/exercises/
-    the student has there, and for the capstone's notebook their csrc/servers/mine.c; each
-    read as a regular file of bounded size, never through a link, else the Refused that
-    says why.  A file the lab does not have is not part of it."""
+    the student has there, for the capstone's notebook their csrc/servers/mine.c, and each
+    earlier notebook that holds a C exercise (its function joins the run's lab as it did the
+    student's: run_lab); each read as a regular file of bounded size, never through a link,
+    else the Refused that says why.  A file the lab does not have is not part of it."""
     folder = notebook_path.parent
     wanted = {f"{notebook}.ipynb": (notebook_path, MAX_NOTEBOOK_BYTES)}
+    for earlier in sorted({exercise.notebook for exercise in C_EXERCISES if exercise.notebook < notebook}):
+        wanted[f"{earlier}.ipynb"] = (folder / f"{earlier}.ipynb", MAX_NOTEBOOK_BYTES)
     lab = paths.ROOT / EXERCISES_C
     for path in sorted(p for p in lab.rglob("*") if p.is_file()) if lab.is_dir() else []:
         relative = path.relative_to(paths.ROOT)

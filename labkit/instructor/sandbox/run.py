@@ -343,14 +343,16 @@ def _namespaces_work() -> bool:
 
 def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None, *,
                  profile: str | None = "quick", limits: Limits | None = None, uid: int | None = None,
-                 kernel: str = "labkit") -> RunResult:
-    """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root)."""
+                 kernel: str = "labkit", adopt_earlier: dict[str, str] | None = None) -> RunResult:
+    """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root); first,
+    in the run, the student's functions of `adopt_earlier` (run_lab) go through their checks."""
     limits = limits or Limits()
     private = private or private_folder(workdir.parent, workdir.name)
     executed = workdir / "out" / "executed.ipynb"
     exports_path = workdir / "out" / "exports.jsonl"
     spec = {"input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
-            "kernel": kernel, "parameters": {"profile": profile} if profile else {}}
+            "kernel": kernel, "parameters": {"profile": profile} if profile else {},
+            "adopt_earlier": adopt_earlier or {}}
     ended = run_isolated("labkit.instructor.sandbox.runner", spec, workdir, private, limits=limits, uid=uid,
                          extra_env={"LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
                                     "LABKIT_EXPORTS": str(exports_path)})

@@ -77,6 +77,11 @@ def _main() -> int:
     from labkit.instructor.grading.outcomes import COMPLETED, FAILED, KERNEL_DIED
 
     output = Path(spec["output"])
+    if spec.get("adopt_earlier"):  # the student's earlier C exercises, as their own machine had them
+        from labkit.exercises.edition import adopt_earlier
+
+        for line in adopt_earlier(spec["adopt_earlier"]):
+            print(line, flush=True)
     try:
         # allow_errors: a student's broken cell must not hide the later exercises' checks.
         notebook_run.execute(spec["input"], str(output), parameters=spec["parameters"],
