@@ -10,7 +10,7 @@ can read holds a solution in any form:
     the capstone's reference server among them;
   * its programs (build/bin, build/obj) and the /proc parser's cffi module are built from
     those stubbed sources.  That build is the same for every run of a grading, so it is made
-    once (`base`, a few seconds), kept under the instructor's build/graded/ by the digest of
+    once (`base`, a few seconds), kept under the grader's build/graded/ by the digest of
     the sources it was built from, and each run gets a copy (make's dependency files pointed
     at the copy, so make finds it up to date);
   * the lab is marked as an edition (RELEASE.json, tests/edition_left_out.json), so that in
@@ -48,7 +48,7 @@ from ..release import edition as release
 # What a run needs of the lab besides the C: the package, the seeds' tables.
 LAB_PARTS = ("labkit", "data/seeds")
 BUILD_PARTS = ("bin", "obj", "cffi")  # of the instructor's build: the checks' process only
-GRADED = "graded"  # under the instructor's build/: the stubbed bases, by digest
+GRADED = "graded"  # under the grader's build/ (paths.WORK): the stubbed bases, by digest
 RUN_RELEASE = {"release": "graded-run", "note": "a graded run's lab: the edition's C, built from it"}
 
 
@@ -101,7 +101,7 @@ def base() -> Path:
     for name, text in sources.items():
         digest.update(f"{name}\0{text}\0".encode(errors="surrogateescape"))
     digest.update((paths.ROOT / "Makefile").read_bytes())
-    folder = paths.INSTALL_BUILD / GRADED / digest.hexdigest()[:16]
+    folder = paths.WORK / GRADED / digest.hexdigest()[:16]  # the grader's own build folder
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
