@@ -73,14 +73,15 @@ def _show_in(area: w.Output, *objects) -> None:
     here, rather than captured with `with area: clear_output(wait=True);
     display(...)`: under papermill that capture sometimes never completed and
     the cell hung after the sweep had finished."""
-    area.outputs = tuple({"output_type": "display_data", "data": _display_data(obj), "metadata": {}}
-                         for obj in objects)
+    area.outputs = tuple({"output_type": "display_data", "data": data, "metadata": {}}
+                         for obj in objects for data in _display_data(obj))
 
 
-def _display_data(obj) -> dict:
-    if isinstance(obj, go.Figure):  # what JupyterLab's plotly renderer draws
-        return {"application/vnd.plotly.v1+json": json.loads(obj.to_json()), "text/plain": repr(obj)}
-    return {"text/html": obj._repr_html_(), "text/plain": repr(obj)}
+def _display_data(obj) -> list[dict]:
+    if isinstance(obj, go.Figure):  # what JupyterLab's plotly renderer draws, then the figure as text
+        return [{"application/vnd.plotly.v1+json": json.loads(obj.to_json()), "text/plain": repr(obj)},
+                {"text/html": plots.alt_text.as_html(obj), "text/plain": plots.alt_text.describe(obj)}]
+    return [{"text/html": obj._repr_html_(), "text/plain": repr(obj)}]
 
 
 def _on_change(widget, callback) -> None:
@@ -91,6 +92,24 @@ def _on_change(widget, callback) -> None:
             _on_change(child, callback)
     else:
         widget.observe(callback, names="value")
+
+
+def _named(field, name: str) -> list:
+    """`field` with `name` as its label, visible and tied to its input (ipywidgets writes a
+    widget's description as a <label for=...> of it: a screen reader reads the name when the
+    field has focus); a row of checkboxes, each labelled already, gets the name as a label beside it."""
+    import ipywidgets as w
+
+    if hasattr(field, "description") and hasattr(field, "value"):
+        field.description = name
+        field.style.description_width = LABEL_WIDTH
+        if field.layout.width is None:
+            field.layout.width = f"calc({LABEL_WIDTH} + 300px)"
+        return [field]
+    return [w.Label(name, layout=w.Layout(width=LABEL_WIDTH)), field]
+
+
+LABEL_WIDTH = "140px"  # link_loss_percent, whole
 
 
 def help_html(text: str) -> str:
@@ -125,7 +144,7 @@ class ControlPanel:
         self.messages = {p.name: w.HTML() for p in self.experiment.fields}
         for param in self.experiment.fields:
             _on_change(self.fields[param.name], lambda change, param=param: self._check_field(param))
-        rows = [w.VBox([w.HBox([w.Label(p.name, layout=w.Layout(width="110px")), self.fields[p.name],
+        rows = [w.VBox([w.HBox([*_named(self.fields[p.name], p.name),
                                 w.HTML(f"<span style='color:#666'>{help_html(p.help)}</span>")]),
                         self.messages[p.name]])
                 for p in self.experiment.fields]

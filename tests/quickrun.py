@@ -178,18 +178,25 @@ def _results_in_the_checkout() -> dict:
 
 
 def figures_tell_the_truth(nb, name: str) -> int:
-    """labkit.figure_check on every figure the notebook showed; the number of figures read."""
+    """labkit.figure_check on every figure the notebook showed, and its text alternative
+    (labkit.plots.alt_text) right after it; the number of figures read."""
     from labkit import figure_check
+
+    from labkit.plots import alt_text
 
     found, count = [], 0
     for index, cell in enumerate(nb.cells):
-        for out in cell.get("outputs", []):
+        outputs = cell.get("outputs", [])
+        for at, out in enumerate(outputs):
             figure = out.get("data", {}).get(PLOTLY)
             if figure:
                 count += 1
                 title = figure.get("layout", {}).get("title", {})
                 title = title.get("text", "") if isinstance(title, dict) else title
                 found += [f"cell {index}, {str(title)[:50]!r}: {problem}" for problem in figure_check.problems(figure)]
+                after = outputs[at + 1].get("data", {}).get("text/html", "") if at + 1 < len(outputs) else ""
+                if alt_text.CLASS not in after:  # every figure also as text and a table, for a screen reader
+                    found.append(f"cell {index}, {str(title)[:50]!r}: no text alternative follows it")
     print(f"{name}: {count} figures checked")
     paths.BUILD.joinpath("test-artifacts").mkdir(parents=True, exist_ok=True)
     with open(paths.BUILD / "test-artifacts" / "figure-check.txt", "a") as record:  # for the report

@@ -346,7 +346,7 @@ def _start_run_all(page):
 
 def _field(panel, name):
     """The row of the panel's field `name`: its label, input and message line."""
-    return panel.locator(f".widget-vbox:has(> .widget-hbox > .widget-label:text-is('{name}'))")
+    return panel.locator(f".widget-vbox:has(> .widget-hbox .widget-label:text-is('{name}'))")
 
 
 def _bad_values_are_explained_where_typed(panel):
@@ -546,7 +546,14 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
             title = panel.locator(".js-plotly-plot .gtitle").first
             expect(title).to_contain_text(kept[0])
             expect(title).not_to_contain_text(left_out)
-        expect(panel.locator("table")).to_have_count(1)  # the counters table
+        expect(panel.locator("table:not(details.labkit-figure-text table)")).to_have_count(1)  # the counters table
+        # the figure as text and a table, after it, a disclosure the keyboard opens
+        text = panel.locator("details.labkit-figure-text")
+        expect(text).to_have_count(1)
+        text.locator("summary").focus()
+        page.keyboard.press("Enter")
+        expect(text.locator("table caption")).to_be_visible()
+        expect(text.locator("th[scope=col]").first).to_be_visible()
         _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
         panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
     finally:

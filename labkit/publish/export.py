@@ -239,13 +239,20 @@ def _is_dataframe_html(markup: str) -> bool:
 def _write_static_images(report: ExportReport, chromium: str) -> float:
     """PNG, SVG and PDF of every figure from one browser; a PNG beside each plot in its
     notebook.  Returns the seconds per figure, the browser start included."""
+    import plotly.graph_objects as go
+
+    from ..plots import alt_text
+
     started = time.monotonic()
     with StaticRenderer(chromium) as renderer:
         for figure in report.figures:
+            drawn = go.Figure(figure.spec, skip_invalid=True)
             for fmt in IMAGE_FORMATS:
                 image = renderer.image(figure.spec, fmt)
                 target = report.out_dir / f"{figure.name}.{fmt}"
-                target.write_bytes(image)
+                # the figure's text alternative travels with it (a PDF's would need a tagged PDF)
+                target.write_bytes(alt_text.in_svg(image, drawn) if fmt == "svg" else
+                                   alt_text.in_png(image, drawn) if fmt == "png" else image)
                 report.files.append(target)
                 if fmt == "png":
                     attach_png(figure.output, image, figure.spec)
@@ -302,7 +309,7 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
     base = out_dir / table.name
     written = [base.with_suffix(".csv"), base.with_suffix(".md"), base.with_suffix(".tex")]
     spreadsheet.write_frame(table.frame, written[0])  # a server's message is its text
-    written[1].write_text(to_markdown(table.frame))
+    written[1].write_text(f"Table: {table.caption}\n\n" + to_markdown(table.frame))  # pandoc's caption
     # ".15g": a number read back from the notebook prints as it was shown, not as 912.580000
     written[2].write_text(table.frame.to_latex(index=False, na_rep="—", caption=table.caption,
                                                label=f"tab:{table.name}", escape=True,
@@ -313,16 +320,24 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
 def write_figure_html(figure: Figure, out_dir: Path) -> Path:
     import plotly.graph_objects as go
 
+    from ..plots import alt_text
+
     target = out_dir / f"{figure.name}.html"
-    # "directory": one plotly.min.js beside the files, so they open offline and stay small
-    go.Figure(figure.spec, skip_invalid=True).write_html(target, include_plotlyjs="directory", full_html=True)
+    drawn = go.Figure(figure.spec, skip_invalid=True)
+    # "directory": one plotly.min.js beside the files (write_html puts it there), so they open offline
+    drawn.write_html(target, include_plotlyjs="directory", full_html=True)
+    target.write_text(alt_text.in_html(target.read_text(), drawn))  # named for a screen reader, its text after
     return target
 
 
 def write_index(report: ExportReport) -> Path:
     """index.html: every figure with a thumbnail and its formats, every table with its formats."""
+    import plotly.graph_objects as go
+
+    from ..plots import alt_text
+
     esc = html.escape
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>Lab export</title>",
+    parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Lab export</title>",
              "<style>body{font-family:sans-serif;margin:2em}figure{display:inline-block;margin:1em;"
              "vertical-align:top;width:340px}img{width:320px;border:1px solid #ccc}"
              "td,th{padding:.2em .6em;text-align:left}</style></head><body>",
@@ -334,8 +349,9 @@ def write_index(report: ExportReport) -> Path:
         for figure in (f for f in report.figures if f.notebook == notebook):
             formats = ["html"] + (list(IMAGE_FORMATS) if report.static_images else [])
             links = " ".join(f"<a href='{esc(figure.name)}.{fmt}'>{fmt.upper()}</a>" for fmt in formats)
+            described = alt_text.describe(go.Figure(figure.spec, skip_invalid=True))  # the picture, in words
             thumb = (f"<a href='{esc(figure.name)}.html'><img src='{esc(figure.name)}.png' "
-                     f"alt='{esc(figure.title)}'></a>" if report.static_images
+                     f"alt='{esc(described)}'></a>" if report.static_images
                      else f"<a href='{esc(figure.name)}.html'>(interactive)</a>")
             parts.append(f"<figure>{thumb}<figcaption>{esc(figure.title)}<br>{links}</figcaption></figure>")
         tables = [t for t in report.tables if t.notebook == notebook]
