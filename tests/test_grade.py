@@ -221,7 +221,12 @@ def test_a_missing_notebook_gives_every_check_an_error_row(tmp_path):
     book, text = grade.grade(tmp_path / "class", tmp_path / "out", notebooks=[NOTEBOOK], progress=False)
     assert set(book["status"]) == {"error"} and set(book["message"]) == {"notebook not submitted"}
     assert len(book) == len(check_catalog(nbformat.read(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb", 4)))
-    assert "nobody" in (tmp_path / "out" / "feedback" / "nobody.html").read_text()
+    page = (tmp_path / "out" / "feedback" / "nobody.html").read_text()
+    assert "nobody" in page
+    # a page a screen reader reads: its language set, each table captioned, its headers column headers
+    assert page.startswith("<!doctype html><html lang='en'>")
+    assert "<caption>01_proc_service: each check</caption>" in page
+    assert page.count("<th scope='col'>") == 4 and "<th>" not in page
     assert "statuses: error" in text
 
 

@@ -315,7 +315,7 @@ class Grader:
 def write_feedback(out_dir: Path, student: str, outcomes: list[Outcome]) -> Path:
     colours = {PASSED: "#1a7f37", FAILED: "#b35900", ERROR: "#cf222e", TIMEOUT: "#8250df",
                BY_HAND: "#0969da", hand.MARKED: "#1a7f37"}
-    parts = [f"<!doctype html><meta charset='utf-8'><title>Feedback: {html.escape(student)}</title>",
+    parts = [f"<!doctype html><html lang='en'><meta charset='utf-8'><title>Feedback: {html.escape(student)}</title>",
              "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
              "table{border-collapse:collapse;width:100%}td,th{border:1px solid #ccc;padding:.3em .5em;"
              "vertical-align:top;text-align:left}pre{margin:0;white-space:pre-wrap}</style>",
@@ -330,7 +330,9 @@ def write_feedback(out_dir: Path, student: str, outcomes: list[Outcome]) -> Path
         if outcome.run and outcome.run.cell_errors:
             parts.append("<p>Cells that raised an error:</p><ul>" + "".join(
                 f"<li><code>{html.escape(e)}</code></li>" for e in outcome.run.cell_errors) + "</ul>")
-        parts.append("<table><tr><th>check</th><th>status</th><th>points</th><th>message</th></tr>")
+        parts.append(f"<table><caption>{html.escape(outcome.task.notebook)}: each check</caption><tr>"
+                     + "".join(f"<th scope='col'>{name}</th>" for name in ("check", "status", "points", "message"))
+                     + "</tr>")
         for row in outcome.rows:
             colour = colours.get(row["status"], "#000")
             kind = " (hidden)" if row["hidden"] else ""
