@@ -30,8 +30,10 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
+import plotly.graph_objects as go
 
 from .. import launcher, paths, spreadsheet
+from ..plots import alt_text
 from ..errors import LabError
 from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
@@ -239,10 +241,6 @@ def _is_dataframe_html(markup: str) -> bool:
 def _write_static_images(report: ExportReport, chromium: str) -> float:
     """PNG, SVG and PDF of every figure from one browser; a PNG beside each plot in its
     notebook.  Returns the seconds per figure, the browser start included."""
-    import plotly.graph_objects as go
-
-    from ..plots import alt_text
-
     started = time.monotonic()
     with StaticRenderer(chromium) as renderer:
         for figure in report.figures:
@@ -318,10 +316,6 @@ def write_table(table: Table, out_dir: Path) -> list[Path]:
 
 
 def write_figure_html(figure: Figure, out_dir: Path) -> Path:
-    import plotly.graph_objects as go
-
-    from ..plots import alt_text
-
     target = out_dir / f"{figure.name}.html"
     drawn = go.Figure(figure.spec, skip_invalid=True)
     # "directory": one plotly.min.js beside the files (write_html puts it there), so they open offline
@@ -332,10 +326,6 @@ def write_figure_html(figure: Figure, out_dir: Path) -> Path:
 
 def write_index(report: ExportReport) -> Path:
     """index.html: every figure with a thumbnail and its formats, every table with its formats."""
-    import plotly.graph_objects as go
-
-    from ..plots import alt_text
-
     esc = html.escape
     parts = ["<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Lab export</title>",
              "<style>body{font-family:sans-serif;margin:2em}figure{display:inline-block;margin:1em;"
