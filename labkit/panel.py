@@ -98,8 +98,6 @@ def _named(field, name: str) -> list:
     """`field` with `name` as its label, visible and tied to its input (ipywidgets writes a
     widget's description as a <label for=...> of it: a screen reader reads the name when the
     field has focus); a row of checkboxes, each labelled already, gets the name as a label beside it."""
-    import ipywidgets as w
-
     if hasattr(field, "description") and hasattr(field, "value"):
         field.description = name
         field.style.description_width = LABEL_WIDTH

@@ -71,12 +71,10 @@ def module():
     source = procstat_source()
     header = source.with_suffix(".h")
     flags = procstat_flags()
-    name = procstat_module_name(source.read_bytes(), header.read_bytes(), flags)
+    name, shared_object = module_file(source, flags, paths.CFFI_DIR)
     if _module is not None and _module.__name__ == name:
         return _module
 
-    suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    shared_object = paths.CFFI_DIR / f"{name}{suffix}"
     installed = paths.INSTALL_BUILD / "cffi" / shared_object.name  # the same parser, built by the install
     if not shared_object.is_file() and installed.is_file():
         shared_object = installed
@@ -88,6 +86,13 @@ def module():
     loader.exec_module(loaded)
     _module = loaded
     return loaded
+
+
+def module_file(source: Path, flags: list[str], folder: Path) -> tuple[str, Path]:
+    """The cffi module's name for procstat.c `source` (and its .h) built with `flags`, and its
+    file in `folder`."""
+    name = procstat_module_name(source.read_bytes(), source.with_suffix(".h").read_bytes(), flags)
+    return name, folder / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}"
 
 
 def compile_procstat(name: str, source: Path, header: Path, flags: list[str], target: Path,

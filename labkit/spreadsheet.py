@@ -60,17 +60,16 @@ def plain(cell):
     return cell[1:] if isinstance(cell, str) and cell.startswith(QUOTE) and _needs_quote(cell[1:]) else cell
 
 
-def write(path: Path | str, header: list[str], rows: Iterable[Iterable], *, atomic: bool = True) -> None:
+def write(path: Path | str, header: list[str], rows: Iterable[Iterable]) -> None:
     """A CSV file of `rows` (lists) under `header`, every cell neutral; written whole, then
-    renamed (a reader never sees half a file) unless `atomic` is False."""
+    renamed (a reader never sees half a file)."""
     path = Path(path)
-    target = path.with_name(path.name + ".part") if atomic else path
-    with open(target, "w", newline="", encoding="utf-8") as out:
+    partial = path.with_name(path.name + ".part")
+    with open(partial, "w", newline="", encoding="utf-8") as out:
         writer = csv.writer(out)
         writer.writerow([neutral(name) for name in header])
         writer.writerows([neutral(cell) for cell in row] for row in rows)
-    if atomic:
-        os.replace(target, path)
+    os.replace(partial, path)
 
 
 def write_dicts(path: Path | str, columns: list[str], rows: Iterable[dict]) -> None:

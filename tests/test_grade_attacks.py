@@ -626,22 +626,26 @@ def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memo
 
 
 def test_grading_takes_the_functions_a_student_wrote_in_earlier_notebooks_and_not_the_stubs(tmp_path):
-    from labkit.instructor.grading.grader import Task, _earlier_functions
+    from labkit.instructor.grading.grader import _earlier_functions
+    from labkit.instructor.grading.submissions import handed_in
+
+    def earlier_in(notebook, path):
+        return _earlier_functions(handed_in(path, notebook), notebook)
 
     folder = tmp_path / "ana"
     folder.mkdir()
     teacher = nbformat.read(paths.NOTEBOOKS / "01_proc_service.ipynb", as_version=4)
     released, _ = release.release_notebook(nbformat.from_dict(teacher), "01_proc_service")
     nbformat.write(released, folder / "01_proc_service.ipynb")
-    later = Task("ana", "02_multiplexing", folder / "02_multiplexing.ipynb")
-    assert _earlier_functions(later) == {}  # the stubs as released: nothing to try
+    later = ("02_multiplexing", folder / "02_multiplexing.ipynb")
+    assert earlier_in(*later) == {}  # the stubs as released: nothing to try
     nbformat.write(teacher, folder / "01_proc_service.ipynb")  # solved, as the instructor's
-    found = _earlier_functions(later)
+    found = earlier_in(*later)
     assert set(found) == {"procstat_parse", "ev_poll"}
     assert found == {name: editions.written_in(teacher, name) for name in found}
-    assert _earlier_functions(Task("ana", "01_proc_service", folder / "01_proc_service.ipynb")) == {}  # its own
+    assert earlier_in("01_proc_service", folder / "01_proc_service.ipynb") == {}  # its own
     (folder / "04_write_strategies.ipynb").symlink_to(paths.NOTEBOOKS / "04_write_strategies.ipynb")
-    assert "fill_iovec" not in _earlier_functions(Task("ana", "07_your_server", folder / "07.ipynb"))  # a link
+    assert "fill_iovec" not in earlier_in("07_your_server", folder / "07.ipynb")  # a link
 
 
 def test_a_runs_lab_adopts_an_earlier_function_only_where_its_visible_check_passes_there(tmp_path):

@@ -117,7 +117,7 @@ def rows_for(task: Task, catalog: list[CheckSpec], run: sandbox.RunResult | None
     return rows
 
 
-def _student_overlay(task: Task) -> dict[str, bytes]:
+def _student_overlay(task: Task, handed: dict) -> dict[str, bytes]:
     """The C files a run compiles in place of the lab's: each file of csrc/exercises/ as the
     student handed it in (submissions.handed_in), else its released stub, written anew so make
     builds it (the run's copy of the edition's build keeps the other programs as built); and for
@@ -125,7 +125,6 @@ def _student_overlay(task: Task) -> dict[str, bytes]:
     notebook gets mine.c: a server that does not compile must not cost the student the other
     notebooks' builds.  (Every run's csrc/capstone/ holds the skeleton, never the reference:
     run_lab.)"""
-    handed = handed_in(task.submitted, task.notebook)
     overlay = {}
     for name, data in handed.items():
         if name.startswith(f"{EXERCISES_C}/"):
@@ -139,18 +138,17 @@ def _student_overlay(task: Task) -> dict[str, bytes]:
     return overlay
 
 
-def _earlier_functions(task: Task) -> dict[str, str]:
-    """The C exercises' functions the student wrote in their earlier notebooks (handed_in
-    takes those notebooks), by function name: the run adopts each whose visible check passes
-    there (run_lab).  A function left as the release has it is not tried (its check would
-    only fail, at a cost)."""
+def _earlier_functions(handed: dict, notebook: str) -> dict[str, str]:
+    """The C exercises' functions the student wrote in the notebooks before `notebook` (what
+    handed_in took of the submission holds them), by function name: the run adopts each whose
+    visible check passes there (run_lab).  A function left as the release has it is not tried
+    (its check would only fail, at a cost)."""
     import nbformat
 
-    handed = handed_in(task.submitted, task.notebook)
     found = {}
     for exercise in C_EXERCISES:
         data = handed.get(f"{exercise.notebook}.ipynb")
-        if exercise.notebook >= task.notebook or not isinstance(data, bytes):
+        if exercise.notebook >= notebook or not isinstance(data, bytes):
             continue
         try:
             code = editions.written_in(nbformat.reads(data.decode("utf-8"), as_version=4), exercise.function)
@@ -256,8 +254,9 @@ class Grader:
             reason = f"not graded: {refused}"
             return Outcome(task, rows_for(task, catalog, None, reason=reason), None, reason)
         prepared = graded_copy(submitted, self.instructor[task.notebook])
-        overlay = _student_overlay(task)
-        earlier = _earlier_functions(task)
+        handed = handed_in(task.submitted, task.notebook)  # read once: the overlay and the earlier functions
+        overlay = _student_overlay(task, handed)
+        earlier = _earlier_functions(handed, task.notebook)
         slot, uid, checker_uid = self.slots.get()
         with self.counter_lock:
             self.counter += 1

@@ -42,7 +42,6 @@ from pathlib import Path
 from ... import makefile, paths, procstat
 from ...errors import LabError
 from ...exercises import edition as editions
-from ...exercises.catalog import C_EXERCISES
 from ..release import edition as release
 
 # What a run needs of the lab besides the C: the package, the seeds' tables.
@@ -125,18 +124,11 @@ def _make_base(folder: Path, sources: dict[str, str]) -> None:
     if made.returncode != 0:
         raise LabError(f"the edition's C sources did not build for grading:\n{made.stdout[-3000:]}",
                        "make the students' edition build (labkit release; make build in it), then grade again")
-    header = csrc / "services" / "procstat.h"
     source = csrc / "services" / "procstat.c"
     flags = procstat.procstat_flags()
-    name = procstat.procstat_module_name(source.read_bytes(), header.read_bytes(), flags)
-    import importlib.machinery
-
-    procstat.compile_procstat(name, source, header, flags,
-                              build / "cffi" / f"{name}{importlib.machinery.EXTENSION_SUFFIXES[0]}", csrc=csrc)
-    exercises = [{"label": e.label, "notebook": e.notebook, "function": e.function, "source": e.source,
-                  "uses": e.uses, "tests": list(e.tests),
-                  "stub_sha256": editions.sha256(editions.function_text(sources[e.source], e.function).encode())}
-                 for e in C_EXERCISES]
+    name, target = procstat.module_file(source, flags, build / "cffi")
+    procstat.compile_procstat(name, source, source.with_suffix(".h"), flags, target, csrc=csrc)
+    exercises = release.exercise_entries(sources.__getitem__)
     (folder / editions.LEFT_OUT_JSON).parent.mkdir(parents=True, exist_ok=True)
     (folder / editions.LEFT_OUT_JSON).write_text(json.dumps({"exercises": exercises}, indent=2) + "\n")
     (folder / editions.RELEASE_JSON).write_text(json.dumps(RUN_RELEASE, indent=2) + "\n")

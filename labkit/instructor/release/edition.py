@@ -193,6 +193,14 @@ NEEDS_NOTEBOOK_ANSWERS = {
 }
 
 
+def exercise_entries(stubbed_text) -> list[dict]:
+    """tests/edition_left_out.json's "exercises": each C exercise as C_EXERCISES declares it,
+    with the sha256 of its stub as the edition's csrc/ holds it (`stubbed_text(source)`: that
+    file's text), which still_stubbed() compares with."""
+    return [{"label": e.label, "notebook": e.notebook, "function": e.function, "source": e.source, "uses": e.uses,
+             "tests": list(e.tests), "stub_sha256": sha256(function_text(stubbed_text(e.source), e.function).encode())}
+            for e in C_EXERCISES]
+
 def _git(args: list[str], cwd: Path, env: dict | None = None) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
@@ -287,12 +295,7 @@ def release(out: Path | str | None = None, notebooks: Path | str | None = None) 
                                                            "sha256": digests[path.name]}
         text = nbformat.writes(nb)
         files[f"notebooks/{path.name}"] = (text if text.endswith("\n") else text + "\n").encode()
-    exercises = []
-    for exercise in C_EXERCISES:
-        stub = function_text(files[f"csrc/{exercise.source}"].decode(), exercise.function)
-        exercises.append({"label": exercise.label, "notebook": exercise.notebook, "function": exercise.function,
-                          "source": exercise.source, "uses": exercise.uses, "tests": list(exercise.tests),
-                          "stub_sha256": sha256(stub.encode())})
+    exercises = exercise_entries(lambda source: files[f"csrc/{source}"].decode())
     files[LEFT_OUT_JSON] = (json.dumps({"removed": dict(INSTRUCTOR_ONLY), "answers": dict(NEEDS_NOTEBOOK_ANSWERS),
                                         "exercises": exercises}, indent=2) + "\n").encode()
     files[RELEASE_JSON] = (json.dumps(info, indent=2) + "\n").encode()
