@@ -5,10 +5,11 @@ hold text the lab did not write: a student's written answer, the file name a stu
 in, a check's message quoting a student's output, a name from an LMS roster.  A spreadsheet
 runs a cell that begins with `=`, `+`, `-` or `@` as a formula (`=HYPERLINK(...)` sends the
 row's neighbours to another site when clicked; `=cmd|...` is a DDE payload in older Excel),
-also after leading spaces, and a cell that begins with a tab or a carriage return too: OWASP's
-"CSV Injection".  Excel also takes the full-width forms (U+FF1D and its neighbours), which an
-IME types.  OWASP's rule, followed here: put a single quote before such a cell, which every
-spreadsheet then shows as text.
+and a cell that begins with a tab or a carriage return (OWASP's "CSV Injection") or a NUL
+(OWASP ASVS 1.2.10) is treated the same.  OWASP's rule, followed here: put a single quote
+before such a cell, which the spreadsheet then shows as text.  To be safe the lab quotes the
+first four after leading whitespace too, and in their full-width forms (U+FF1D and its
+neighbours): a quote before a cell no spreadsheet would run costs nothing but the quote.
 
 Invariants:
   * `neutral` changes a cell only if a spreadsheet would run it, or if `plain` would otherwise
@@ -31,7 +32,7 @@ from typing import Iterable
 
 # What a spreadsheet runs: these first (after any whitespace), or a tab or CR first of all.
 FORMULA_STARTS = "=+-@\uff1d\uff0b\uff0d\uff20"
-CONTROL_STARTS = "\t\r"
+CONTROL_STARTS = "\t\r\0"  # OWASP ASVS 1.2.10 names tab and NUL, its CSV Injection page CR
 QUOTE = "'"
 _NUMBER = re.compile(r"\s*[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?\s*")
 

@@ -2,11 +2,11 @@
 from text it did not write itself, read back as a spreadsheet reads it, holds no formula, and
 every reader of those files gets the text as it was given.
 
-A spreadsheet's rule, written here from OWASP's "CSV Injection" page and not from the lab's
-code: a cell runs if its first character is `=`, `+`, `-`, `@`, a tab or a carriage return,
-or if one of the first four (or its full-width form, which Excel also takes) follows leading
-whitespace; a cell that reads as a number is a number.  A cell that begins with a single
-quote is text."""
+A spreadsheet's rule, written here from OWASP's "CSV Injection" page and ASVS 1.2.10, not from
+the lab's code: a cell runs if its first character is `=`, `+`, `-`, `@`, a tab, a carriage
+return or a NUL; and, as the lab chooses to be safe, if one of the first four (or its full-width
+form) follows leading whitespace.  A cell that reads as a number is a number; one that begins
+with a single quote is text."""
 
 import csv
 import re
@@ -27,7 +27,7 @@ NUMBER = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
 def a_spreadsheet_runs(cell: str) -> bool:
     if not cell or cell.startswith("'") or NUMBER.fullmatch(cell):
         return False
-    if cell[0] in "=+-@\t\r":
+    if cell[0] in "=+-@\t\r\0":
         return True
     stripped = cell.lstrip(" \t\r\n\u00a0\u3000")
     return bool(stripped) and stripped[0] in "=+-@＝＋－＠"
@@ -41,6 +41,7 @@ HOSTILE = [
     "@SUM(1+9)*cmd|' /C calc'!A0",
     "\t=1+1",
     "\r=1+1",
+    "\0=1+1",
     "   =1+1",
     "\u00a0=1+1",
     "\n=1+1",
