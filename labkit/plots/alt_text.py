@@ -17,8 +17,8 @@ table", a <details> the keyboard reaches and a screen reader announces) holding:
                              -> an exported figure carrying the same text (labkit export): SVG
                                 <title> and <desc>, PNG Title and Description text chunks, the
                                 HTML page's plot with role="img" and an aria-label, and the
-                                disclosure after it.  (A PDF's alternative text needs a tagged
-                                PDF, which Chromium's printing of a plot does not write.)
+                                disclosure after it.  (The exported PDF carries none
+                                yet.)
 
 Generated from the figure itself, not from the frame it was drawn from, so any figure gets
 it: the lab's charts, the seeds' comparisons, a namespace topology, a flame graph.

@@ -248,7 +248,7 @@ def _write_static_images(report: ExportReport, chromium: str) -> float:
             for fmt in IMAGE_FORMATS:
                 image = renderer.image(figure.spec, fmt)
                 target = report.out_dir / f"{figure.name}.{fmt}"
-                # the figure's text alternative travels with it (a PDF's would need a tagged PDF)
+                # the figure's text alternative travels with it (not yet into the PDF)
                 target.write_bytes(alt_text.in_svg(image, drawn) if fmt == "svg" else
                                    alt_text.in_png(image, drawn) if fmt == "png" else image)
                 report.files.append(target)

@@ -3,7 +3,7 @@ edition's C sources, and programs built from those sources, never the instructor
 
 A run's outputs go back to its student (the executed notebook is in the feedback zip,
 labkit.instructor.lms.returns), and a notebook can print any file its run can read,
-machine code included (`objdump -d` turns a program back into its C).  So nothing a run
+machine code included (`objdump -d` prints a program's instructions).  So nothing a run
 can read holds a solution in any form:
 
   * its csrc/ is the edition's: each solution replaced by its stub (release.strip_solutions),
@@ -17,7 +17,7 @@ can read holds a solution in any form:
     the run, as on the student's own machine, a C exercise whose visible check passes puts the
     student's function into the run's csrc/ (labkit.exercises.edition.adopt), and the programs
     are rebuilt from it when next used: in the run, by the run's uid, never by root (a student's
-    C can `#include` any file the compiler can read, and what it includes is in the program).
+    C can `#include` any file the compiler can read, and the compiler's messages quote it).
     The exercises of the student's earlier notebooks are adopted the same way before the
     notebook starts (labkit.instructor.sandbox.runner, `adopt_earlier`), each only if its
     visible check passes there.
