@@ -5,6 +5,7 @@ own message for a compile error."""
 
 import json
 import re
+import signal
 import time
 
 import pytest
@@ -138,16 +139,24 @@ def test_the_labs_own_ev_poll_serves_echo_and_csrc_is_untouched():
     assert {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))} == before
 
 
-def test_a_dispatch_that_reports_nothing_fails_at_once_as_a_spinning_loop():
+def test_a_dispatch_that_reports_nothing_fails_at_once_as_a_spinning_loop(monkeypatch):
     """The released stub: poll() says a descriptor is ready, fired[] stays empty, and
-    the loop polls again at once, forever; the check says so within about a second."""
+    the loop polls again at once, forever; the check says so within about a second, and
+    kills the server at once: its loop never reads the stop pipe, so a SIGTERM would only
+    have it spin on (5 s more of a CPU, in every graded notebook 01, before)."""
+    from labkit import launcher
+
     stub = lab_function("loop/ev_poll.c", "ev_poll").replace("    int n = 0;\n", "    int n = 0;\n    (void)fired;\n"
                                                               "    return n;\n", 1)
+    signals, stop_child = [], launcher.stop_child
+    monkeypatch.setattr(launcher, "stop_child", lambda child, timeout, signum=signal.SIGTERM:
+                        signals.append(signum) or stop_child(child, timeout, signum))
     started = time.monotonic()
     with pytest.raises(AssertionError, match=r"(?s)got 0 back, and for 1\.\d s the server answered nothing while "
                                              r"it used .* of CPU: its loop spins.*hint: after poll\(\) returns"):
         c_exercises.check_poll_server(stub, timeout=30)
     assert time.monotonic() - started < 15  # the build, then about a second: not the 30 s timeout
+    assert signals == [signal.SIGKILL]
 
 
 def test_a_dispatch_that_waits_on_too_few_descriptors_times_out_without_spinning():

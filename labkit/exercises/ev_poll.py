@@ -65,6 +65,7 @@ def _exchange(sock: socket.socket, payload: bytes, what: str, server: ScratchSer
             cpu_now = server.cpu_s()
             if quiet >= SPIN_WINDOW_S and None not in (cpu_then, cpu_now):
                 if cpu_now - cpu_then >= SPIN_SHARE * quiet:
+                    server.kill()
                     raise AssertionError(
                         f"{what}: sent {len(payload)} bytes, got {len(got)} back, and for {quiet:.1f} s the "
                         f"server answered nothing while it used {cpu_now - cpu_then:.1f} s of CPU: its loop "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import subprocess
 import tempfile
 import threading
@@ -111,11 +112,11 @@ class Server:
         fd = self._stderr.fileno()
         return os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace")
 
-    def stop(self, timeout: float = 1.0) -> int:
-        """SIGTERM, wait up to `timeout`, then SIGKILL the group; the exit code."""
+    def stop(self, timeout: float = 1.0, signum: int = signal.SIGTERM) -> int:
+        """`signum` (SIGTERM), wait up to `timeout`, then SIGKILL the group; the exit code."""
         if self.returncode is not None:  # already stopped
             return self.returncode
-        self.returncode, killed = launcher.stop_child(self._child, timeout)
+        self.returncode, killed = launcher.stop_child(self._child, timeout, signum)
         if killed:
             self.note = f"{self.model} (pid {self.pid}) ignored SIGTERM for {timeout:g} s; its process group was killed"
             warnings.warn(self.note, RuntimeWarning, stacklevel=2)
