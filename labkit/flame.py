@@ -19,7 +19,7 @@ from plotly.subplots import make_subplots
 
 from labkit.errors import LabError
 
-KERNEL, USER, ROOT = "#e8743b", "#4c78a8", "#9e9e9e"
+KERNEL, USER, ROOT = "#E76F34", "#4c78a8", "#919191"  # each 3:1 or more on white (WCAG 1.4.11)
 MOST_FRAMES = 3000  # boxes drawn per chart: the narrowest beyond it are left out (too thin to see)
 
 

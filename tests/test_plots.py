@@ -118,6 +118,44 @@ def test_each_model_keeps_its_colour_in_every_figure():
     assert len({plots.color(m) for m in ("iterative", "threaded", "select")}) == 3
 
 
+def contrast_on_white(colour: str) -> float:
+    """WCAG 2.1's contrast ratio of an sRGB colour against white (its definitions of relative
+    luminance and contrast ratio, written here from the standard, not from labkit)."""
+    def linear(byte: int) -> float:
+        c = byte / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    digits = colour.lstrip("#")
+    digits = "".join(d * 2 for d in digits) if len(digits) == 3 else digits
+    r, g, b = (linear(int(digits[i:i + 2], 16)) for i in (0, 2, 4))
+    return (1.0 + 0.05) / (0.2126 * r + 0.7152 * g + 0.0722 * b + 0.05)
+
+
+def test_every_mark_colour_stands_3_to_1_on_white_and_grey_text_4_5_to_1():
+    """WCAG 2.1 1.4.11 (a mark a reader needs: 3:1 against the plot) and 1.4.3 (text: 4.5:1)."""
+    from labkit import flame
+    from labkit.plots import style
+
+    marks = {**{f"model {m}": c for m, c in style.MODEL_COLORS.items()},
+             **{f"series {i}": c for i, c in enumerate(style.SERIES_COLORS)},
+             **{f"spare {i}": c for i, c in enumerate(style._SPARE_COLORS)},
+             "saturated grey": style.SATURATED_GREY, "failed": style.FAILED_COLOR,
+             "flame kernel": flame.KERNEL, "flame user": flame.USER, "flame root": flame.ROOT}
+    assert {name: round(contrast_on_white(c), 2) for name, c in marks.items()
+            if contrast_on_white(c) < style.MARK_CONTRAST} == {}
+    assert contrast_on_white("#F0E442") < 1.5 and round(contrast_on_white("#0072B2"), 1) == 5.2  # the formula
+    models = {m: c for m, c in style.MODEL_COLORS.items() if m != "pool"}  # pool: threadpool's other name
+    assert len(set(models.values())) == len(models)
+    from labkit.plots import tables
+
+    assert contrast_on_white(tables.NOT_MEASURABLE_GREY) >= 4.5
+    df = synthetic()
+    df.loc[df["model"] == "select", "server_cpu-migrations"] = float("nan")  # one model's cells missing
+    table = plots.counters_table(df, "server")
+    html = plots.style_counters(table).to_html()
+    assert f"color: {tables.NOT_MEASURABLE_GREY}" in html and "not measurable" in html
+
+
 def test_failed_points_are_drawn_with_their_reason():
     # threaded @ 10: one repeat failed, two ok; select @ 6: every repeat failed.
     failed = [("threaded", 10, 1)] + [("select", 6, r) for r in range(3)]

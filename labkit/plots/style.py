@@ -13,31 +13,36 @@ import plotly.graph_objects as go
 
 from labkit.perf.parse import NOT_MEASURABLE
 
-# One colour per model, everywhere (Okabe-Ito: distinguishable with colour-blindness).
+# One colour per model, everywhere: Okabe-Ito's hues (told apart by colour-blind readers), the
+# light ones darkened until each mark stands at least 3:1 against the white plot (WCAG 2.1
+# 1.4.11; Okabe-Ito's yellow was 1.3:1, its orange 2.3:1, its sky blue 2.3:1).  Where a colour
+# went olive, the model took another hue (aio: brown).  tests/test_plots.py checks the ratio.
 MODEL_COLORS = {
-    "iterative": "#E69F00",
+    "iterative": "#C28600",
     "threaded": "#0072B2",
     "select": "#009E73",
     "poll": "#CC79A7",
     "epoll": "#D55E00",
-    "threadpool": "#56B4E9",
+    "threadpool": "#1D99E0",
     "prefork": "#7F7F7F",
-    "select_fork": "#F0E442",
+    "select_fork": "#9E940D",
     "epoll_et": "#882255",
     "epoll_workers": "#AA4499",
     "epoll_reuseport": "#117733",
-    "pool": "#56B4E9",
+    "pool": "#1D99E0",
     "fork": "#332288",
-    "uring": "#44AA99",
+    "uring": "#40A191",
     "busypoll": "#000000",
-    "aio": "#BCBD22",
+    "aio": "#8C564B",
 }
-_SPARE_COLORS = ["#8C564B", "#17BECF", "#9467BD", "#7F7F00"]
+_SPARE_COLORS = ["#13A1AF", "#9467BD", "#7F7F00", "#5D4037"]
 # A model's lines differ by dash when another axis (a size, say) varies.
 DASHES = ["solid", "dot", "dash", "dashdot", "longdash", "longdashdot"]
-# One model's lines, when only the other axes vary, take a colour each (Okabe-Ito's, told apart
-# by colour-blind readers too): six dashes of one colour were hard to tell apart.
-SERIES_COLORS = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#F0E442"]
+# One model's lines, when only the other axes vary, take a colour each (the same hues, told
+# apart by colour-blind readers too): six dashes of one colour were hard to tell apart.
+SERIES_COLORS = ["#0072B2", "#C28600", "#009E73", "#CC79A7", "#1D99E0", "#D55E00", "#000000", "#9E940D"]
+# Least contrast of a mark against the white plot: WCAG 2.1 1.4.11, non-text contrast.
+MARK_CONTRAST = 3.0
 # A legend of more entries than this goes under the plot, in columns: in its column at the
 # right it scrolled, and a model just ticked in the panel was out of view.
 LEGEND_BESIDE_MOST = 7
@@ -49,7 +54,7 @@ FAILED_COLOR = "#C00000"
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "star", "hexagon")
 # ... and a bar's fill pattern per model, for the same reason (the legend shows it too)
 PATTERNS = ("", "/", ".", "x", "\\", "+", "-", "|")
-SATURATED_GREY = "#9e9e9e"
+SATURATED_GREY = "#919191"  # 3.1:1 on white; a saturated point is drawn open as well (figures._checked_marks)
 
 TEMPLATE = go.layout.Template(layout=go.Layout(
     font=dict(family="DejaVu Sans, Arial, sans-serif", size=13),
