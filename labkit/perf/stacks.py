@@ -25,6 +25,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from labkit import launcher
 from labkit.perf.probe import perf_env, probe, read_paranoid
 
 FREQUENCY_HZ = 999  # not 1000: a sampler in step with the kernel's tick sees only what runs on it
+READY_TIMEOUT_S = 10.0  # perf record opening its events, mapping the processes: 0.2-0.4 s beside a busy suite
 MOST_STACKS = 500   # the rest is folded into one "(other stacks)" entry: rows stay small
 OTHER = "(other stacks)"
 UNKNOWN = "[unknown]"  # a frame perf could not name (no symbol, or a broken frame-pointer chain)
@@ -129,7 +131,23 @@ class StackSampler:
                "-o", str(Path(self._dir) / "perf.data")]
         self._perf = launcher.spawn(cmd, "perf", None, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                     text=True, env=perf_env())
+        self._wait_until_sampling()
         return self
+
+    def _wait_until_sampling(self) -> None:
+        """Return once perf record has opened its events and waits for samples (as
+        attach.Attached waits for perf stat): a load started sooner could run, on a busy
+        machine, while perf still reads the processes' maps, and leave no sample at all (a CI
+        run of 2026-11-26).  Past READY_TIMEOUT_S the run goes on, its note saying so."""
+        from labkit.perf.attach import _perf_event_fds, _waiting_for_events
+
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline and self._perf.alive():
+            if _perf_event_fds(self._perf.pid) >= 1 and _waiting_for_events(self._perf.pid):
+                return
+            time.sleep(0.005)
+        if self._perf.alive():
+            self.profile.note = f"perf record was not sampling within {READY_TIMEOUT_S:g} s of its start"
 
     def interrupt(self) -> None:
         """Tell perf record to stop sampling and write its data, without waiting (see
