@@ -350,7 +350,7 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     row.update(rows.from_summary(summary))
     reported = {p: row[f"lat_{p}_us"] for p in uncertainty.PERCENTILES}
     row.update(uncertainty.percentile_columns(row["lat_histogram"], reported))
-    row.update(uncertainty.mean_columns(row["lat_histogram"], row.get("lat_mean_us")))
+    row.update(uncertainty.mean_columns(row["lat_histogram"], row.get("lat_mean_us"), row.get("lat_batches")))
     row["client_cpus"] = list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0))
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
     if row["requests_planned"]:  # a stuck server's failed point says how much it still served

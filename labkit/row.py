@@ -20,10 +20,12 @@ NAN = float("nan")
 
 # The version of these columns' meaning, written in every row ("schema"); a row without one
 # is version 1.  What each version changed, for a reader of older rows:
-SCHEMA = 2
+SCHEMA = 3
 SCHEMA_CHANGES = {
     2: "client_cpu_util is the generator's CPU over its run's window, connects to closes "
        "(version 1 divided its whole-process CPU, start-up and perf's included, by the exchanges' time)",
+    3: "lat_mean_low_us and lat_mean_high_us come from the means of 20 consecutive batches of the run "
+       "(version 2 took its samples as independent, which a queue's are not: too narrow an interval)",
 }
 
 
@@ -145,7 +147,9 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # how sure each latency percentile is: its interval from the run's own samples (the
     # histogram's order statistics, labkit.uncertainty) and the confidence it reached
     *((column, NAN) for p in uncertainty.PERCENTILES for column in uncertainty.interval_columns(f"lat_{p}_us")),
-    # ... and of the mean, by the central limit theorem (uncertainty.mean_columns)
+    # ... and of the mean (uncertainty.mean_columns), from the mean latency of each of 20
+    # consecutive batches of the plan, [samples, mean µs] (uncertainty.batch_means_interval)
+    ("lat_batches",              [],       "latency_batches",               _buckets),
     *((column, NAN) for column in uncertainty.interval_columns(f"lat_{uncertainty.MEAN}_us")),
     ("lat_samples",              0,        "latency_us.samples",            int),
     # the self-checks the point failed, each with its reason (labkit.verdicts; empty: all held)

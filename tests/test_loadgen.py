@@ -253,7 +253,7 @@ REPORT_KEYS = {"service", "clients", "requests_per_client", "connections_ok",
                "engine", "mode", "rate_rps", "duration_s", "connections_lost",
                "idle_connections", "idle_connections_ok", "idle_connections_failed",
                "requests_planned", "warmup", "latency_source", "percentile_precision",
-               "latency_uncorrected_us", "histogram", "histogram_halves"}
+               "latency_uncorrected_us", "histogram", "histogram_halves", "latency_batches"}
 LATENCY_KEYS = {"p50", "p90", "p99", "p999", "max", "mean", "samples"}
 RUSAGE_KEYS = {"user_s", "sys_s", "voluntary_ctxt_switches", "involuntary_ctxt_switches",
                "minor_faults", "major_faults", "max_rss_kb"}
@@ -280,6 +280,10 @@ def test_every_service_succeeds_with_full_report(loadgen, server, service, handl
     assert sum(count for _, count in report["histogram"]) == 40
     # the first half of the plan (exchange j of client i is j x 8 + i of 40) and the second
     assert [sum(count for _, count in half) for half in report["histogram_halves"]] == [20, 20]
+    # ... and in 20 batches of the plan, 2 exchanges each, whose means add up to the run's
+    batches = report["latency_batches"]
+    assert [count for count, _ in batches] == [2] * 20
+    assert sum(count * mean for count, mean in batches) / 40 == pytest.approx(report["latency_us"]["mean"], abs=0.01)
     assert (report["clients"], report["requests_per_client"]) == (8, 5)
     assert (report["connections_ok"], report["connections_failed"]) == (8, 0)
     assert (report["requests_ok"], report["requests_failed"]) == (40, 0)

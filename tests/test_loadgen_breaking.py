@@ -398,6 +398,15 @@ def test_littles_law_holds_below_saturation(recorder, threads, san):
     assert flight["max"] >= flight["mean"] > 5
     assert abs(report["completed_rps"] - 2000) < 100
     assert flight["mean"] == pytest.approx(little(report), rel=0.15)
+    # the plan's 4,000 exchanges in 20 batches of 200 (g x 20 / 4,000), whatever thread
+    # answered each: the threads' batches add up, and so do their sums to the run's mean
+    batches = report["latency_batches"]
+    samples = report["latency_us"]["samples"]
+    assert sum(count for count, _ in batches) == samples and len(batches) == 20
+    if samples == report["requests_planned"] == 4000:
+        assert [count for count, _ in batches] == [200] * 20
+    assert sum(count * mean for count, mean in batches) / samples == \
+        pytest.approx(report["latency_us"]["mean"], abs=0.01)
 
 
 def test_inflight_is_sampled_not_derived_from_latencies(recorder):

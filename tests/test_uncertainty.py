@@ -139,6 +139,77 @@ def test_a_runs_95_percent_interval_of_its_mean_holds_the_true_mean_in_93_to_97_
     assert 0.93 <= held / RUNS <= 0.97, held / RUNS
 
 
+def mm1_sojourns(rng, utilisation: float, n: int) -> np.ndarray:
+    """n successive times in an M/M/1 queue (service rate 1), by Lindley's recursion: each
+    customer waits what the one before left undone, so one long time brings long ones after
+    it.  Their true mean: 1 / (1 - utilisation)."""
+    gaps, services = rng.exponential(1 / utilisation, n), rng.exponential(1.0, n)
+    times, wait = np.empty(n), 0.0
+    for i in range(n):
+        if i:
+            wait = max(0.0, wait + services[i - 1] - gaps[i])
+        times[i] = wait + services[i]
+    return times
+
+
+def twenty_batches(samples: np.ndarray) -> list:
+    """The load generator's latency_batches of these samples: [count, mean] of 20 in order."""
+    return [[len(batch), float(batch.mean())] for batch in np.array_split(samples, 20)]
+
+
+@pytest.mark.parametrize("utilisation, n, batches_hold, samples_hold", [
+    (0.5, 2_500, (0.90, 0.98), (0.0, 0.60)),  # seed 2026: 94% and 48.5%
+    (0.8, 10_000, (0.80, 0.95), (0.0, 0.35)),  # 85% and 21.5%: batches of 500 still a little short
+], ids=["M/M/1 at 50%", "M/M/1 at 80%"])
+def test_a_queues_mean_needs_batch_means_the_samples_as_independent_miss_it(utilisation, n, batches_hold,
+                                                                            samples_hold):
+    """A queue's latencies are correlated: the samples' own interval of their mean, which takes
+    them as independent, held the true mean in under half of these runs at 50% load, whereas
+    the batch means' interval (what a row's lat_mean_low_us/high_us now are) held it in 94%."""
+    rng = np.random.default_rng(2026)
+    truth = 1 / (1 - utilisation)
+    by_batches = by_samples = 0
+    for _ in range(200):
+        times = mm1_sojourns(rng, utilisation, n)
+        batches = uncertainty.batch_means_interval(twenty_batches(times), float(times.mean()))
+        half = 1.96 * times.std(ddof=1) / math.sqrt(n)
+        by_batches += truth in batches
+        by_samples += abs(times.mean() - truth) <= half
+    assert batches_hold[0] <= by_batches / 200 <= batches_hold[1], by_batches / 200
+    assert samples_hold[0] <= by_samples / 200 <= samples_hold[1], by_samples / 200
+
+
+def test_independent_samples_give_the_batch_means_interval_about_the_samples_width():
+    rng = np.random.default_rng(7)
+    ratios = []
+    for _ in range(50):
+        times = rng.exponential(100.0, 2_000)
+        batches = uncertainty.batch_means_interval(twenty_batches(times))
+        ratios.append((batches.high - batches.low) / (2 * 1.96 * times.std(ddof=1) / math.sqrt(2_000)))
+    assert 0.85 <= float(np.median(ratios)) <= 1.25  # t(19) = 2.09 against 1.96, and s's own noise
+
+
+@pytest.mark.parametrize("df, published", [(9, 2.262), (10, 2.228), (19, 2.093), (30, 2.042), (120, 1.980)])
+def test_students_t_quantile_matches_the_published_table(df, published):
+    """Student's t 97.5% points as every statistics table prints them (three decimals)."""
+    assert round(uncertainty._t_quantile(0.975, df), 3) == published
+
+
+def test_too_few_batches_or_samples_fall_back_to_the_samples_interval():
+    rng = np.random.default_rng(5)
+    times = rng.exponential(100.0, 2_000)
+    batches = twenty_batches(times)
+    assert uncertainty.batch_means_interval(batches[:9]) is None  # fewer than 10 batches
+    assert uncertainty.batch_means_interval([[29, m] for _, m in batches]) is None  # under 30 samples each
+    assert uncertainty.batch_means_interval([[0, None]] * 10 + batches[:10]) is not None  # empty ones left out
+    buckets = loadgen_buckets(times)
+    mean = float(times.mean())
+    assert uncertainty.mean_columns(buckets, mean, batches[:5]) == uncertainty.mean_columns(buckets, mean)
+    from_batches = uncertainty.mean_columns(buckets, mean, batches)
+    interval = uncertainty.batch_means_interval(batches, mean)
+    assert (from_batches["lat_mean_low_us"], from_batches["lat_mean_high_us"]) == (interval.low, interval.high)
+
+
 def test_a_mean_of_too_few_samples_has_no_interval():
     rng = np.random.default_rng(3)
     few = uncertainty.mean_columns(loadgen_buckets(rng.exponential(100.0, 20)), 97.0)

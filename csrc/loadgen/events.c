@@ -631,6 +631,10 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         hist_merge(&out->uncorrected, &p->uncorrected);
         hist_merge(&out->halves[0], &p->halves[0]);
         hist_merge(&out->halves[1], &p->halves[1]);
+        for (int b = 0; b < BATCHES; b++) {
+            out->batch_sum_ns[b] += p->batch_sum_ns[b];
+            out->batch_count[b] += p->batch_count[b];
+        }
         outcome_free(&parts[t]);
     }
     out->parts = parts;  /* kept for the report's per_thread; outcome_free frees them */

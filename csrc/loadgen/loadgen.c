@@ -145,7 +145,8 @@ static void usage(FILE *to)
         "  --bad-interval S       slow/drip: seconds between reads/bytes (default 1)\n"
         "  --describe             print the flags' limits as JSON, and exit\n"
         "Prints one JSON object on stdout: counts, latencies (histogram, and histogram_halves:\n"
-        "the first and second half of the plan), connect times (connect_us,\n"
+        "the first and second half of the plan; latency_batches: [samples, mean us] of each\n"
+        "twentieth of the plan, in order), connect times (connect_us,\n"
         "connect_histogram, connects_over_1s/3s), in flight (events), the bad connections.\n"
         "Exit 0: all succeeded, 1: some failed, 2: bad arguments.\n");
 }

@@ -37,6 +37,7 @@ extern const char *const bad_kind_names[];
 #define MAX_NBUFS 1024                 /* writev's IOV_MAX */
 #define MAX_BUFSIZE 65536L
 #define MAX_REPETITION_BYTES (1L << 20) /* nbufs x bufsize */
+#define BATCHES 20                     /* batches of the plan, each with its mean latency (latency_batches) */
 
 struct options {
     const char *host;
@@ -116,6 +117,14 @@ struct outcome {
      * left out of it): the report's histogram_halves, whose agreement says whether the run
      * was in a steady state (labkit.verdicts). */
     struct histogram halves[2];
+    /* The corrected latencies once more, summed in BATCHES consecutive batches of the plan
+     * (exchange g of planned N is in batch g * BATCHES / N): the report's latency_batches.
+     * A queue's waits are correlated, one request's with the next's, so the samples' own
+     * standard deviation understates how far their mean may be off; the means of long
+     * batches are nearly independent, and their spread bounds it (the batch-means method:
+     * labkit.uncertainty.batch_means_interval). */
+    double batch_sum_ns[BATCHES];
+    uint64_t batch_count[BATCHES];
     /* The threads driver also keeps every sample, sorted, for exact
      * percentiles; NULL from the events driver. */
     uint64_t *exact_ns;

@@ -137,6 +137,10 @@ void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_
     hist_record(&out->corrected, corrected_ns);
     hist_record(&out->uncorrected, uncorrected_ns);
     hist_record(&out->halves[2 * g < planned ? 0 : 1], corrected_ns);
+    long batch = planned > 0 && g >= 0 ? g * BATCHES / planned : 0;
+    batch = batch < BATCHES ? batch : BATCHES - 1;
+    out->batch_sum_ns[batch] += (double)corrected_ns;
+    out->batch_count[batch]++;
 }
 
 /* ------------------------------------------------------------ the report */
@@ -455,6 +459,11 @@ int report_outcome(const struct options *o, struct outcome *out)
     print_buckets(&out->halves[0]);
     putchar(',');
     print_buckets(&out->halves[1]);
+    printf("],\"latency_batches\":[");  /* [samples, mean (us)] of each batch, in the plan's order */
+    for (int b = 0; b < BATCHES; b++)
+        printf(out->batch_count[b] ? "%s[%llu,%.3f]" : "%s[0,null]", b ? "," : "",
+               (unsigned long long)out->batch_count[b],
+               out->batch_count[b] ? out->batch_sum_ns[b] / (double)out->batch_count[b] / 1e3 : 0.0);
     printf("],");
     print_parts(out, elapsed);
     print_errors(&out->failures);
