@@ -373,6 +373,8 @@ def to_html(found: list[Check]) -> str:
             f"<tr><td style='color:{_COLOUR[check.status]};font-weight:bold'>{check.status}</td>"
             f"<td style='text-align:left'>{html.escape(check.name)}</td>"
             f"<td style='text-align:left'>{html.escape(check.detail)}{fix}</td></tr>")
-    return ("<table><thead><tr><th>status</th><th style='text-align:left'>check</th>"
-            "<th style='text-align:left'>detail</th></tr></thead><tbody>"
+    problems = sum(c.status != OK for c in found)
+    return (f"<table><caption style='text-align:left'>labkit doctor: {len(found) - problems} ok, {problems} to "
+            "look at</caption><thead><tr><th scope='col'>status</th><th scope='col' style='text-align:left'>check"
+            "</th><th scope='col' style='text-align:left'>detail</th></tr></thead><tbody>"
             + "".join(rows) + "</tbody></table>")

@@ -36,7 +36,9 @@ def say(*parts, sep: str = " ") -> None:
 
 
 def error_html(problem: LabError) -> str:
-    parts = ["<div style='border-left:4px solid #B00020;padding:4px 10px;background:#FDECEA'>",
+    # role=alert: a screen reader says the problem when it appears, wherever focus is (WAI-ARIA's
+    # alert role; an element given it as it is inserted is announced, MDN's "alert role")
+    parts = ["<div role='alert' style='border-left:4px solid #B00020;padding:4px 10px;background:#FDECEA'>",
              f"<b>Problem:</b> {_text_html(problem.what)}"]
     if isinstance(problem, BuildError) and problem.output:
         parts.append(f"<pre style='white-space:pre-wrap'>{html.escape(problem.output)}</pre>")

@@ -109,6 +109,13 @@ def _named(field, name: str) -> list:
 
 LABEL_WIDTH = "140px"  # link_loss_percent, whole
 
+# Where the keyboard is, seen: JupyterLab draws a button's focus as a 1 px ring at 2.1:1, so the
+# panel's controls get a 3 px ring at 6.7:1 on the white around it (WCAG 2.1 2.4.7 and 1.4.11),
+# only when focus came by keyboard (:focus-visible), not on every click.
+PANEL_CLASS = "labkit-panel"
+FOCUS_STYLE = (f"<style>.{PANEL_CLASS} :is(button, input, select, textarea, summary):focus-visible "
+               "{outline: 3px solid #0B5CAD !important; outline-offset: 2px;}</style>")
+
 
 def help_html(text: str) -> str:
     """A parameter's help line as the panel shows it: escaped, `code` as code (a student saw the
@@ -163,11 +170,14 @@ class ControlPanel:
         self.run_button = w.Button(description="Run", button_style="primary", icon="play")
         self.run_button.on_click(lambda _button: self.run())
         self.progress = w.IntProgress(value=0, min=0, max=1, layout=w.Layout(width="300px"))
-        self.status = w.Label("not run yet")
+        self.status = w.HTML()
+        self.status_text = ""
+        self._say("not run yet")
         self.errors = w.Output()
         self.figure_area = w.Output()
         self.table_area = w.Output()
         self.box = w.VBox([
+            w.HTML(FOCUS_STYLE),
             w.HTML(f"<b>{html.escape(self.experiment.title)}</b> "
                    f"(profile <code>{html.escape(self.profile)}</code>)"),
             *rows,
@@ -182,6 +192,7 @@ class ControlPanel:
             self.target_line,
             self.errors, self.plot_choice, self.figure_area, self.table_area,
         ])
+        self.box.add_class(PANEL_CLASS)
 
     # -- reading and filling the fields ----------------------------------------
     def values(self) -> dict:
@@ -220,7 +231,7 @@ class ControlPanel:
                 self._check_field(param)  # every rejected value explained where it was typed
             self.plan = self.plan.with_values(**self.values())
             self.progress.value, self.progress.bar_style = 0, ""
-            self.status.value = "starting..."
+            self._say("starting...")
             until = repeat_until.Target(self.plot_choice.value, self.target.value / 100, self.most.value) \
                 if self.target.value else None
             self.target_line.value = ""
@@ -229,12 +240,12 @@ class ControlPanel:
         except LabError as problem:
             self.last_error = problem
             self.progress.bar_style = "danger"
-            self.status.value = "stopped: see the message below"
+            self._say("stopped: see the message below", urgent=True)
             _show_in(self.errors, HTML(error_html(problem)))
             return None
         finally:
             self.run_button.disabled = False
-        self.progress.bar_style, self.status.value, waits = _summary(self.df)
+        self.progress.bar_style, ended, waits = _summary(self.df)
         failures = _why_failed(self.df)
         if waits or failures:  # the lab's stub (said once, with what to do), then the points' own reasons
             _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)
@@ -243,7 +254,8 @@ class ControlPanel:
             said = repeat_until.summary(until, self.df.attrs["reached"], self.experiment.axis_columns)
             self.target_line.value = f"<span style='color:#444'>{html.escape(said)}</span>"
         if self.df.attrs.get("unmeasured"):
-            self.status.value += f"; {self.df.attrs['unmeasured']} left by the time budget: Run again for them"
+            ended += f"; {self.df.attrs['unmeasured']} left by the time budget: Run again for them"
+        self._say(ended, urgent=True)  # a run's end: said once, after minutes, worth hearing
         self._refresh_estimate()
         self._refresh_figure()
         self._refresh_table()
@@ -263,7 +275,7 @@ class ControlPanel:
         self.progress.max = total
         self.progress.value = done
         where = ", ".join(f"{p.column} {row.get(p.column)}" for p in self.experiment.axes)
-        self.status.value = f"{done}/{total}: {where}: {row.get('status')}"
+        self._say(f"{done}/{total}: {where}: {row.get('status')}")
 
     def _refresh_figure(self) -> None:
         if self.df is None or self.df.empty:
@@ -277,6 +289,14 @@ class ControlPanel:
         colour = "#444" if self.experiment.client_is_subject else "#B00020"
         shown = [HTML(f"<p style='color:{colour}'><b>{html.escape(warning)}</b></p>")] if warning else []
         _show_in(self.table_area, *shown, plots.style_counters(table))
+
+    def _say(self, text: str, urgent: bool = False) -> None:
+        """The status line beside Run: `text`, in an element a screen reader announces when it
+        changes, without moving focus (WCAG 2.1 4.1.3): role=status for progress, role=alert for
+        a run's end.  .status_text holds it as plain text."""
+        self.status_text = text
+        role = "alert" if urgent else "status"
+        self.status.value = f"<span role='{role}'>{html.escape(text)}</span>"
 
     # -- display -------------------------------------------------------------
     def show(self) -> None:

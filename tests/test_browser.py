@@ -296,6 +296,34 @@ def _nothing_wrong_on_the_page(page, when: str) -> None:
     assert not problems, f"{when}:\n  " + "\n  ".join(dict.fromkeys(problems))
 
 
+# axe-core (axe-playwright-python's copy of axe.min.js) over what the lab renders: WCAG 2.1's
+# A and AA rules; a finding of these impacts fails the test, the rest are kept in the summary.
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+AXE_FAILS = ("serious", "critical")
+
+
+def _axe(page, context: str, artifact: Path) -> None:
+    """Run axe-core on the elements `context` selects; write every finding, by rule, to
+    `artifact` (a JSON summary kept with the screenshots) and fail on a serious or critical
+    one, named by rule and element.  JupyterLab's own chrome is outside `context`: its
+    findings are JupyterLab's (jupyterlab#9399), not the lab's."""
+    from axe_playwright_python.base import AXE_SCRIPT
+
+    # axe leaves out contrast on a page whose body has no height (JupyterLab's): give it one
+    page.add_style_tag(content="html, body { height: 100%; }")
+    page.evaluate(AXE_SCRIPT)
+    found = page.evaluate("([context, tags]) => axe.run(context, {runOnly: {type: 'tag', values: tags},"
+                          " resultTypes: ['violations']})", [context, AXE_TAGS])
+    summary = {"axe": found["testEngine"]["version"], "context": context, "rules_run": AXE_TAGS,
+               "findings": [{"rule": v["id"], "impact": v["impact"], "help": v["help"],
+                             "elements": [" ".join(map(str, n["target"])) for n in v["nodes"]]}
+                            for v in found["violations"]]}
+    artifact.write_text(json.dumps(summary, indent=1) + "\n")
+    failing = [f"{f['rule']} ({f['impact']}: {f['help']}) at {', '.join(f['elements'][:5])}"
+               for f in summary["findings"] if f["impact"] in AXE_FAILS]
+    assert not failing, f"axe-core {summary['axe']} on {context}:\n  " + "\n  ".join(failing)
+
+
 def _go(page, base, token, notebook, workspace):
     """Start opening `notebook` in its own JupyterLab workspace (no tab of another test's
     page comes back with it); _opened waits for it.  Returns once the page is requested,
@@ -335,6 +363,22 @@ def _opened_as_it_ran(page, figures):
         expect(output.locator("svg.main-svg").first).to_be_visible(timeout=30_000)
 
 
+def _every_figure_has_its_text(page) -> None:
+    """Each plotly figure on the page is followed, in its cell's outputs, by its text and
+    data table (labkit.plots.alt_text's disclosure): a screen reader reads that, not the SVG."""
+    missing = page.evaluate("""() => {
+        const missing = [];
+        document.querySelectorAll('.jp-OutputArea-output.jp-RenderedPlotly').forEach((figure, i) => {
+            const area = figure.closest('.jp-OutputArea');
+            const later = [...area.querySelectorAll('details.labkit-figure-text')]
+                .filter(d => figure.compareDocumentPosition(d) & Node.DOCUMENT_POSITION_FOLLOWING);
+            if (!later.length) missing.push(i + ': ' + (figure.querySelector('.gtitle')?.textContent || 'untitled'));
+        });
+        return missing;
+    }""")
+    assert not missing, "figures without their text and table after them: " + "; ".join(missing)
+
+
 def _start_run_all(page):
     """Run All in the notebook _go asked for, once it is open with its kernel; returns when
     the cells are sent (the time.monotonic() of it), not when they have run."""
@@ -371,6 +415,32 @@ def _bad_values_are_explained_where_typed(panel):
     expect(message).to_contain_text(re.compile(r"\b0 is below 1"))
     clients.fill(was)
     expect(message).to_have_count(0)
+
+
+def _the_keyboard_walks_the_panel_to_run(page, panel, run_button) -> None:
+    """From the panel's first field, Tab alone reaches every control in reading order (each
+    focus later in the page than the one before, none outside the panel) and then Run, whose
+    focus ring is the panel's 3 px one (labkit.panel.FOCUS_STYLE: focus came by keyboard)."""
+    first = panel.locator("input, select, button, textarea").first
+    first.focus()
+    order = []
+    for _ in range(200):
+        where = page.evaluate("""(panel) => {
+            const focused = document.activeElement;
+            if (!panel.contains(focused)) return {outside: focused ? focused.outerHTML.slice(0, 120) : null};
+            const all = [...panel.querySelectorAll('*')];
+            return {index: all.indexOf(focused), run: focused.tagName === 'BUTTON'
+                    && focused.textContent.trim() === 'Run',
+                    ring: getComputedStyle(focused).outlineWidth};
+        }""", panel.element_handle())
+        assert "outside" not in where, f"Tab left the panel before Run, for {where['outside']}"
+        assert not order or where["index"] > order[-1], "Tab went back up the panel: not reading order"
+        order.append(where["index"])
+        if where["run"]:
+            assert where["ring"] == "3px", f"Run's focus ring is {where['ring']}, not the panel's 3 px"
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError("200 presses of Tab did not reach Run")
 
 
 # Run All in the quick profile, as papermill runs it; 05 builds namespaces and links.
@@ -507,6 +577,8 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
         _go(page, base, token, executed, "as-it-ran")
         _opened_as_it_ran(page, figures)
         _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
+        _axe(page, ".jp-OutputArea-output", ARTIFACTS / f"{notebook.stem}-axe.json")
+        _every_figure_has_its_text(page)
         _screenshot_of_output(page, _MAIN_TABLE[notebook.stem], ARTIFACTS / f"{notebook.stem}-table.png")
         for code, name in _FIGURES.get(notebook.stem, []):
             _screenshot_of_output(page, code, ARTIFACTS / f"{notebook.stem}-{name}.png")
@@ -535,7 +607,8 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
             left_out = checked[0].inner_text().strip()
             kept = [box.inner_text().strip() for box in checked[1:]]
             checked[0].locator("input").uncheck()
-        run_button.click()
+        _the_keyboard_walks_the_panel_to_run(page, panel, run_button)
+        page.keyboard.press("Enter")  # Run, by keyboard: the focus is on it
         expect(panel.get_by_text(re.compile("^done: "))).to_be_visible(timeout=120_000)
         expect(panel.locator(".js-plotly-plot svg.main-svg").first).to_be_visible()
         if left_out and len(kept) > 1:  # models told apart by the legend
@@ -555,9 +628,62 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
         expect(text.locator("table caption")).to_be_visible()
         expect(text.locator("th[scope=col]").first).to_be_visible()
         _nothing_wrong_on_the_page(page, f"{notebook.name} after its panel's Run")
+        _axe(page, ".jp-OutputArea-output", ARTIFACTS / f"{notebook.stem}-panel-axe.json")
         panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
     finally:
         on_screen.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
         for each in opened:  # and its context; Chromium serves the module's next test
             each.close()
         _shut_down_kernels(base, token)
+
+
+def test_a_feedback_page_passes_axe(chromium, tmp_path):
+    """The page `labkit grade` writes for a student, with a row of every status, read by
+    axe-core as the student's browser shows it (a file on disk, no JupyterLab around it)."""
+    from labkit.instructor.grading import grader, hand
+
+    def row(check, status, points, most, message, hidden=False):
+        return {"check": check, "status": status, "points": points, "max_points": most,
+                "message": message, "hidden": hidden}
+
+    rows = [row("iterative_ratio", grader.PASSED, 2, 2, "ok"),
+            row("ev_poll_dispatch_echo", grader.FAILED, 0, 3, "client 1: sent 20 bytes, got 0 back"),
+            row("ev_poll_dispatch_many_clients", grader.FAILED, 0, 1, "not run: the visible check failed", hidden=True),
+            row("procstat_parse", grader.ERROR, 0, 2, "Traceback (most recent call last):\n  ...\nKeyError: 'x'"),
+            row("sweep_finished", grader.TIMEOUT, 0, 1, "the run was stopped at its time limit"),
+            row("why_select_lost", grader.BY_HAND, 0, 2, "to be marked by hand"),
+            row("why_epoll_won", hand.MARKED, 2, 2, "well argued")]
+    task = grader.Task("alice", "01_proc_service", None)
+    page_path = grader.write_feedback(tmp_path, "alice", [grader.Outcome(task, rows, None, "ran to its end")])
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = chromium.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(page_path.as_uri())
+        _axe(page, "html", ARTIFACTS / "feedback-page-axe.json")
+        page.screenshot(path=ARTIFACTS / "feedback-page.png", full_page=True)
+    finally:
+        page.close()
+
+
+def test_the_axe_check_fails_on_what_it_should_and_only_inside_the_lab_s_outputs(chromium, tmp_path):
+    """The check the notebooks pass can fail: an unlabelled field and an image without text
+    inside an output are named by rule and element; the same outside the outputs (JupyterLab's
+    own chrome) is not the lab's, and left out."""
+    page = chromium.new_page(viewport=VIEWPORT)
+    try:
+        page.set_content("<!doctype html><html lang='en'><title>probe</title><body>"
+                         "<div class='jp-OutputArea-output'><input type='text'><img src='x.png'></div>"
+                         "<div class='jp-Toolbar'><input type='text'></div></body></html>")
+        with pytest.raises(AssertionError) as failed:
+            _axe(page, ".jp-OutputArea-output", tmp_path / "probe-axe.json")
+        said = str(failed.value)
+        assert "label (critical" in said and "image-alt (critical" in said
+        assert ".jp-OutputArea-output > input" in said and ".jp-Toolbar" not in said
+        found = json.loads((tmp_path / "probe-axe.json").read_text())
+        assert {f["rule"] for f in found["findings"]} == {"label", "image-alt"}
+        page.set_content("<!doctype html><html lang='en'><title>probe</title><body>"
+                         "<div class='jp-OutputArea-output'><label>n <input type='text'></label>"
+                         "<img src='x.png' alt='a chart'></div></body></html>")
+        _axe(page, ".jp-OutputArea-output", tmp_path / "fixed-axe.json")
+    finally:
+        page.close()

@@ -26,6 +26,8 @@ def test_checks_run_and_report_renders():
     assert "to look at" in text
     page = doctor.to_html(found)
     assert page.count("<tr>") == len(found) + 1 and "<table>" in page
+    # a screen reader names the table and each column: a caption, headers scoped to columns
+    assert "<caption" in page and "to look at</caption>" in page and page.count("<th scope='col'") == 3
 
 
 def test_report_shows_the_fix_of_each_problem():

@@ -78,7 +78,7 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     assert len(df) == 1 and df["status"].iloc[0] == "ok", df.get("error")
     assert df["requests_ok"].iloc[0] == 2 * 2
     assert (panel.progress.value, panel.progress.max) == (1, 1)
-    assert panel.status.value == "done: 1 points"
+    assert panel.status_text == "done: 1 points"
     assert isinstance(panel.figure, go.Figure)
     assert [t.name for t in panel.figure.data] == ["select"]
     assert panel.plan["clients"] == [2] and panel.plan.profile == "quick"
@@ -105,6 +105,9 @@ def test_a_target_repeats_each_point_and_the_panel_says_what_was_reached(panel, 
     assert panel.target_line.value.startswith("<span style='color:#444'>target: the median of server_context-switches "
                                               "to ±50% at 95%: reached at ")
     assert "of 1 point(s)" in panel.target_line.value
+    # the status line says the run's end, as an alert a screen reader speaks when it appears
+    assert panel.status_text == "done: 6 points"
+    assert panel.status.value == "<span role='alert'>done: 6 points</span>"
 
 
 def test_bad_fields_show_what_and_fix_without_running(panel, tmp_path):
@@ -198,7 +201,7 @@ def test_a_rejected_value_is_explained_under_its_field_and_nothing_runs(panel):
     assert "client count 0 is below 1" in message and "use 1 or more clients" in message
     assert panel.messages["requests"].value == ""
     assert panel.run() is None and "client count 0 is below 1" in panel.last_error.what
-    assert panel.status.value == "stopped: see the message below" and panel.df is None
+    assert panel.status_text == "stopped: see the message below" and panel.df is None
     panel.set(clients=[3])
     assert panel.messages["clients"].value == ""  # fixed: the message goes
 
@@ -249,7 +252,7 @@ def test_a_failed_points_reason_is_said_under_the_panel_in_its_own_words(panel, 
         monkeypatch.setattr(panel, drawn, lambda: None)
     panel.set(models=["select", "epoll"], clients=[2, 4])
     panel.run_button.click()
-    assert panel.status.value == "done: 4 points, 2 failed"
+    assert panel.status_text == "done: 4 points, 2 failed"
     shown = "".join(output["data"]["text/html"] for output in panel.errors.outputs)
     assert shown.count(html.escape(said)) == 1, shown
     assert "2 failed (epoll, concurrent clients 2; epoll, concurrent clients 4)" in shown, shown
