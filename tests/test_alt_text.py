@@ -169,6 +169,56 @@ def test_an_exported_svg_is_named_and_described_for_a_screen_reader():
     xml.dom.minidom.parseString(shown)  # still well-formed
 
 
+def one_page_pdf() -> bytes:
+    """A one-page PDF drawing a line, as kaleido's have one page and one content stream."""
+    import io
+
+    from pypdf import PdfWriter
+    from pypdf.generic import DecodedStreamObject, NameObject
+
+    writer = PdfWriter()
+    page = writer.add_blank_page(200, 100)
+    drawing = DecodedStreamObject()
+    drawing.set_data(b"0 0 m 200 100 l S")
+    page[NameObject("/Contents")] = writer._add_object(drawing)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def pdf_tags(pdf: bytes) -> dict:
+    """What a screen reader's PDF reader looks up, read back with pypdf: the catalog's marks,
+    the structure tree's figures and their /Alt, the page's marked content and its title."""
+    import io
+
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(pdf))
+    catalog = reader.trailer["/Root"]
+    document = catalog["/StructTreeRoot"]["/K"].get_object()
+    figures = [kid.get_object() for kid in document["/K"]]
+    page = reader.pages[0]
+    parents = catalog["/StructTreeRoot"]["/ParentTree"]["/Nums"]
+    return {"marked": bool(catalog["/MarkInfo"]["/Marked"]), "lang": catalog["/Lang"],
+            "document": document["/S"], "figures": [(f["/S"], f["/Alt"], f["/K"]) for f in figures],
+            "figure_on_page": figures[0]["/Pg"].get_object() == page.get_object(),
+            "content": page.get_contents().get_data(), "parent": (parents[0], parents[1][0].get_object() == figures[0]),
+            "struct_parents": page["/StructParents"], "title": reader.metadata.title,
+            "shows_title": bool(catalog["/ViewerPreferences"]["/DisplayDocTitle"])}
+
+
+def test_an_exported_pdf_is_tagged_one_figure_with_the_description_as_its_alternative_text():
+    fig = latency_figure()
+    tags = pdf_tags(alt_text.in_pdf(one_page_pdf(), fig))
+    assert tags["marked"] and tags["lang"] == "en" and tags["document"] == "/Document"
+    assert tags["figures"] == [("/Figure", alt_text.describe(fig), 0)] and tags["figure_on_page"]
+    assert tags["content"].startswith(b"/Figure <</MCID 0>> BDC") and tags["content"].rstrip().endswith(b"EMC")
+    assert b"0 0 m 200 100 l S" in tags["content"]  # the drawing, inside the marked content
+    assert tags["parent"] == (0, True) and tags["struct_parents"] == 0  # MCID 0 of page 0 -> the figure
+    assert tags["title"] == "p99 latency vs clients" and tags["shows_title"]
+    assert alt_text.in_pdf(b"not a pdf", fig) == b"not a pdf"
+
+
 def test_an_exported_page_names_its_plot_and_lists_its_data():
     fig = latency_figure()
     page = alt_text.in_html(fig.to_html(include_plotlyjs=False, full_html=True), fig)

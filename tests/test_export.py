@@ -14,11 +14,14 @@ from pathlib import Path
 
 import nbformat
 import pandas as pd
+import plotly.graph_objects as go
 import pytest
 
 from labkit import cli
 from labkit.publish import export, figures
 from labkit.errors import LabError
+from labkit.plots import alt_text
+from test_alt_text import pdf_tags
 
 CHROMIUM = "/usr/bin/chromium"
 needs_chromium = pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
@@ -115,6 +118,9 @@ def test_export_writes_every_format_and_an_index(executed, tmp_path):
         assert _png(base.with_suffix(".png")), figure.name
         assert _svg(base.with_suffix(".svg")), figure.name
         assert _pdf(base.with_suffix(".pdf")), figure.name
+        # kaleido's PDF, tagged: its one figure's alternative text is the figure's description
+        (kind, alt, _), = pdf_tags(base.with_suffix(".pdf").read_bytes())["figures"]
+        assert kind == "/Figure" and alt == alt_text.describe(go.Figure(figure.spec, skip_invalid=True))
         page = base.with_suffix(".html").read_text()
         assert "plotly.min.js" in page and "Plotly.newPlot" in page
     assert (out / "plotly.min.js").stat().st_size > 1_000_000  # the HTML figures work offline

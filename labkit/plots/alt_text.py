@@ -13,12 +13,12 @@ table", a <details> the keyboard reaches and a screen reader announces) holding:
     as_html(fig)             -> the disclosure, HTML
     describe_figures()       -> in this IPython kernel, every plotly figure shown is followed
                                 by its disclosure (the notebooks call it in their first cell)
-    in_svg(svg, fig), in_png(png, fig), in_html(page, fig)
+    in_svg(svg, fig), in_png(png, fig), in_pdf(pdf, fig), in_html(page, fig)
                              -> an exported figure carrying the same text (labkit export): SVG
-                                <title> and <desc>, PNG Title and Description text chunks, the
-                                HTML page's plot with role="img" and an aria-label, and the
-                                disclosure after it.  (The exported PDF carries none
-                                yet.)
+                                <title> and <desc>, PNG Title and Description text chunks, a
+                                tagged PDF whose one Figure has it as /Alt, the HTML page's
+                                plot with role="img" and an aria-label, and the disclosure
+                                after it.
 
 Generated from the figure itself, not from the frame it was drawn from, so any figure gets
 it: the lab's charts, the seeds' comparisons, a namespace topology, a flame graph.
@@ -261,3 +261,60 @@ def in_html(page: str, fig) -> str:
     if "<html>" in page and "<html lang=" not in page:
         page = page.replace("<html>", '<html lang="en">', 1)
     return page.replace("</body>", f"{as_html(fig)}</body>", 1)
+
+
+def in_pdf(pdf: bytes, fig, language: str = "en") -> bytes:
+    """`pdf` (one page, kaleido's) as a tagged PDF whose page is one Figure with the
+    description as its alternative text (/Alt), as ISO 32000-1 section 14.8 has it: the
+    page's content marked as /Figure with MCID 0, a structure tree Document > Figure whose
+    /K is that MCID, the page's /StructParents pointing back through the tree's ParentTree;
+    the catalog marked (/MarkInfo), its language set, and the title shown in the window's bar
+    (Info /Title, DisplayDocTitle).  A PDF it cannot read is returned as it was."""
+    import io
+
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.errors import PdfReadError
+    from pypdf.generic import (ArrayObject, BooleanObject, DecodedStreamObject, DictionaryObject, NameObject,
+                               NumberObject, TextStringObject)
+
+    try:
+        writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
+    except (PdfReadError, ValueError):
+        return pdf
+    if len(writer.pages) != 1:
+        return pdf
+    page = writer.pages[0]
+
+    def stream(data: bytes):
+        made = DecodedStreamObject()
+        made.set_data(data)
+        return writer._add_object(made)
+
+    contents = page.get("/Contents")
+    contents = list(contents.get_object()) if isinstance(contents.get_object(), ArrayObject) else [contents]
+    page[NameObject("/Contents")] = ArrayObject([stream(b"/Figure <</MCID 0>> BDC\n"), *contents,
+                                                 stream(b"\nEMC\n")])
+    page[NameObject("/StructParents")] = NumberObject(0)
+    root = writer._add_object(DictionaryObject({NameObject("/Type"): NameObject("/StructTreeRoot")}))
+    document = writer._add_object(DictionaryObject({NameObject("/Type"): NameObject("/StructElem"),
+                                                    NameObject("/S"): NameObject("/Document"),
+                                                    NameObject("/P"): root}))
+    figure = writer._add_object(DictionaryObject({
+        NameObject("/Type"): NameObject("/StructElem"), NameObject("/S"): NameObject("/Figure"),
+        NameObject("/P"): document, NameObject("/Pg"): page.indirect_reference, NameObject("/K"): NumberObject(0),
+        NameObject("/Alt"): TextStringObject(describe(fig))}))
+    document.get_object()[NameObject("/K")] = ArrayObject([figure])
+    root.get_object().update({
+        NameObject("/K"): document,
+        NameObject("/ParentTree"): writer._add_object(DictionaryObject(
+            {NameObject("/Nums"): ArrayObject([NumberObject(0), ArrayObject([figure])])})),
+        NameObject("/ParentTreeNextKey"): NumberObject(1)})
+    writer._root_object.update({
+        NameObject("/StructTreeRoot"): root,
+        NameObject("/MarkInfo"): DictionaryObject({NameObject("/Marked"): BooleanObject(True)}),
+        NameObject("/Lang"): TextStringObject(language),
+        NameObject("/ViewerPreferences"): DictionaryObject({NameObject("/DisplayDocTitle"): BooleanObject(True)})})
+    writer.add_metadata({"/Title": _title(fig.layout), "/Subject": describe(fig)})
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

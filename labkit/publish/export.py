@@ -248,9 +248,10 @@ def _write_static_images(report: ExportReport, chromium: str) -> float:
             for fmt in IMAGE_FORMATS:
                 image = renderer.image(figure.spec, fmt)
                 target = report.out_dir / f"{figure.name}.{fmt}"
-                # the figure's text alternative travels with it (not yet into the PDF)
+                # the figure's text alternative travels with it
                 target.write_bytes(alt_text.in_svg(image, drawn) if fmt == "svg" else
-                                   alt_text.in_png(image, drawn) if fmt == "png" else image)
+                                   alt_text.in_png(image, drawn) if fmt == "png" else
+                                   alt_text.in_pdf(image, drawn) if fmt == "pdf" else image)
                 report.files.append(target)
                 if fmt == "png":
                     attach_png(figure.output, image, figure.spec)
