@@ -404,6 +404,9 @@ def parser() -> argparse.ArgumentParser:
     from .instructor.lms import commands as lms_commands
 
     lms_commands.add(commands)
+    from .instructor.autograder import commands as autograder_commands
+
+    autograder_commands.add(commands)
     return top
 
 

@@ -191,6 +191,7 @@ GROUP_SECONDS = {
     "test_browser.py::06_what_breaks_first": 54, "test_release.py": 51, "test_release.py::02_multiplexing": 49,
     "test_browser.py::04_write_strategies": 43, "test_browser.py::02_multiplexing": 43, "test_exercises.py": 41,
     "test_browser.py::05_different_hosts": 40, "test_hub.py": 40, "test_protocol.py": 38,
+    "test_autograder.py": 64,
 }
 # Files whose tests each run one notebook: a group per notebook rather than per file (one
 # file's chain of eight notebooks took 426 s on one worker, most of the phase, while the

@@ -17,6 +17,9 @@
   cluster/   grading on Dask: tasks (every student x notebook as one task); gate (what each
              certificate's role may do); certs (the cluster's certificates, mutual TLS)
   lms/       the LMS round trip: a class collected from its downloads, marks handed back
+  autograder/ grading on Gradescope or PrairieLearn: platforms (each as a declaration, its
+             results.json from the gradebook's rows); package (the zip, the image's folder);
+             run (inside the platform's container: one submission graded); commands
 
 Figures and tables for slides are labkit.publish; what a student's notebook imports to
 check itself is labkit.exercises.  The files checks, predictions, c_exercises,

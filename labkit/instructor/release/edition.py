@@ -179,6 +179,8 @@ INSTRUCTOR_ONLY = {
                                  "classic bug, for the two tests above",
     "tests/test_lms.py": "grades a class collected from LMS downloads: students made of the instructor's "
                          "notebook with its solutions",
+    "tests/test_autograder.py": "packs the instructor's notebooks for Gradescope and PrairieLearn and grades with "
+                                "hidden checks in their layouts",
 }
 
 

@@ -1,0 +1,13 @@
+"""Grading where the course already grades: Gradescope's autograder and PrairieLearn's
+external grader, from one command each, with the same grading as `labkit grade`.
+
+  platforms: each platform as a declaration (where the submission and the results lie,
+             and its results.json written from labkit's gradebook rows)
+  package:   `labkit autograder gradescope|prairielearn --out ...`: the zip, or the folder
+             (Dockerfile, info.json's grading options, the entrypoint), with the instructor's
+             lab inside; only the platform's grader reads it
+  run:       inside the platform's container, per submission: the handed-in notebooks graded
+             by labkit.instructor.grading.grade, the platform's results.json written, what the
+             container cannot do named in it
+  commands:  the command line's `labkit autograder ...`
+"""

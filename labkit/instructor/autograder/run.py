@@ -1,0 +1,142 @@
+"""Inside the platform's container, once per submission (`labkit autograder run PLATFORM`):
+grade what the student handed in exactly as `labkit grade` grades a class of one, and write
+the platform's results.json.
+
+Invariants:
+  * the grading is labkit.instructor.grading.grade's own (the same sandbox, checks, points);
+  * only files named as the package's graded notebooks (and csrc/exercises/) are taken from
+    the submission, read without following links (grading.submissions), wherever the
+    student's upload put them;
+  * results.json is written by this process alone, after every graded run has ended, into
+    a folder only root may write, by a rename: nothing the student's code did can change it;
+  * what the container cannot do (labkit doctor's findings that are not ok) is named at the
+    head of the results, and a check it made unmeasurable is 0 of 0, never failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from .platforms import PLATFORMS, Platform, gradescope_results, not_gradable, prairielearn_results, PRAIRIELEARN
+
+CONFIG = "autograder.json"  # beside the lab in the package: its notebooks, profile, timeout
+
+
+def limits_here() -> list[str]:
+    """labkit doctor's findings that are not ok, one line each: what this container cannot do."""
+    from ... import doctor
+
+    return [f"{c.name}: {c.detail}" for c in doctor.checks() if c.status != doctor.OK]
+
+
+def _found(submitted: Path, name: str) -> Path | None:
+    """The shallowest regular file `name` under `submitted`, links never followed."""
+    best = None
+    for folder, dirs, files in os.walk(submitted, followlinks=False):
+        if name in files and not Path(folder, name).is_symlink() and Path(folder, name).is_file():
+            depth = len(Path(folder).relative_to(submitted).parts)
+            if best is None or depth < best[0]:
+                best = (depth, Path(folder, name))
+    return best[1] if best else None
+
+
+def _class_of_one(submitted: Path, notebooks: list[str], into: Path) -> list[str]:
+    """Copy the graded notebooks (and csrc/exercises/) the submission holds into a class of
+    one student, `into`/submission/; the notebooks found."""
+    student = into / "submission"
+    student.mkdir(parents=True)
+    found = []
+    for name in notebooks:
+        path = _found(submitted, f"{name}.ipynb")
+        if path is not None:
+            shutil.copyfile(path, student / path.name, follow_symlinks=False)
+            found.append(name)
+    exercises = next((Path(d) for d, _, _ in os.walk(submitted, followlinks=False)
+                      if Path(d).name == "exercises" and Path(d).parent.name == "csrc"
+                      and not Path(d).is_symlink()), None)
+    if exercises is not None:
+        shutil.copytree(exercises, student / "csrc" / "exercises", symlinks=True)
+    return found
+
+
+# What of the package's lab only the grader (root) may read: the instructor's notebooks (model
+# answers, hidden checks), the C solutions and the instructor's tests.  A graded run works in an
+# edition of its own (grading.run_lab) and needs none of them; where the container allows no
+# namespaces to hide them, their mode does (grading.sandbox: "every file other users may read").
+PRIVATE = ("notebooks", "csrc", "tests", CONFIG)
+
+
+def protect(lab: Path) -> list[Path]:
+    """Make PRIVATE's files and folders under `lab` root's alone (0700/0600); those changed."""
+    changed = []
+    for name in PRIVATE:
+        top = lab / name
+        if not top.exists() or top.is_symlink():
+            continue
+        for path in [top, *(top.rglob("*") if top.is_dir() else [])]:
+            if path.is_symlink():
+                continue
+            path.chmod(0o700 if path.is_dir() or path.stat().st_mode & 0o100 else 0o600)
+            changed.append(path)
+    return changed
+
+
+def write_results(platform: Platform, root: Path, results: dict) -> Path:
+    """results.json in its place under `root`, by a rename from a file beside it; the folder
+    made if need be (PrairieLearn does not make it), root's alone."""
+    target = root / platform.results
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.parent.chmod(0o755)
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=".results-")
+    with os.fdopen(handle, "w") as out:
+        json.dump(results, out, indent=1)
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, target)
+    return target
+
+
+def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = None, private: bool = True) -> dict:
+    """Grade the submission under `root` (the container's /; a test gives a folder) for
+    `platform_name`, with the package's lab at `lab` (default: this labkit's checkout), its
+    PRIVATE parts made root's alone first (`private`); write and return its results."""
+    from ... import paths
+    from ..grading import grade
+
+    platform, root = PLATFORMS[platform_name], Path(root)
+    lab = Path(lab) if lab else paths.ROOT
+    if private:
+        protect(lab)
+    config = json.loads((lab / CONFIG).read_text()) if (lab / CONFIG).is_file() else {}
+    instructor = lab / config.get("instructor_dir", "notebooks")
+    notebooks = config.get("notebooks") or sorted(p.stem for p in instructor.glob("[0-9][0-9]_*.ipynb"))
+    started = time.monotonic()
+    submitted = root / platform.submission
+    with tempfile.TemporaryDirectory(prefix="labkit-autograder-") as work:
+        work = Path(work)
+        found = _class_of_one(submitted, notebooks, work / "class") if submitted.is_dir() else []
+        if not found:
+            wanted = ", ".join(f"{name}.ipynb" for name in notebooks)
+            results = not_gradable(platform, f"no notebook to grade was handed in: upload {wanted} "
+                                             "(as the students' edition names them)")
+            write_results(platform, root, results)
+            return results
+        frame, _ = grade.grade(work / "class", work / "out", instructor_dir=instructor, notebooks=found,
+                               profile=config.get("profile", "quick"), timeout_s=float(config.get("timeout_s", 300)),
+                               progress=False)
+        rows = frame.to_dict("records")
+    limits = limits_here()
+    missing = [n for n in notebooks if n not in found]
+    preamble = "\n".join([f"graded by labkit: {', '.join(found)}"
+                          + (f"; not handed in: {', '.join(missing)}" if missing else ""),
+                          *(["what this grader's container cannot do (checks that need it are not measurable here, "
+                             "not failed):", *(f"  {line}" for line in limits)] if limits else [])])
+    seconds = time.monotonic() - started
+    results = (prairielearn_results(rows, preamble, bool(config.get("show_hidden")))
+               if platform is PRAIRIELEARN else gradescope_results(rows, preamble, seconds))
+    write_results(platform, root, results)
+    return results
