@@ -45,12 +45,14 @@ exec .venv/bin/python -m labkit autograder run gradescope --lab /autograder/sour
 PL_DOCKERFILE = """# The grading image for PrairieLearn's external grader: the lab in /lab, its system packages,
 # Python environment and C build made at image build (the grading job has no network).
 #   docker build -t YOUR-REGISTRY/labkit-grader .   then name it as "image" in info.json
+# Debian 12, as the lab's Dockerfile.hub (it says why not Ubuntu: its perf is a wrapper that
+# refuses any kernel but the image's); the system packages by the lab's own script, as there.
 FROM debian:bookworm-slim
-RUN apt-get update && apt-get install -y --no-install-recommends make sudo git ca-certificates \\
-    && rm -rf /var/lib/apt/lists/*
+ENV LANG=C.UTF-8
 COPY lab /lab
 WORKDIR /lab
-RUN bash scripts/setup-system.sh && make setup build && chmod 0755 /lab/run-grader
+RUN bash scripts/setup-system.sh && rm -rf /var/lib/apt/lists/* \\
+ && make setup build && chmod 0755 /lab/run-grader
 """
 
 PL_ENTRYPOINT = """#!/usr/bin/env bash
