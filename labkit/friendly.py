@@ -36,8 +36,9 @@ def say(*parts, sep: str = " ") -> None:
 
 
 def error_html(problem: LabError) -> str:
-    # role=alert: a screen reader says the problem when it appears, wherever focus is (WAI-ARIA's
-    # alert role; an element given it as it is inserted is announced, MDN's "alert role")
+    # role=alert: most browser and screen-reader pairs say the problem as it appears, wherever
+    # focus is (WAI-ARIA's alert role); not all do for an alert inserted with its text (MDN
+    # advises a container already in the page, which a notebook's output cannot keep)
     parts = ["<div role='alert' style='border-left:4px solid #B00020;padding:4px 10px;background:#FDECEA'>",
              f"<b>Problem:</b> {_text_html(problem.what)}"]
     if isinstance(problem, BuildError) and problem.output:

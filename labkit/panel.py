@@ -109,7 +109,7 @@ def _named(field, name: str) -> list:
 
 LABEL_WIDTH = "140px"  # link_loss_percent, whole
 
-# Where the keyboard is, seen: JupyterLab draws a button's focus as a 1 px ring at 2.1:1, so the
+# Where the keyboard is, seen: ipywidgets draws a button's focus as a 1 px ring at 2.2:1, so the
 # panel's controls get a 3 px ring at 6.7:1 on the white around it (WCAG 2.1 2.4.7 and 1.4.11),
 # only when focus came by keyboard (:focus-visible), not on every click.
 PANEL_CLASS = "labkit-panel"
@@ -291,9 +291,10 @@ class ControlPanel:
         _show_in(self.table_area, *shown, plots.style_counters(table))
 
     def _say(self, text: str, urgent: bool = False) -> None:
-        """The status line beside Run: `text`, in an element a screen reader announces when it
-        changes, without moving focus (WCAG 2.1 4.1.3): role=status for progress, role=alert for
-        a run's end.  .status_text holds it as plain text."""
+        """The status line beside Run: `text` in a span of role=status (progress) or role=alert
+        (a run's end), a status message a screen reader may speak without focus moving (WCAG
+        2.1 4.1.3); ipywidgets replaces the HTML, so each call puts in a new span, which not
+        every reader announces.  .status_text holds it as plain text."""
         self.status_text = text
         role = "alert" if urgent else "status"
         self.status.value = f"<span role='{role}'>{html.escape(text)}</span>"

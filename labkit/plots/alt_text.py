@@ -265,7 +265,7 @@ def in_html(page: str, fig) -> str:
 
 def in_pdf(pdf: bytes, fig, language: str = "en") -> bytes:
     """`pdf` (one page, kaleido's) as a tagged PDF whose page is one Figure with the
-    description as its alternative text (/Alt), as ISO 32000-1 section 14.8 has it: the
+    description as its alternative text (/Alt), as ISO 32000-1 sections 14.6 to 14.9 have it: the
     page's content marked as /Figure with MCID 0, a structure tree Document > Figure whose
     /K is that MCID, the page's /StructParents pointing back through the tree's ParentTree;
     the catalog marked (/MarkInfo), its language set, and the title shown in the window's bar

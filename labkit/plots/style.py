@@ -13,10 +13,12 @@ import plotly.graph_objects as go
 
 from labkit.perf.parse import NOT_MEASURABLE
 
-# One colour per model, everywhere: Okabe-Ito's hues (told apart by colour-blind readers), the
-# light ones darkened until each mark stands at least 3:1 against the white plot (WCAG 2.1
-# 1.4.11; Okabe-Ito's yellow was 1.3:1, its orange 2.3:1, its sky blue 2.3:1).  Where a colour
-# went olive, the model took another hue (aio: brown).  tests/test_plots.py checks the ratio.
+# One colour per model, everywhere: Okabe-Ito's hues first (told apart by colour-blind
+# readers), then Paul Tol's and matplotlib's; the light ones darkened until each mark stands at
+# least 3:1 against the white plot (WCAG 2.1 1.4.11; Okabe-Ito's yellow was 1.3:1, its orange
+# 2.3:1, its sky blue 2.3:1).  Darkened, the yellow (select_fork) went olive, like aio's
+# tab10 olive, so aio took tab10's brown; pool is threadpool's other name.  A model is also
+# told by its marker, dash or pattern; tests/test_plots.py checks each ratio.
 MODEL_COLORS = {
     "iterative": "#C28600",
     "threaded": "#0072B2",
