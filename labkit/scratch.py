@@ -14,9 +14,9 @@ import fcntl
 import hashlib
 import subprocess
 import tempfile
-import warnings
 import shutil
 import signal
+import warnings
 from pathlib import Path
 
 from . import launcher, makefile, paths, procs
@@ -148,4 +148,3 @@ class ScratchServer:
         stop pipe, and a stop's patience (while it runs it is "held back", run_delay) would
         let it burn a CPU for 5 s more: 10 CPU-s per graded notebook 01, before this."""
         self.server.stop(timeout=0.5, signum=signal.SIGKILL)
-

@@ -92,6 +92,12 @@ def _waiting_for_events(pid: int) -> bool:
     return state == "S" and any(w in wchan for w in ("poll", "nanosleep", "sigsuspend", "pause"))
 
 
+def perf_is_ready(perf_pid: int, descriptors: int) -> bool:
+    """Whether perf (stat or record) holds at least `descriptors` perf_event descriptors and
+    sleeps waiting for events: its counters or samplers are open and enabled."""
+    return _perf_event_fds(perf_pid) >= descriptors and _waiting_for_events(perf_pid)
+
+
 def _thread_count(pid: int) -> int:
     try:
         return len(os.listdir(f"/proc/{pid}/task"))
@@ -215,7 +221,7 @@ class Attached:
             if not self._perf.alive():
                 break
             wanted = len(events) * min(threads_before, _thread_count(self.pid))
-            if _perf_event_fds(self._perf.pid) >= wanted and _waiting_for_events(self._perf.pid):
+            if perf_is_ready(self._perf.pid, wanted):
                 self.attach_seconds = time.monotonic() - started
                 self.source = "perf"
                 return

@@ -139,11 +139,11 @@ class StackSampler:
         attach.Attached waits for perf stat): a load started sooner could run, on a busy
         machine, while perf still reads the processes' maps, and leave no sample at all (a CI
         run of 2026-11-26).  Past READY_TIMEOUT_S the run goes on, its note saying so."""
-        from labkit.perf.attach import _perf_event_fds, _waiting_for_events
+        from labkit.perf.attach import perf_is_ready
 
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline and self._perf.alive():
-            if _perf_event_fds(self._perf.pid) >= 1 and _waiting_for_events(self._perf.pid):
+            if perf_is_ready(self._perf.pid, 1):
                 return
             time.sleep(0.005)
         if self._perf.alive():

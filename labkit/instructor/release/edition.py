@@ -203,6 +203,7 @@ def exercise_entries(stubbed_text) -> list[dict]:
              "tests": list(e.tests), "stub_sha256": sha256(function_text(stubbed_text(e.source), e.function).encode())}
             for e in C_EXERCISES]
 
+
 def _git(args: list[str], cwd: Path, env: dict | None = None) -> str:
     done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, env=env)
     if done.returncode != 0:
