@@ -5,7 +5,7 @@ the server's own work.  On a shared, busy machine the scheduler may keep the ser
 every CPU for part of that time, and a bound of wall-clock time then fails a correct
 server.  So a wait that runs out asks one more question before it calls the server stuck:
 in the next moment (WINDOW), did any thread of the server, or of the processes it started,
-run, or wait on a run queue for a CPU?  A server blocked on a read, or on a lock, or
+run, wait on a run queue for a CPU, or end (its counts end with it)?  A server blocked on a read, or on a lock, or
 sleeping on a timer, does neither and is stuck; one that is computing, or is waiting its
 turn, is given the bound again, up to a cap of wall-clock time.
 
@@ -72,7 +72,10 @@ def held_back(pid: int, window: float = WINDOW) -> bool:
     time.sleep(window)
     if _steal_ns() - steal >= window * 1e9 / 10:  # the hypervisor took a tenth of the window or more
         return True
-    for task in _tasks(pid):
+    after = _tasks(pid)
+    if set(before) - set(after):  # a thread or child ended in the window: at work, its CPU gone with it
+        return True
+    for task in after:
         ran, waited = _schedstat(task)
         ran0, waited0 = before.get(task, (0, 0))
         if (ran - ran0) + (waited - waited0) >= HELD_NS:

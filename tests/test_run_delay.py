@@ -87,6 +87,23 @@ def test_the_threads_of_a_process_and_of_its_children_are_watched():
         stopped(parent)
 
 
+def test_a_child_that_ends_in_the_window_counts_though_its_cpu_went_with_it():
+    """A parent waiting for a child that ends within the window (a fork server's connection
+    process finishing its exit, CI 2026-11-27): the child's schedstat is gone with it, and the
+    parent only slept, yet the tree was at work.  The child here sleeps, so only its ending
+    can say so."""
+    parent = started([sys.executable, "-c", "import subprocess, sys, time; "
+                      "child = subprocess.Popen(['sleep', '0.2']); print('ready', flush=True); child.wait(); "
+                      "time.sleep(60)"])
+    try:
+        assert len({task.split("/")[2] for task in run_delay._tasks(parent.pid)}) == 2  # the sleep is there
+        assert run_delay.held_back(parent.pid, window=0.5)
+        assert len({task.split("/")[2] for task in run_delay._tasks(parent.pid)}) == 1  # and ended in it
+    finally:
+        os.killpg(parent.pid, signal.SIGKILL)
+        stopped(parent)
+
+
 def test_a_stuck_process_is_called_stuck_after_its_bound_and_one_window():
     deaf = started(DEAF)
     try:
