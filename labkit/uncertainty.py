@@ -253,7 +253,9 @@ def batch_means_interval(batches, mean: float | None = None,
     spread = math.sqrt(sum((m - centre) ** 2 for m in means) / (k - 1))
     half = _t_quantile(1 - (1 - confidence) / 2, k - 1) * spread / math.sqrt(k)
     centre = centre if mean is None or mean != mean else float(mean)
-    return Interval(centre - half, centre + half, confidence, confidence)
+    # a latency's mean is never below 0: a skewed run's t interval can reach past it (one batch
+    # far above the rest), and cut there it holds the true mean as often as before
+    return Interval(max(centre - half, 0.0), centre + half, confidence, confidence)
 
 
 def mean_columns(buckets, mean: float | None = None, batches=None) -> dict:

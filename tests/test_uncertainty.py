@@ -195,6 +195,14 @@ def test_students_t_quantile_matches_the_published_table(df, published):
     assert round(uncertainty._t_quantile(0.975, df), 3) == published
 
 
+def test_a_skewed_runs_mean_interval_stops_at_zero():
+    """One batch far above the rest (a stall in a run otherwise fast): the t interval would reach
+    below 0 µs, which no mean latency can be (notebook 06 once showed -102 to 1,849 µs)."""
+    batches = [[100, 100.0]] * 19 + [[100, 20_000.0]]
+    interval = uncertainty.batch_means_interval(batches)
+    assert interval.low == 0.0 and interval.high > 1_000 and 0.0 in interval
+
+
 def test_too_few_batches_or_samples_fall_back_to_the_samples_interval():
     rng = np.random.default_rng(5)
     times = rng.exponential(100.0, 2_000)
