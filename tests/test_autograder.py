@@ -286,3 +286,89 @@ def test_the_command_inside_the_container_grades_and_makes_the_instructors_files
     assert written["score"] == 0 and "upload tiny_quiz.ipynb" in written["output"]
     assert stat.S_IMODE((lab / "notebooks").stat().st_mode) == 0o700
     assert stat.S_IMODE((lab / "notebooks" / f"{NOTEBOOK}.ipynb").stat().st_mode) == 0o600
+
+
+def test_what_grading_takes_is_found_wherever_the_upload_put_it_and_never_through_a_link(tmp_path):
+    """What grading reads (the graded notebooks, the earlier ones whose C exercises the capstone
+    adopts, csrc/exercises/, the capstone's csrc/servers/mine.c), from the folder a student's
+    upload made (a zip's top folder), the shallowest of each; a link in their place, or in
+    their path, is not taken."""
+    upload = tmp_path / "submission"
+    top = upload / "my-lab-main"
+    (top / "csrc" / "servers").mkdir(parents=True)
+    (top / "csrc" / "exercises").mkdir()
+    (top / "07_your_server.ipynb").write_text("{}")
+    (top / "csrc" / "servers" / "mine.c").write_text("/* mine */\n")
+    (top / "csrc" / "exercises" / "procstat_parse.c").write_text("/* 1.1 */\n")
+    (top / "old" / "csrc" / "servers").mkdir(parents=True)
+    (top / "old" / "csrc" / "servers" / "mine.c").write_text("/* an old one, deeper */\n")
+    (top / "01_proc_service.ipynb").symlink_to(paths.NOTEBOOKS / "01_proc_service.ipynb")
+    (top / "04_write_strategies.ipynb").write_text("{}")  # a C exercise's: read, not graded
+    (top / "05_different_hosts.ipynb").write_text("{}")   # neither graded nor read
+    linked = tmp_path / "linked"
+    (linked / "csrc" / "servers").mkdir(parents=True)
+    (linked / "csrc" / "servers" / "mine.c").write_text("/* through a link */\n")
+    (upload / "csrc").symlink_to(linked / "csrc")  # shallower, but a link
+    found = autograder._class_of_one(upload, ["01_proc_service", "07_your_server"], tmp_path / "class")
+    student = tmp_path / "class" / "submission"
+    assert found == ["07_your_server"]
+    assert (student / "csrc" / "servers" / "mine.c").read_text() == "/* mine */\n"
+    assert (student / "csrc" / "exercises" / "procstat_parse.c").read_text() == "/* 1.1 */\n"
+    assert sorted(p.name for p in student.iterdir()) == ["04_write_strategies.ipynb", "07_your_server.ipynb", "csrc"]
+
+
+def summary(completed: float, p99: float | None, failed: int = 0) -> dict:
+    """What the load generator's JSON says of one run, the parts the leaderboard reads."""
+    return {"completed_rps": completed, "latency_us": {"p99": p99}, "requests_failed": failed}
+
+
+@pytest.mark.parametrize("runs, kept_up, within, p99", [
+    ([summary(1000, 300), summary(990, 900), summary(1001, 20_000)], True, True, 900),  # medians: one stall
+    ([summary(1000, 300), summary(900, 400), summary(940, 500)], False, True, 400),     # 940 < 95% of 1,000
+    ([summary(1000, 300), summary(1000, 9_000), summary(1000, 12_000)], True, False, 9_000),
+    ([summary(1000, 300), summary(1000, 300), summary(1000, 300, failed=1)], False, True, 300),  # a failure
+    ([summary(1000, 300), summary(1000, None), summary(1000, 300)], True, False, None),  # a run without a p99
+])
+def test_a_leaderboard_step_is_judged_on_its_runs_medians(runs, kept_up, within, p99):
+    from labkit.instructor.autograder import leaderboard
+
+    judged = leaderboard.step(1000, runs, target_us=1000)
+    assert (judged["kept_up"], judged["within"], judged["p99_us"]) == (kept_up, within, p99)
+
+
+def test_the_leaderboard_value_is_the_last_rate_before_the_first_miss_and_nothing_after_a_failure():
+    from labkit.instructor.autograder import leaderboard
+
+    def ok(rate, p99=300):
+        return {"rate": rate, "completed_rps": rate, "p99_us": p99, "p99_range_us": [p99, p99],
+                "kept_up": True, "within": True}
+
+    behind = {**ok(4000), "completed_rps": 3000, "kept_up": False}
+    judged = leaderboard.outcome([ok(1000), ok(2000, 500), behind], 1000)
+    assert (judged["rate"], judged["p99_us"]) == (2000, 500) and "at 4,000/s it fell behind" in judged["stopped"]
+    assert leaderboard.entries(judged) == [
+        {"name": "requests/s kept up, p99 ≤ 1,000 µs", "value": 2000, "order": "desc"},
+        {"name": "p99 there (µs)", "value": 500, "order": "asc"}]
+    assert "2,000 requests/s with p99 500 µs" in leaderboard.said(judged)
+    slow = {**ok(1000, 4000), "within": False}
+    none = leaderboard.outcome([slow], 1000)
+    assert none["rate"] is None and leaderboard.entries(none) == []  # no entry, never a zero
+    assert "no entry" in leaderboard.said(none) and "4,000 µs, over the target" in leaderboard.said(none)
+    exited = leaderboard.outcome([ok(1000), ok(2000)], 1000, failure="the server exited during the measurement")
+    assert exited["rate"] is None and "exited" in leaderboard.said(exited)
+    top = leaderboard.outcome([ok(rate) for rate in leaderboard.RATES], 1000)
+    assert top["rate"] == leaderboard.RATES[-1] and "every rate offered" in top["stopped"]
+
+
+def test_a_server_that_does_not_build_or_serve_gets_no_leaderboard_entry_and_says_why():
+    """Measured for real: a text gcc refuses, and the released skeleton (it exits at its first
+    client, saying what is not written yet)."""
+    from capstone_servers import skeleton
+    from labkit.instructor.autograder import leaderboard
+
+    broken = leaderboard.measure("int main(void) { return 0 }\n", 1000)
+    assert "does not compile" in broken["error"] and leaderboard.entries(broken) == []
+    assert leaderboard.said(broken).startswith("leaderboard: not measured (your server does not compile")
+    stub = leaderboard.measure(skeleton(), 1000)
+    assert stub["rate"] is None and leaderboard.entries(stub) == [] and len(stub["steps"]) == 1
+    assert "exited" in stub["stopped"] and "not written yet" in stub["stopped"], stub["stopped"]

@@ -1,22 +1,49 @@
 """The capstone graded as a class is: notebook 07 handed in with a server that has the
-partial-write bug (tests/capstone_servers.py), through `labkit grade`.
+partial-write bug (tests/capstone_servers.py), through `labkit grade`; and the capstone's
+two servers (that one, and the reference) through the platforms' autograders
+(`labkit autograder run`, in the simulated layouts of test_autograder), beside it.
 A file of its own: at over a minute it is the suite's longest test, and pytest-xdist
 hands out whole files (--dist loadfile), so beside test_capstone's other tests it would
 keep one worker busy long after the others are done."""
 
+import json
 import os
 import re
 import subprocess
 import sys
+import time
 
+import jsonschema
 import pytest
 
-from capstone_servers import with_bug
+from capstone_servers import reference, with_bug
 from labkit import capstone, paths
+from labkit.instructor.autograder import platforms
+from test_autograder import GRADESCOPE_SCHEMA, PRAIRIELEARN_SCHEMA
 from labkit.exercises.catalog import C_EXERCISES
 from labkit.instructor.release import edition as release
 
 CAPSTONE = "07_your_server"
+
+
+def autograder(tmp_path, platform: str, handed_in: dict) -> tuple[subprocess.Popen, object]:
+    """`labkit autograder run PLATFORM` started on a simulated container's root under
+    tmp_path, grading 07 alone, with `handed_in` (relative path -> text) where an upload
+    would put it (under a top folder, as a zip's); (the process, the root)."""
+    layout = platforms.PLATFORMS[platform]
+    root = tmp_path / platform
+    upload = root / layout.submission / "my-lab"
+    for name, text in handed_in.items():
+        (upload / name).parent.mkdir(parents=True, exist_ok=True)
+        (upload / name).write_text(text)
+    lab = tmp_path / f"{platform}-lab"  # the package's autograder.json; the checkout's lab
+    lab.mkdir()
+    (lab / "autograder.json").write_text(json.dumps({"notebooks": [CAPSTONE], "instructor_dir": str(paths.NOTEBOOKS),
+                                                     "timeout_s": 400, "profile": "quick"}))
+    started = subprocess.Popen([sys.executable, "-m", "labkit", "autograder", "run", platform, "--root", str(root),
+                                "--lab", str(lab)], cwd=paths.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    return started, root
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
@@ -56,9 +83,20 @@ def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_pat
     for earlier in sorted({exercise.notebook for exercise in C_EXERCISES}):
         nbformat.write(solved(earlier)[1], folder / f"{earlier}.ipynb")
     (folder / "csrc" / capstone.SOURCE).write_text(with_bug())
+    # The same hand-in through Gradescope's entry point, and the reference server's through
+    # PrairieLearn's, graded beside labkit grade (each mostly waits on its battery's clients)
+    handed = {p.relative_to(folder).as_posix(): p.read_text() for p in folder.rglob("*") if p.is_file()}
+    started = time.monotonic()
+    gradescope = autograder(tmp_path, "gradescope", handed)
+    prairielearn = autograder(tmp_path, "prairielearn", {**handed, f"csrc/{capstone.SOURCE}": reference()})
     done = subprocess.run([sys.executable, "-m", "labkit", "grade", str(submissions), "--out", str(tmp_path / "out"),
                            "--timeout", "400", "--notebooks", CAPSTONE],
                           capture_output=True, text=True, timeout=840)
+    graded_s = time.monotonic() - started
+    for process, _ in (gradescope, prairielearn):
+        _, err = process.communicate(timeout=840)
+        assert process.returncode == 0, err[-3000:]
+    print(f"07 graded side by side: labkit grade {graded_s:.0f} s, both autograders {time.monotonic() - started:.0f} s")
     assert done.returncode == 0, done.stderr[-3000:]
     book = pd.read_csv(tmp_path / "out" / "gradebook.csv", keep_default_na=False)
     rows = {r.check: r for r in book.itertuples()}
@@ -83,3 +121,45 @@ def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_pat
         [e.label for e in C_EXERCISES], log[-3000:]  # each went through its visible check in the run
     feedback = (tmp_path / "out" / "feedback" / "partial_write.html").read_text()
     assert "echo: reads nothing until the output is full" in feedback
+
+    # Gradescope: a test per check with labkit grade's points, hidden ones after publishing,
+    # written answers 0 of theirs, to be marked by hand
+    results = json.loads((gradescope[1] / platforms.GRADESCOPE.results).read_text())
+    jsonschema.validate(results, GRADESCOPE_SCHEMA)
+    by_check = {test["name"].split(": ", 1)[1].split(" (")[0]: test for test in results["tests"]}
+    assert list(by_check) == list(book["check"]), (list(by_check), list(book["check"]))
+    for row in book.itertuples():
+        test = by_check[row.check]
+        assert test["score"] == row.points and test["max_score"] == row.max_points, (row.check, test, row.message)
+        assert test["visibility"] == ("after_published" if row.hidden else "visible"), row.check
+        assert (platforms.BY_HAND in test["name"]) == (row.status == "by hand"), (row.check, row.status)
+    assert results["score"] == book["points"].sum()
+    # its leaderboard, measured by the grader on the server handed in (its first rate at least:
+    # the server answered), and an entry only where a rate met the target
+    from labkit.instructor.autograder import leaderboard
+
+    line = next(line for line in results["output"].splitlines() if line.startswith("leaderboard:"))
+    first = re.search(r"1,000/s: ([\d,]+) completed/s, p99 [\d,]+-[\d,]+ µs", line)
+    assert first and int(first.group(1).replace(",", "")) > 0, line
+    if "leaderboard" in results:
+        rate = results["leaderboard"][0]["value"]
+        assert rate in leaderboard.RATES and f"leaderboard: {rate:,} requests/s with p99" in line, line
+        assert [entry["order"] for entry in results["leaderboard"]] == ["desc", "asc"]
+    else:
+        assert "leaderboard: no entry" in line, line
+
+    # PrairieLearn, the reference server: every point but the written answers' (by hand),
+    # the hidden checks' names withheld
+    learned = json.loads((prairielearn[1] / platforms.PRAIRIELEARN.results).read_text())
+    jsonschema.validate(learned, PRAIRIELEARN_SCHEMA)
+    assert "leaderboard" not in learned and "leaderboard:" not in learned["output"]  # Gradescope's alone
+    by_hand = {spec.name for spec in catalog if spec.by_hand}
+    hidden = [spec.name for spec in catalog if spec.hidden]
+    assert len(learned["tests"]) == len(catalog)
+    for spec, test in zip(catalog, learned["tests"]):
+        wanted = 0 if spec.name in by_hand else spec.max_points
+        assert test["points"] == wanted and test["max_points"] == spec.max_points, (spec.name, test)
+        assert (spec.name in test["name"]) == (not spec.hidden), test["name"]
+    assert not any(name in json.dumps(learned) for name in hidden)
+    scored = sum(spec.max_points for spec in catalog if spec.name not in by_hand)
+    assert learned["gradable"] and learned["score"] == pytest.approx(scored / sum(spec.max_points for spec in catalog))

@@ -9,5 +9,7 @@ external grader, from one command each, with the same grading as `labkit grade`.
   run:       inside the platform's container, per submission: the handed-in notebooks graded
              by labkit.instructor.grading.grade, the platform's results.json written, what the
              container cannot do named in it
+  leaderboard: the capstone's leaderboard on Gradescope, measured by the grader on the
+             student's server, in a process of its own under a grading uid
   commands:  the command line's `labkit autograder ...`
 """

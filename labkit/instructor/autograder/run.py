@@ -10,7 +10,9 @@ Invariants:
   * results.json is written by this process alone, after every graded run has ended, into
     a folder only root may write, by a rename: nothing the student's code did can change it;
   * what the container cannot do (labkit doctor's findings that are not ok) is named at the
-    head of the results, and a check it made unmeasurable is 0 of 0, never failed.
+    head of the results, and a check it made unmeasurable is 0 of 0, never failed;
+  * the capstone's leaderboard (Gradescope's) is measured by the grader (leaderboard.py), never
+    read from what the student's run exported.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from .platforms import PLATFORMS, Platform, gradescope_results, not_gradable, prairielearn_results, PRAIRIELEARN
+from . import leaderboard
+from ..grading.submissions import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER
+from .platforms import (GRADESCOPE, PLATFORMS, PRAIRIELEARN, Platform, gradescope_results, not_gradable,
+                        prairielearn_results)
 
 CONFIG = "autograder.json"  # beside the lab in the package: its notebooks, profile, timeout
 
@@ -34,33 +39,46 @@ def limits_here() -> list[str]:
     return [f"{c.name}: {c.detail}" for c in doctor.checks() if c.status != doctor.OK]
 
 
-def _found(submitted: Path, name: str) -> Path | None:
-    """The shallowest regular file `name` under `submitted`, links never followed."""
+def _found(submitted: Path, relative: Path, folder: bool = False) -> Path | None:
+    """The shallowest `relative` (a regular file, or a folder if `folder`) at any depth under
+    `submitted`, wherever the student's upload put it; no link followed, none taken."""
     best = None
-    for folder, dirs, files in os.walk(submitted, followlinks=False):
-        if name in files and not Path(folder, name).is_symlink() and Path(folder, name).is_file():
-            depth = len(Path(folder).relative_to(submitted).parts)
+    for where, dirs, _ in os.walk(submitted, followlinks=False):
+        candidate = Path(where, relative)
+        parts = [Path(where, *relative.parts[:i + 1]) for i in range(len(relative.parts))]
+        if any(part.is_symlink() for part in parts):
+            continue
+        if candidate.is_dir() if folder else candidate.is_file():
+            depth = len(Path(where).relative_to(submitted).parts)
             if best is None or depth < best[0]:
-                best = (depth, Path(folder, name))
+                best = (depth, candidate)
     return best[1] if best else None
 
 
 def _class_of_one(submitted: Path, notebooks: list[str], into: Path) -> list[str]:
-    """Copy the graded notebooks (and csrc/exercises/) the submission holds into a class of
-    one student, `into`/submission/; the notebooks found."""
+    """Copy what grading reads of the submission (grading.submissions.handed_in) into a class
+    of one student, `into`/submission/: the graded notebooks, the earlier notebooks whose C
+    exercises a graded one adopts (the capstone's server is built with them), csrc/exercises/
+    and the capstone's csrc/servers/mine.c.  Returns the graded notebooks found."""
+    from ...exercises.catalog import C_EXERCISES
+    from ..grading.submissions import EXERCISES_C
+
     student = into / "submission"
     student.mkdir(parents=True)
+    earlier = sorted({exercise.notebook for exercise in C_EXERCISES} - set(notebooks))
     found = []
-    for name in notebooks:
-        path = _found(submitted, f"{name}.ipynb")
+    for name in [*notebooks, *earlier]:
+        path = _found(submitted, Path(f"{name}.ipynb"))
         if path is not None:
             shutil.copyfile(path, student / path.name, follow_symlinks=False)
-            found.append(name)
-    exercises = next((Path(d) for d, _, _ in os.walk(submitted, followlinks=False)
-                      if Path(d).name == "exercises" and Path(d).parent.name == "csrc"
-                      and not Path(d).is_symlink()), None)
+            found += [name] if name in notebooks else []
+    exercises = _found(submitted, EXERCISES_C, folder=True)
     if exercises is not None:
-        shutil.copytree(exercises, student / "csrc" / "exercises", symlinks=True)
+        shutil.copytree(exercises, student / EXERCISES_C, symlinks=True)
+    server = _found(submitted, CAPSTONE_SERVER)
+    if server is not None:
+        (student / CAPSTONE_SERVER).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(server, student / CAPSTONE_SERVER, follow_symlinks=False)
     return found
 
 
@@ -129,14 +147,23 @@ def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = Non
                                profile=config.get("profile", "quick"), timeout_s=float(config.get("timeout_s", 300)),
                                progress=False)
         rows = frame.to_dict("records")
+        server = work / "class" / "submission" / CAPSTONE_SERVER
+        ranked = (platform is GRADESCOPE and CAPSTONE_NOTEBOOK in found and config.get("leaderboard", True)
+                  and server.is_file())
+        target = float(config.get("leaderboard_p99_us", leaderboard.TARGET_P99_US))
+        measured = leaderboard.run(server.read_text(errors="replace"), target) if ranked else None
     limits = limits_here()
     missing = [n for n in notebooks if n not in found]
     preamble = "\n".join([f"graded by labkit: {', '.join(found)}"
                           + (f"; not handed in: {', '.join(missing)}" if missing else ""),
                           *(["what this grader's container cannot do (checks that need it are not measurable here, "
                              "not failed):", *(f"  {line}" for line in limits)] if limits else [])])
+    if measured is not None:
+        preamble += "\n" + leaderboard.said(measured)
     seconds = time.monotonic() - started
     results = (prairielearn_results(rows, preamble, bool(config.get("show_hidden")))
                if platform is PRAIRIELEARN else gradescope_results(rows, preamble, seconds))
+    if measured is not None and leaderboard.entries(measured):
+        results["leaderboard"] = leaderboard.entries(measured)
     write_results(platform, root, results)
     return results
