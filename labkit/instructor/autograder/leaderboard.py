@@ -31,7 +31,7 @@ import sys
 
 CLIENTS = 50
 ROUNDS = 3  # runs at each rate: the step's figures are their medians, its p99 range theirs
-RATES = tuple(1000 << i for i in range(9))  # 1,000 to 256,000 requests/s, doubling
+RATES = tuple(1000 << i for i in range(9))  # 1,000 to 256,000/s, doubling ("leaderboard_rates" overrides)
 STEP_S = 1.0
 WARMUP_S = 0.3
 # The default target, 10 ms (autograder.json's "leaderboard_p99_us" overrides it): on the 2-core
@@ -134,8 +134,8 @@ def said(measured: dict) -> str:
             f"completions and the runs' p99 range: {steps})")
 
 
-def run(text: str, target_us: float = TARGET_P99_US) -> dict:
-    """`measure(text)` in a process of its own under a grading uid behind the sandbox's walls
+def run(text: str, target_us: float = TARGET_P99_US, rates=RATES) -> dict:
+    """`measure(text, target_us, rates)` in a process of its own under a grading uid behind the sandbox's walls
     (as root; else as this user, as non-root grading runs), its result read back."""
     from ..sandbox import run as sandbox
     from ..sandbox.uids import UidLease
@@ -147,7 +147,8 @@ def run(text: str, target_us: float = TARGET_P99_US) -> dict:
         workdir, private = base / "leaderboard", sandbox.private_folder(base, "leaderboard")
         sandbox.prepare_checkdir(workdir, uid)
         results = private / "leaderboard.json"
-        ended = sandbox.run_isolated(__name__, {"server": text, "target_us": target_us}, workdir, private,
+        ended = sandbox.run_isolated(__name__, {"server": text, "target_us": target_us, "rates": list(rates)},
+                                     workdir, private,
                                      limits=sandbox.Limits(timeout_s=LIMIT_S), uid=uid, results=results)
         try:
             return json.loads(results.read_text())
@@ -170,7 +171,7 @@ def main() -> int:
     lower_limits(spec)
     os.set_inheritable(spec["results_fd"], False)
     with os.fdopen(spec["results_fd"], "w", encoding="utf-8") as out:
-        json.dump(measure(spec["server"], float(spec["target_us"])), out)
+        json.dump(measure(spec["server"], float(spec["target_us"]), tuple(spec["rates"])), out)
     return 0
 
 

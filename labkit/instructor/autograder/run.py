@@ -151,7 +151,8 @@ def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = Non
         ranked = (platform is GRADESCOPE and CAPSTONE_NOTEBOOK in found and config.get("leaderboard", True)
                   and server.is_file())
         target = float(config.get("leaderboard_p99_us", leaderboard.TARGET_P99_US))
-        measured = leaderboard.run(server.read_text(errors="replace"), target) if ranked else None
+        rates = tuple(int(rate) for rate in config.get("leaderboard_rates", leaderboard.RATES))
+        measured = leaderboard.run(server.read_text(errors="replace"), target, rates) if ranked else None
     limits = limits_here()
     missing = [n for n in notebooks if n not in found]
     preamble = "\n".join([f"graded by labkit: {', '.join(found)}"
