@@ -178,10 +178,11 @@ def stop_and_check(server: Server) -> None:
     proc.send_signal(signal.SIGTERM)
     status = waits.exit_status(proc, within=1.0)  # a busy machine's delays not counted
     if status is None:
+        where = waits.where_they_sleep(proc.pid)  # before the kill: what each process was doing
         proc.kill()
         proc.wait()
         raise AssertionError(f"{server.model} did not exit within 1 s of SIGTERM (not counting time it waited "
-                             "for a CPU)")
+                             f"for a CPU); its processes then:\n{where}")
     left = [child for child in before if still_running(child)]
     if left:  # the rest of the second, and more while a busy machine holds them back
         def gone(seconds):

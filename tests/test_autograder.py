@@ -42,7 +42,10 @@ GRADESCOPE_SCHEMA = {
             "tags": {"type": "array", "items": {"type": "string"}},
             "visibility": VISIBILITY, "status": {"enum": ["passed", "failed"]}, "extra_data": {"type": "object"}},
             "required": ["score"]}},
-        "leaderboard": {"type": "array", "items": {"type": "object", "required": ["name", "value"]}},
+        # specs.md and leaderboards.md: a name, a number or a string, "desc" unless told
+        "leaderboard": {"type": "array", "items": {"type": "object", "properties": {
+            "name": {"type": "string"}, "value": {"type": ["number", "string"]}, "order": {"enum": ["asc", "desc"]}},
+            "required": ["name", "value"]}},
     },
     "anyOf": [{"required": ["score"]}, {"required": ["tests"]}],
 }

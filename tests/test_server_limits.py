@@ -596,23 +596,6 @@ def children_of(pid: int) -> list[int]:
         return [child.pid for child in psutil.Process(pid).children()]
 
 
-def where_they_sleep(pid: int) -> str:
-    """pid's and its children's state, kernel function slept in, and signal masks
-    (/proc/PID/status, /proc/PID/wchan): what a stuck server's report needs."""
-    lines = []
-    for each in [pid, *children_of(pid)]:
-        try:
-            status = dict(line.split(":\t", 1) for line in Path(f"/proc/{each}/status").read_text().splitlines()
-                          if ":\t" in line)
-            wchan = Path(f"/proc/{each}/wchan").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            lines.append(f"  pid {each}: gone")
-            continue
-        shown = " ".join(f"{key}={status.get(key, '?').strip()}" for key in ("State", "SigPnd", "ShdPnd", "SigBlk"))
-        lines.append(f"  pid {each}: {shown} wchan={wchan or '0'}")
-    return "\n".join(lines)
-
-
 @pytest.mark.parametrize("model", WORKER_PROCESS_MODELS)
 def test_a_worker_stopped_as_soon_as_it_exists_still_prints_its_line(model):
     argv = [str(serverproc.bin_dir(False) / built(model)), "--port", "0", "--service", "echo",
@@ -632,7 +615,7 @@ def test_a_worker_stopped_as_soon_as_it_exists_still_prints_its_line(model):
             # 5 s communicate ran out once in 2,000 starts, cause unknown, so now measured)
             if waits.exit_status(proc, within=5.0, cap=30.0) is None:
                 pytest.fail(f"{model} did not exit after SIGTERM, though not held back:\n"
-                            + where_they_sleep(proc.pid))
+                            + waits.where_they_sleep(proc.pid))
             out, err = proc.communicate(timeout=5)
         finally:
             if proc.poll() is None:

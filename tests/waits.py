@@ -7,12 +7,14 @@ Each asks `condition()` every `every` seconds until it is truthy or `within` sec
 passed, and once more at the end (a condition that came true during the last sleep counts).
     settled(lambda: len(server.chunks[0]), quiet=0.1)         # a value that stopped changing
     exit_status(proc, within=1.0)                             # a Popen's status, or None
+    where_they_sleep(proc.pid)                                # what a stuck process's report says
 
 A free port for a test's own server is labkit.bench.free_port.
 """
 
 import subprocess
 import time
+from pathlib import Path
 
 from labkit import run_delay
 
@@ -55,3 +57,27 @@ def exit_status(proc: subprocess.Popen, within: float, cap: float = 10.0) -> int
     """`proc`'s exit status once it has ended within `within` s, not counting time a busy
     machine held it back (labkit.run_delay.exit_status: up to `cap` s in all); None if it has not."""
     return run_delay.exit_status(proc, within, cap)
+
+
+def where_they_sleep(pid: int) -> str:
+    """`pid`'s and its descendants' state, the kernel function each sleeps in and its signal
+    masks (/proc/PID/status, /proc/PID/wchan), a line each: what a stuck server's report needs."""
+    import psutil
+
+    try:
+        tree = [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        tree = [pid]
+    lines = []
+    for each in tree:
+        try:
+            status = dict(line.split(":\t", 1) for line in Path(f"/proc/{each}/status").read_text().splitlines()
+                          if ":\t" in line)
+            wchan = Path(f"/proc/{each}/wchan").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            lines.append(f"  pid {each}: gone")
+            continue
+        shown = " ".join(f"{key}={status.get(key, '?').strip()}"
+                         for key in ("Name", "State", "PPid", "SigPnd", "ShdPnd", "SigBlk", "TracerPid"))
+        lines.append(f"  pid {each}: {shown} wchan={wchan or '0'}")
+    return "\n".join(lines)
