@@ -12,9 +12,11 @@ from __future__ import annotations
 import hashlib
 import importlib.machinery
 import importlib.util
+import os
 import shlex
 import subprocess
 import sysconfig
+import tempfile
 from pathlib import Path
 
 from . import makefile, paths
@@ -106,23 +108,35 @@ def compile_procstat(name: str, source: Path, header: Path, flags: list[str], ta
     ffi.cdef(_PROCSTAT_CDEF)
     ffi.set_source(name, f'#include "{header.name}"', compiler_verbose=0)
     target.parent.mkdir(parents=True, exist_ok=True)
-    glue = target.parent / f"{name}_cffi.c"
-    ffi.emit_c_code(str(glue))
-    partial = target.with_name(target.name + ".tmp")
-    command = [
-        "gcc", *flags, "-fPIC", "-shared",
-        f"-I{sysconfig.get_paths()['include']}", f"-I{header.parent}", f"-I{csrc or paths.CSRC}",
-        str(glue), str(source), "-o", str(partial),
-    ]
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-    if result.returncode != 0:
+    # The glue and the object under names of this compile's own: two processes that find the
+    # module missing at once (two graders started together) each build theirs, and the
+    # second rename replaces the first's identical file.  With shared names, one's rename
+    # took the other's file away mid-build (a CI run's FileNotFoundError).
+    handle, glue = tempfile.mkstemp(dir=target.parent, prefix=f"{name}_cffi_", suffix=".c")
+    os.close(handle)
+    handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f"{target.name}.", suffix=".tmp")
+    os.close(handle)
+    glue, partial = Path(glue), Path(partial)
+    try:
+        ffi.emit_c_code(str(glue))
+        command = [
+            "gcc", *flags, "-fPIC", "-shared",
+            f"-I{sysconfig.get_paths()['include']}", f"-I{header.parent}", f"-I{csrc or paths.CSRC}",
+            str(glue), str(source), "-o", str(partial),
+        ]
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace")
+        if result.returncode != 0:
+            raise BuildError(
+                f"compiling {source.name} for Python (cffi) failed",
+                result.stdout,
+                f"fix the error in {source} and run the cell again",
+            )
+        partial.chmod(0o755)  # as gcc makes a shared object (mkstemp's file is 0600)
+        partial.replace(target)  # atomic: another process never imports half a file
+    finally:
+        glue.unlink(missing_ok=True)
         partial.unlink(missing_ok=True)
-        raise BuildError(
-            f"compiling {source.name} for Python (cffi) failed",
-            result.stdout,
-            f"fix the error in {source} and run the cell again",
-        )
-    partial.replace(target)  # atomic: another process never imports half a file
 
 
 def proc_cpu_dict(ffi, entry) -> dict:

@@ -7,6 +7,7 @@ is never broken, and other builds running at the same time are not disturbed.
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -190,6 +191,27 @@ def test_procstat_is_compiled_once_per_source_version():
     assert build.procstat() is first
     assert Path(first.__file__).parent == paths.CFFI_DIR
     assert first.__name__.startswith("_procstat_")
+
+
+def test_processes_that_find_procstat_missing_at_once_each_get_it(tmp_path):
+    """Eight processes load the parser's module from an empty folder at the same moment, as two
+    graders started together do on a fresh build: each compiles its own and renames it into
+    place, and every one of them loads it (shared temporary names once took one's file away
+    mid-build, in a CI run); nothing of the builds is left beside the module."""
+    script = ("import sys; from labkit import paths, procstat; from pathlib import Path\n"
+              "paths.CFFI_DIR, paths.INSTALL_BUILD = Path(sys.argv[1]), Path(sys.argv[1]).parent / 'none'\n"
+              "sys.stdin.read()\n"  # the start line: all eight begin together
+              "print(procstat.module().lib.procstat_top is not None)")
+    folder = tmp_path / "cffi"
+    started = [subprocess.Popen([sys.executable, "-c", script, str(folder)], cwd=paths.ROOT, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(8)]
+    for process in started:  # the start line to each, before any is waited for
+        process.stdin.write("go")
+        process.stdin.close()
+    outcomes = [(process.stdout.read(), process.stderr.read(), process.wait(timeout=120))[:2] for process in started]
+    assert [(process.returncode, out.strip()) for process, (out, _) in zip(started, outcomes)] == [(0, "True")] * 8, \
+        [err[-1500:] for _, err in outcomes]
+    assert [p.suffix for p in folder.iterdir()] == [".so"], sorted(p.name for p in folder.iterdir())
 
 
 def test_procstat_compile_error_is_a_build_error_with_gccs_message(csrc_copy, tmp_path, monkeypatch):
