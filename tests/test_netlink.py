@@ -133,11 +133,11 @@ def test_a_link_whose_owner_was_killed_is_deleted_by_its_reaper(built_bin, args)
     """kill -9 runs nothing of the owner's (nor does ipykernel's os._exit when papermill is
     killed): the reaper, told by its death signal, deletes the namespaces and the record."""
     link_id = _killed_owner(args)
-    deadline = time.monotonic() + 3
-    while any(link_id in name for name in netlink.lab_namespaces()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(link_id in name for name in netlink.lab_namespaces())
-    assert not any(link_id in name for name, _ in netlink.leftover_records())
+    # the namespaces go first, the record after them: wait for both (checking the record the
+    # moment the namespaces were gone caught the reaper between the two, a CI run's failure)
+    waits.wait_for(lambda: not any(link_id in name for name in netlink.lab_namespaces())
+                   and not any(link_id in name for name, _ in netlink.leftover_records()),
+                   within=10, what="the reaper deleting the link's namespaces and its record", every=0.05)
     # the delay line got the death signal with its owner (_nothing_left checks)
     waits.wait_until(lambda: subprocess.run(["pgrep", "-f", f"delayline --left lk{link_id}x"]).returncode == 1,
                      within=3)
