@@ -29,16 +29,20 @@ WINDOW = 0.5        # s: how long a late process is watched before it is called 
 HELD_NS = 1_000_000  # ns of running or of waiting for a CPU, in WINDOW, that say "held back, not stuck"
 
 
-def _tasks(pid: int) -> list[str]:
-    """/proc paths of every thread of `pid` and of its descendants, now."""
+def tree(pid: int) -> list[int]:
+    """`pid` and its descendants, now."""
     import psutil
 
     try:
-        pids = [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+        return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
     except psutil.Error:
-        pids = [pid]
+        return [pid]
+
+
+def _tasks(pid: int) -> list[str]:
+    """/proc paths of every thread of `pid` and of its descendants, now."""
     found = []
-    for each in pids:
+    for each in tree(pid):
         try:
             found += [f"/proc/{each}/task/{tid}" for tid in os.listdir(f"/proc/{each}/task")]
         except OSError:

@@ -62,14 +62,8 @@ def exit_status(proc: subprocess.Popen, within: float, cap: float = 10.0) -> int
 def where_they_sleep(pid: int) -> str:
     """`pid`'s and its descendants' state, the kernel function each sleeps in and its signal
     masks (/proc/PID/status, /proc/PID/wchan), a line each: what a stuck server's report needs."""
-    import psutil
-
-    try:
-        tree = [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
-    except psutil.Error:
-        tree = [pid]
     lines = []
-    for each in tree:
+    for each in run_delay.tree(pid):
         try:
             status = dict(line.split(":\t", 1) for line in Path(f"/proc/{each}/status").read_text().splitlines()
                           if ":\t" in line)

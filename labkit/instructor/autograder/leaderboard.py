@@ -22,9 +22,7 @@ output shows it, and a run on another day may rank that server one step higher o
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -163,15 +161,10 @@ def run(text: str, target_us: float = TARGET_P99_US, rates=RATES) -> dict:
 
 def main() -> int:
     """The isolated process: the payload on stdin, the result on the descriptor root passed."""
-    from ..grading.checker import PR_SET_DUMPABLE
-    from ..sandbox.runner import lower_limits
+    from ..grading.checker import begin
 
-    ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)  # as the checks process: no ptrace, no core
-    sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
-    spec = json.loads(sys.stdin.read())
-    lower_limits(spec)
-    os.set_inheritable(spec["results_fd"], False)
-    with os.fdopen(spec["results_fd"], "w", encoding="utf-8") as out:
+    spec, out = begin()
+    with out:
         json.dump(measure(spec["server"], float(spec["target_us"]), tuple(spec["rates"])), out)
     return 0
 

@@ -60,7 +60,10 @@ def run_group(group: dict, exported: dict | None, notebook: str, out) -> None:
                                               f"{type(problem).__name__}: {problem}", False))
 
 
-def main() -> int:
+def begin():
+    """An isolated process's first steps (sandbox.run_isolated's: the checks, the
+    leaderboard): no ptrace nor core of it, nothing imported from its working directory, its
+    limits lowered; its payload (stdin) and the results file root opened for it alone."""
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     spec = json.loads(sys.stdin.read())
@@ -69,7 +72,11 @@ def main() -> int:
     lower_limits(spec)
     results_fd = spec["results_fd"]
     os.set_inheritable(results_fd, False)
-    out = os.fdopen(results_fd, "w", encoding="utf-8")
+    return spec, os.fdopen(results_fd, "w", encoding="utf-8")
+
+
+def main() -> int:
+    spec, out = begin()
     by_check = exports.read(spec["exports"])
     for group in spec["groups"]:
         exported = next((by_check[name] for name in group["checks"] if name in by_check), None)
