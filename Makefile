@@ -99,34 +99,44 @@ lab: setup build
 	echo "JupyterLab's file browser: $$home (notebooks/ for the notebooks, csrc/ for the C)"; \
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) --ServerApp.root_dir="$$home"
 
-# The suite in three phases, one after the other (tests/conftest.py says why), after ruff
-# (its rules in pyproject.toml; a finding fails the run, the tests run still).  First the tests
-# marked `quiet` (the notebook runs whose figures their tests read, exact counts), then the
-# other tests marked `measuring`, one at a time, then every other test on pytest-xdist's
-# workers (a file's tests on one worker: they share the fixtures the file makes once; the
-# notebook-by-notebook files a group per notebook), its longest files first
-# (tests/conftest.py: GROUP_SECONDS, BY_NOTEBOOK).  Running the serial tests beside
-# the parallel phase at nice 19 took the suite from 749 s to 562 s on 2 cores, but in three
-# runs out of three it made a different serial test fail (softirq work for the parallel
-# phase's loopback traffic, which no nice value holds back, reached them): not yet.
-# Each phase runs whatever the others' result; all share the notebooks' quick runs
-# (LABKIT_TEST_RUN); the slowest tests of all are listed.  Exit status 5 is pytest's "no
-# test selected here" (PYTEST_ARGS chose other phases' tests).  The suite starts many Python
-# processes (kernels, graded runs, the CLI): they keep their compiled modules in
-# build/pycache whatever PYTHONDONTWRITEBYTECODE says, rather than each compiling labkit
-# anew (0.62 s to import the notebooks' modules without, 0.53 s with).
+# The suite in three phases (tests/conftest.py says why), after ruff (its rules in
+# pyproject.toml; a finding fails the run, the tests run still).  First, alone, the tests
+# marked `quiet` (the notebook runs whose figures their tests read, machine-wide counts among
+# them).  Then the other tests marked `measuring`, one at a time, beside every other test on
+# pytest-xdist's workers (a file's tests on one worker: they share the fixtures the file makes
+# once; the notebook-by-notebook files a group per notebook), its longest files first
+# (tests/conftest.py: GROUP_SECONDS, BY_NOTEBOOK).  The serial phase runs first in line for the
+# CPUs (scripts/first-in-line.sh: a cgroup of the largest CPU weight; a nice value holds back
+# nothing the tests start in sessions of their own), and the parallel phase takes what it
+# leaves: the serial phase used 0.56 of 2 CPUs alone, and one after the other the two took
+# 914 s on 2 cores.  Where there is no such cgroup (not root, no cpu controller) they run one
+# after the other.  The parallel phase's output is shown once it ends.  Each phase runs
+# whatever the others' result; all share the notebooks' quick runs (LABKIT_TEST_RUN); the
+# slowest tests of all are listed.  Exit status 5 is pytest's "no test selected here"
+# (PYTEST_ARGS chose other phases' tests).  The suite starts many Python processes (kernels,
+# graded runs, the CLI): they keep their compiled modules in build/pycache whatever
+# PYTHONDONTWRITEBYTECODE says, rather than each compiling labkit anew (0.62 s to import the
+# notebooks' modules without, 0.53 s with).
 TEST_RESULTS := build/test-results
+PHASE = $(VENV)/bin/pytest --phase $(1) --junitxml=$(TEST_RESULTS)/$(1).xml
+SERIAL_PHASE := $(call PHASE,serial) -p no:xdist $(PYTEST_ARGS)
+PARALLEL_PHASE := $(call PHASE,parallel) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 test: setup build $(HUB_PROXY)
 	@rm -rf $(TEST_RESULTS); mkdir -p $(TEST_RESULTS); status=0; \
 	$(VENV)/bin/ruff check --quiet . || { echo "ruff: the lines above break the code's rules (pyproject.toml)"; status=1; }; \
 	export LABKIT_TEST_RUN=make$$$$ PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache; unset PYTHONDONTWRITEBYTECODE; \
-	for phase in quiet serial; do \
-	  $(VENV)/bin/pytest --phase $$phase -p no:xdist --junitxml=$(TEST_RESULTS)/$$phase.xml $(PYTEST_ARGS); \
-	  code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
-	done; \
-	$(VENV)/bin/pytest --phase parallel -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder \
-	  --junitxml=$(TEST_RESULTS)/parallel.xml $(PYTEST_ARGS); \
-	code=$$?; [ $$code -eq 0 ] || [ $$code -eq 5 ] || status=$$code; \
+	passed() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }; \
+	$(call PHASE,quiet) -p no:xdist $(PYTEST_ARGS); passed $$? || status=1; \
+	if bash scripts/first-in-line.sh --check; then \
+	  echo "== the serial phase, first in line for the CPUs, beside the parallel phase (its output after)"; \
+	  $(PARALLEL_PHASE) >$(TEST_RESULTS)/parallel.log 2>&1 & parallel=$$!; \
+	  bash scripts/first-in-line.sh $(SERIAL_PHASE); passed $$? || status=1; \
+	  wait $$parallel; code=$$?; echo "== the parallel phase"; cat $(TEST_RESULTS)/parallel.log; passed $$code || status=1; \
+	else \
+	  echo "== the serial phase, then the parallel phase"; \
+	  $(SERIAL_PHASE); passed $$? || status=1; \
+	  $(PARALLEL_PHASE); passed $$? || status=1; \
+	fi; \
 	rm -rf "$${TMPDIR:-/tmp}/labkit-quick-$$LABKIT_TEST_RUN"; \
 	$(VENV)/bin/python scripts/slowest.py $(TEST_RESULTS)/quiet.xml $(TEST_RESULTS)/serial.xml \
 	  $(TEST_RESULTS)/parallel.xml; \

@@ -10,7 +10,8 @@
 #   network namespaces    lk<id>[smc] (labkit.netlink), and the /run/netns mount `ip netns add`
 #                         makes; a kill -9 of a Link's owner and its reaper leaves them
 #   cgroups               labkit-grade-* (labkit.instructor.sandbox.isolation), one per graded run,
-#                         and labkit-test-* (tests/test_confinement.py)
+#                         labkit-test-* (tests/test_confinement.py), and labkit-test-first-*
+#                         (scripts/first-in-line.sh, make test's serial phase)
 #   users                 labkit-hub-* (tests/local_hub.py), when a hub test was killed
 #   files in /tmp         labkit-* lock, run and scratch folders
 # What the lab does not change on the host, so nothing to undo: sysctls (the links set
