@@ -301,7 +301,6 @@ def graded_class(tmp_path_factory, released, instructor):
     # The correct student also leaves a port squatter behind (a process that outlives its cell
     # in a session of its own): every check still passes, and the squatter is killed afterwards.
     write_student(submissions, "correct", insert_after(correct, "checks.Checker(", squatter(port)))
-    write_student(submissions, "untouched", released)
     write_student(submissions, "compile_error", broken_c)
     write_student(submissions, "fork_bomb", insert_after(solved(released, instructor), "checks.Checker(",
                                                          FORK_BOMB))
@@ -359,7 +358,8 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
     book = graded_class["book"]
     total = points_of(instructor)
     assert list(book.columns[:6]) == ["student", "notebook", "check", "points", "max_points", "status"]
-    assert sorted(book["student"].unique()) == ["compile_error", "correct", "fork_bomb", "untouched"]
+    # (the untouched release is test_grade_attacks.py's, graded there beside the attackers)
+    assert sorted(book["student"].unique()) == ["compile_error", "correct", "fork_bomb"]
     assert (book.groupby("student")["max_points"].sum() == total).all(), "every student has the same total"
 
     answers = {s.name for s in check_catalog(instructor) if s.by_hand}
@@ -369,10 +369,6 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
     # a written answer earns nothing by itself: it waits for the instructor's mark
     assert {correct[check][0] for check in answers} == {"by hand"}
     assert sum(points for _, points, _ in correct.values()) == total - points_of(instructor, answers)
-
-    untouched = rows_of(book, "untouched")
-    assert {status for status, _, _ in untouched.values()} == {"failed"}, untouched
-    assert sum(points for _, points, _ in untouched.values()) == 0
 
     broken = rows_of(book, "compile_error")
     for check in PROCSTAT:
@@ -469,7 +465,7 @@ def test_written_answers_go_out_in_answers_csv_and_come_back_into_the_gradebook(
     with open(out / "answers.csv", newline="") as source:
         answers = list(csv.DictReader(source))
     questions = {s.name: s.max_points for s in check_catalog(instructor) if s.by_hand}
-    ran = ["compile_error", "correct", "untouched"]  # the fork bomb's checks never ran
+    ran = ["compile_error", "correct"]  # the fork bomb's checks never ran
     assert {(a["student"], a["question"]) for a in answers} == {(student, q) for student in ran for q in questions}
     assert {a["points"] for a in answers} == {""}
     correct = [a for a in answers if a["student"] == "correct"]
@@ -503,7 +499,7 @@ def test_written_answers_go_out_in_answers_csv_and_come_back_into_the_gradebook(
     assert sum(points for _, points, _ in rows.values()) == total
     assert f"Total: {total:g} / {total:g} points" in (out / "feedback" / "correct.html").read_text()
     assert "well argued" in (out / "feedback" / "correct.html").read_text()
-    assert {rows_of(book, "untouched")[q][0] for q in questions} == {"failed"}  # no mark given: none applied
+    assert {rows_of(book, "compile_error")[q][0] for q in questions} == {"by hand"}  # no mark given: none applied
     with open(out / "answers.csv", newline="") as source:  # the marks are kept for the next run
         kept = {(a["student"], a["question"]): a["points"] for a in csv.DictReader(source)}
     assert all(kept[("correct", q)] == f"{questions[q]:g}" for q in questions)

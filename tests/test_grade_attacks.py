@@ -267,6 +267,9 @@ def points(book, student) -> float:
 @pytest.mark.timeout(1200)
 def test_every_attack_earns_what_an_untouched_release_earns(hostile_class, instructor):
     book = hostile_class["book"]
+    # the release as handed out fails every check (written answers included: a stub is no effort)
+    untouched = book[book["student"] == "untouched"]
+    assert len(untouched) == len(check_catalog(instructor)) and set(untouched["status"]) == {"failed"}, untouched
     untouched = points(book, "untouched")
     assert untouched == 0
     for attacker in ("forged_and_patched", "copied_and_snooped", "link_swap"):
