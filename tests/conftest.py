@@ -1,7 +1,8 @@
 """Fixtures every test file may use: the C build (once per run) and a check
 that no test leaves a process behind; and the suite's three phases.
 
-`make test` runs each test once, in three phases, one after the other.  `--phase quiet`
+`make test` runs each test once, in three phases: quiet, then serial and parallel side by
+side (the serial phase first in line for the CPUs: the Makefile says how).  `--phase quiet`
 runs the tests marked `quiet` alone on the machine: the notebooks' quick runs whose
 measured figures their tests read, and which other tests read too (tests/quickrun.py
 shares each run through LABKIT_TEST_RUN, which make sets for all three and removes after
