@@ -8,10 +8,10 @@ figures once seen wrong, and its panel are kept in build/test-artifacts/.
 The notebook a student would see after Run All is the one papermill executed for
 test_notebooks (quickrun: one run per notebook per test run, shared): JupyterLab
 renders its saved outputs with the same renderers as live ones, so the page is
-judged without running every cell a second time.  The panel is live: the cells up
-to it (a student's copy: no hidden check) run in the browser's kernel, as a student's
-Run All would run them, in a page of their own while the executed notebook is judged
-in another.
+judged without running every cell a second time.  The panel is live: the executed
+notebook closed, a copy of the cells up to it (a student's copy: no hidden check) is
+opened from JupyterLab's file browser in the same page and run in the browser's kernel,
+as a student's Run All would run them.
 
 JupyterLab runs from the venv on a free loopback port with its own token and
 temporary runtime/settings folders; Chromium is Debian's /usr/bin/chromium
@@ -388,6 +388,22 @@ def _start_run_all(page):
     return time.monotonic()
 
 
+def _close_and_open_from_the_file_browser(page, notebook):
+    """Close the notebook on screen (File > Close Tab, its changes discarded: JupyterLab marks
+    an executed notebook changed once it opens it) and open `notebook` by a double click on its
+    name in JupyterLab's file browser; _start_run_all then waits for it to open."""
+    from playwright.sync_api import expect
+
+    changed = page.locator("#jp-main-dock-panel .lm-TabBar-tab.jp-mod-current.jp-mod-dirty").count()
+    page.get_by_role("menuitem", name="File", exact=True).click()
+    page.get_by_role("menuitem", name=re.compile(r"^Close Tab")).click()
+    if changed:
+        page.locator(".jp-Dialog").get_by_role("button", name="Discard").click()
+    expect(page.locator(".jp-NotebookPanel")).to_have_count(0)
+    page.locator(".jp-DirListing-item", has=page.get_by_text(notebook.name, exact=True)).dblclick()
+    expect(page.locator(".jp-NotebookPanel")).to_have_count(1)
+
+
 def _field(panel, name):
     """The row of the panel's field `name`: its label, input and message line."""
     return panel.locator(f".widget-vbox:has(> .widget-hbox .widget-label:text-is('{name}'))")
@@ -564,22 +580,15 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
         with open(work / "results.jsonl", "a") as results, open(ran.folder / "results.jsonl") as measured:
             results.write(measured.read())  # the panel's first Run resumes from the quick run's rows
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    # Each page in a context of its own (Browser.new_page makes one; closing the page closes
-    # it): with both pages in one context, 06's test took 50 s here, not 17 (Chromium may put
-    # two pages of one site in one renderer process, whose main thread then draws both).  A
+    # One page, in a browser context of its own (Browser.new_page makes one; closing the page
+    # closes it): the notebook as it ran is judged first, then closed, and the copy up to its
+    # first control panel opened in the same JupyterLab from its file browser, as a student
+    # opens a notebook (a page of its own for each cost Chromium 6 CPU-s to boot JupyterLab).  A
     # laptop's width; tall enough that a whole panel fits in one screenshot.
     page = chromium.new_page(viewport=VIEWPORT)
-    # The first control panel, live, in a page of its own: the cells up to it run in this
-    # browser's kernel while the notebook as it ran is looked at in the other page.
-    live = chromium.new_page(viewport=VIEWPORT) if panel_copy else None
-    opened = [p for p in (page, live) if p]
-    on_screen = live or page  # the page the test looks at
     try:
-        if live:
+        if panel_copy:  # its kernel starts while the notebook as it ran is judged
             _start_kernel_for(base, token, panel_copy)
-            _go(live, base, token, panel_copy, "panel")
-            clicked = _start_run_all(live)
-        on_screen = page
         _go(page, base, token, executed, "as-it-ran")
         _opened_as_it_ran(page, figures)
         _nothing_wrong_on_the_page(page, f"{notebook.name} after Run All")
@@ -593,8 +602,8 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
             assert notebook.stem == "00_setup", f"{notebook.name} shows no control panel"
             return
 
-        page.close()
-        page = on_screen = live
+        _close_and_open_from_the_file_browser(page, panel_copy)
+        clicked = _start_run_all(page)
         _wait_until_every_cell_ran(page, _RUN_ALL_SECONDS.get(notebook.stem, 300), since=clicked)
         run_button = page.locator("button.jupyter-button", has_text=re.compile(r"^\s*Run\s*$"))
         expect(run_button).to_have_count(1)
@@ -639,9 +648,8 @@ def test_a_student_runs_the_notebook_in_a_browser(jupyter_lab, chromium, noteboo
         _axe(page, "[data-labkit-panel]", ARTIFACTS / f"{notebook.stem}-panel-axe.json")
         panel.screenshot(path=ARTIFACTS / f"{notebook.stem}-panel.png")
     finally:
-        on_screen.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
-        for each in opened:  # and its context; Chromium serves the module's next test
-            each.close()
+        page.screenshot(path=ARTIFACTS / f"{notebook.stem}-last.png")  # what was on screen last
+        page.close()  # and its context; Chromium serves the module's next test
         _shut_down_kernels(base, token)
 
 
