@@ -25,10 +25,9 @@ set -uo pipefail
 
 cpu_folder() {
   if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then  # v2: the cpu controller on for the root's children
-    grep -qw cpu /sys/fs/cgroup/cgroup.controllers || { echo "cgroup v2 without the cpu controller"; return 1; }
+    # (systemd turns it on; this script changes nothing on the machine but its own folder)
     grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control ||
-      echo +cpu 2>/dev/null >/sys/fs/cgroup/cgroup.subtree_control ||
-      { echo "cannot turn on the cpu controller in /sys/fs/cgroup/cgroup.subtree_control"; return 1; }
+      { echo "the cgroup v2 cpu controller is not on in /sys/fs/cgroup/cgroup.subtree_control"; return 1; }
     echo /sys/fs/cgroup
   elif [[ -f /sys/fs/cgroup/cpu/cpu.shares ]]; then
     echo /sys/fs/cgroup/cpu
