@@ -17,8 +17,11 @@
 # What the lab does not change on the host, so nothing to undo: sysctls (the links set
 # theirs inside their own namespaces), kernel modules (veth and sch_tbf are loaded by the
 # kernel on first use, and unloading them would not make a machine any fresher: a booted
-# one loads them the same way), cgroup controllers (isolation.py only makes folders, and
-# tests/test_confinement.py switches v2's cpu controller off again if it switched it on).
+# one loads them the same way).  Nor is the one controller the lab may turn on: on cgroup v2
+# the grading sandbox (isolation.py) turns the cpu controller on for the root's children
+# where it is off (systemd usually has it on), and whether a fresh machine had it on is not
+# known here; tests/test_confinement.py switches it off again if it switched it on, and
+# scripts/first-in-line.sh only uses it where it is on.
 #
 # It kills every lab process it finds (servers, perf, graded runs): CI calls it on a machine
 # whose session has ended, so nothing of the lab's should still run there.  Without root it
