@@ -5,9 +5,13 @@ the server's own work.  On a shared, busy machine the scheduler may keep the ser
 every CPU for part of that time, and a bound of wall-clock time then fails a correct
 server.  So a wait that runs out asks one more question before it calls the server stuck:
 in the next moment (WINDOW), did any thread of the server, or of the processes it started,
-run, wait on a run queue for a CPU, or end (its counts end with it)?  A server blocked on a read, or on a lock, or
-sleeping on a timer, does neither and is stuck; one that is computing, or is waiting its
-turn, is given the bound again, up to a cap of wall-clock time.
+run, wait on a run queue for a CPU, or end (its counts end with it), or is it in the kernel
+in uninterruptible sleep ("D": waiting on the machine, a disk, memory reclaim, a kernel lock
+other processes hold; a sanitized server that had exited on SIGTERM was seen there, freeing
+its address space in unlink_file_vma_batch_process, past its 1 s on a busy CI machine)?  A
+server blocked on a read, or on a lock of its own, or sleeping on a timer, does none of these
+and is stuck; one that is computing, or is waiting its turn, is given the bound again, up to
+a cap of wall-clock time.
 
 The kernel counts both per thread: /proc/PID/task/TID/schedstat holds the nanoseconds the
 thread has run and the nanoseconds it has spent runnable, waiting for a CPU (sum_exec_runtime
@@ -59,6 +63,15 @@ def _schedstat(task: str) -> tuple[int, int]:
         return 0, 0
 
 
+def _state(task: str) -> str:
+    """The thread's state letter (/proc/PID/task/TID/stat's third field: R, S, D, ...)."""
+    try:
+        with open(f"{task}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
 def _steal_ns() -> int:
     """Time the hypervisor took from this machine's CPUs, per CPU (ns)."""
     with open("/proc/stat") as f:
@@ -78,6 +91,8 @@ def held_back(pid: int, window: float = WINDOW) -> bool:
         return True
     after = _tasks(pid)
     if set(before) - set(after):  # a thread or child ended in the window: at work, its CPU gone with it
+        return True
+    if any(_state(task) == "D" for task in after):  # in the kernel, waiting on the machine
         return True
     for task in after:
         ran, waited = _schedstat(task)

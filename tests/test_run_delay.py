@@ -59,6 +59,21 @@ def test_a_sleeping_process_is_not_held_back_a_spinning_one_is(monkeypatch):
         stopped(sleeper, spinner)
 
 
+def test_a_process_in_uninterruptible_sleep_is_held_back_not_stuck(monkeypatch):
+    # A thread in "D" waits on the machine (a server freeing its memory as it exits, seen in CI),
+    # not on its own input; made so here by the state read, since no portable way makes a D sleep.
+    monkeypatch.setattr(run_delay, "_steal_ns", lambda: 0)
+    sleeper = started(SLEEP)
+    try:
+        waits.settled(lambda: [run_delay._schedstat(task) for task in run_delay._tasks(sleeper.pid)], quiet=0.2)
+        assert {run_delay._state(task) for task in run_delay._tasks(sleeper.pid)} == {"S"}
+        assert not run_delay.held_back(sleeper.pid)
+        monkeypatch.setattr(run_delay, "_state", lambda task: "D")
+        assert run_delay.held_back(sleeper.pid)
+    finally:
+        stopped(sleeper)
+
+
 def test_a_process_sharing_its_cpu_with_another_waits_for_it_and_the_kernel_counts_the_wait():
     """Two spinners pinned to one CPU: each waits on the run queue about half the time, which
     /proc/PID/task/TID/schedstat's second field counts (CONFIG_SCHED_INFO)."""
