@@ -5,6 +5,9 @@ service_time) each beside what queueing theory predicts for it (labkit.queue_the
                               request and the response time outside the queue (a Floor)
     beside_theory(df, floor)  per point: utilisation, measured and predicted mean and p99
                               response, measured / predicted (shown(table): as a page shows it)
+    interference(table)       a sentence where the means sit far above theory: the machine's
+                              other work was measured, not the queue
+    past_capacity(table)      a sentence where utilisation reaches 1: theory has no steady state
     figure(table)             measured (markers) and predicted (lines) against utilisation
 
 The prediction uses only what was declared (rate, arrivals, service time and its
@@ -162,6 +165,20 @@ def interference(table: pd.DataFrame) -> str:
             "something else ran on these CPUs while the sweep measured (another program, a busy neighbour on a "
             "shared host), and its delays, not the queue, are what you see. Close what else runs, or measure "
             "again on a quieter machine, before you compare even and Poisson arrivals.")
+
+
+def past_capacity(table: pd.DataFrame) -> str:
+    """A sentence when a point of beside_theory's table reaches utilisation 1, else "": theory
+    has no mean there to hold the measurement against (it reads ∞, with no ratio)."""
+    over = table[pd.to_numeric(table["utilisation"], errors="coerce") >= 1] if len(table) else table
+    if not len(over):
+        return ""
+    rates = " and ".join(f"{rate:,.0f}/s" for rate in sorted(set(over["rate"])))
+    return (f"At {rates} the loop's measured cost and the declared service time add up to utilisation "
+            f"{over['utilisation'].max():.2f}: at 1 or more a queue has no steady state, so theory reads ∞ there, "
+            "with no ratio, and says nothing of even against Poisson arrivals. The loop's cost was measured above; "
+            "measured again on a quiet machine it may come out lower (the same loop takes longer on a busy one), "
+            "and the point back under 1.")
 
 
 def describe(table: pd.DataFrame, stat: str = "mean") -> str:

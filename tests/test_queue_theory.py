@@ -113,6 +113,10 @@ def test_a_point_past_saturation_has_no_theory_to_be_held_against():
     assert last["utilisation"] > 1 and math.isinf(last["predicted_mean_us"]) and math.isnan(last["mean_ratio"])
     assert "∞" in ground_truth.shown(table).to_html()
     assert "no steady state predicted (utilisation ≥ 1)" in ground_truth.describe(table)
+    assert ground_truth.past_capacity(table).startswith("At 6,000/s the loop's measured cost and the declared "
+                                                        "service time add up to utilisation 1.26: ")
+    assert ground_truth.past_capacity(table.assign(utilisation=0.99)) == ""
+    assert ground_truth.past_capacity(table.iloc[:0]) == ""
     fig = ground_truth.figure(table)
     theory = [t for t in fig.data if t.name.endswith("theory")]
     assert theory and all(math.isnan(y) for t in theory for y in t.y)
