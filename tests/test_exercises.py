@@ -121,6 +121,25 @@ def test_a_stub_that_rejects_every_line_fails():
         c_exercises.check_procstat_live(stub)
 
 
+def test_an_endless_procstat_parse_is_stopped_by_the_cpu_time_it_used():
+    endless = ("int procstat_parse(const char *line, size_t len, struct proc_cpu *out)\n"
+               "{\n    (void)line; (void)len; (void)out;\n    for (volatile int i = 0; ; i++) { }\n}\n")
+    with pytest.raises(AssertionError, match=r"did not return within 1 s of CPU time \(an endless loop\?"):
+        c_exercises.parse_lines(endless, [c_exercises.stat_line(1, "init", 1, 2)], cpu_seconds=1)
+
+
+def test_a_correct_parser_that_waits_longer_than_its_cpu_budget_passes():
+    # Waiting, as on a machine whose CPUs are busy elsewhere (a CI run stood still for 35 s),
+    # costs no CPU time: two seconds asleep within a budget of one CPU-second pass.
+    waits = lab_function("services/procstat.c", "procstat_parse").replace(
+        "{", "{\n    sleep(2);", 1)
+    line = c_exercises.stat_line(4321, "evil) (name x", 17, 5)
+    started = time.monotonic()
+    assert c_exercises.parse_lines(waits, [line], cpu_seconds=1) == [c_exercises.stat_entry(4321, "evil) (name x",
+                                                                                             17, 5)]
+    assert time.monotonic() - started >= 2
+
+
 def test_a_procstat_compile_error_shows_gccs_message_naming_the_cell():
     code = lab_function("services/procstat.c", "procstat_parse").replace("return 0;", "return 0")
     with pytest.raises(BuildError) as failed:

@@ -5,6 +5,7 @@ function comes back as its source and runs in a process of its own."""
 import json
 import math
 import textwrap
+import time
 
 import pytest
 
@@ -50,7 +51,7 @@ def test_a_students_function_comes_back_as_its_source_and_runs_alone():
 
 
 @pytest.mark.parametrize("body, says", [
-    ("    while True:\n        pass\n", "did not return within 1 s"),
+    ("    while True:\n        pass\n", r"did not return within 1 s of CPU time \(an endless loop\?\)"),
     ("    return 1 / 0\n", "ZeroDivisionError"),
     ("    return object()\n", "not plain data"),
     ("    import os\n    os._exit(3)\n", "failed"),
@@ -61,6 +62,25 @@ def test_a_function_that_hangs_crashes_or_returns_no_data_fails_its_check_saying
     function.timeout = 1.0
     with pytest.raises(AssertionError, match=says):
         function(1)
+
+
+def test_a_function_that_waits_for_ever_is_stopped_by_the_wall_clock_backstop(monkeypatch):
+    from labkit import cpu_budget
+
+    monkeypatch.setattr(cpu_budget, "WALL_FACTOR", 3)  # 1 CPU-s of budget waits 3 s, not 12
+    function = round_trip(_namespace_with("def f(x):\n    import time\n    time.sleep(60)\n")["f"])
+    function.timeout = 1.0
+    with pytest.raises(AssertionError, match=r"did not return within 3 s, using little CPU \(is it waiting"):
+        function(1)
+
+
+def test_a_function_that_waits_longer_than_its_cpu_budget_still_returns():
+    # A busy machine makes a call wait for its CPU as a sleep does: neither spends CPU time, the
+    # budget an endless loop is judged by (labkit.cpu_budget).
+    function = round_trip(_namespace_with("def f(x):\n    import time\n    time.sleep(2)\n    return x + 1\n")["f"])
+    function.timeout = 1.0
+    started = time.monotonic()
+    assert function(1) == 2 and time.monotonic() - started >= 2
 
 
 def test_a_lambda_or_a_closure_is_unexportable_and_says_how_to_write_it():

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import launcher, procstat
+from .. import cpu_budget, launcher, procstat
 from ..csource import replace_function
 from ..errors import BuildError
 from ..scratch import SCRATCH, digest, locked
@@ -47,20 +47,24 @@ def procstat_parse_module(code: str) -> tuple[str, Path]:
     return name, target
 
 
-def parse_lines(code: str, lines: list[str], timeout: float = 10.0) -> list[dict | None]:
+def parse_lines(code: str, lines: list[str], cpu_seconds: float = 10.0) -> list[dict | None]:
     """The student's procstat_parse on each line, run in a process of its own: a crash
     or an endless loop in it is the check's failure, and nothing it does can reach
-    the process that judges it."""
+    the process that judges it.  An endless loop is told by the CPU time it used
+    (labkit.cpu_budget), so a busy machine cannot fail a correct parser."""
     name, target = procstat_parse_module(code)
     child = launcher.spawn([sys.executable, "-c", "from labkit.exercises.procstat_parse import _parse_main; "
-                            "_parse_main()", name, str(target)], "exercise", None,
+                            "_parse_main()", name, str(target), f"{cpu_seconds:g}"], "exercise", None,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out, err = launcher.run_to_end(child, timeout, input=json.dumps(lines).encode())
+        out, err = launcher.run_to_end(child, cpu_budget.wall(cpu_seconds), input=json.dumps(lines).encode())
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"your procstat_parse did not return within {timeout:g} s "
-                             "(an endless loop? check how it walks the line)") from None
+        raise AssertionError(f"your procstat_parse did not return within {cpu_budget.wall(cpu_seconds):g} s, "
+                             "using little CPU (is it waiting on something, a sleep or a read?)") from None
     status = child.popen.returncode
+    if cpu_budget.spent(status):
+        raise AssertionError(f"your procstat_parse did not return within {cpu_seconds:g} s of CPU time "
+                             "(an endless loop? check how it walks the line)")
     if status != 0:
         raise AssertionError(f"your procstat_parse crashed: the process running it {launcher.how_it_ended(status)} "
                              "(reading past the end of the line? a NULL pointer?)\n"
@@ -74,6 +78,7 @@ def _parse_main() -> None:
     import importlib.util
 
     name, target = sys.argv[1], sys.argv[2]
+    cpu_budget.limit(float(sys.argv[3]))  # before the student's code is loaded
     loader = importlib.machinery.ExtensionFileLoader(name, target)
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, target, loader=loader))
     loader.exec_module(module)
