@@ -10,11 +10,12 @@ student's code used, never by the wall clock alone.
 Why: a check that gave the student's parser 10 s of wall time failed a correct parser in a
 fresh-clone CI run, where for 35 s nothing ran (a sampler at normal priority missed its 2 s
 wake-ups; the 71 CPU-s /proc/stat counted busy went to no process, as when a virtual
-machine's host takes its CPUs away) while the parser, which needs 0.3 CPU-s, waited.  CPU time is
-what an endless loop spends and a busy machine does not: the kernel counts a task's
-run time, not the time it waited for a CPU (and, in a guest with steal-time accounting,
-not the time the host took the CPU away).  Code that waits (sleep, a blocking read) uses
-no CPU; the wall-clock backstop, wall(seconds), stops it.
+machine's host takes its CPUs away) while the parser, which needs 0.3 CPU-s, waited.  CPU
+time is what an endless loop spends and a busy machine does not: the kernel counts a task's
+run time, not the time it waited for a CPU (and, in a guest built with steal-time
+accounting, CONFIG_PARAVIRT_TIME_ACCOUNTING, not the time the host took the CPU away).
+Code that waits (sleep, a blocking read) uses no CPU; the wall-clock backstop,
+wall(seconds), stops it.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def interference(table: pd.DataFrame) -> str:
 def past_capacity(table: pd.DataFrame) -> str:
     """A sentence when a point of beside_theory's table reaches utilisation 1, else "": theory
     has no mean there to hold the measurement against (it reads ∞, with no ratio)."""
-    over = table[pd.to_numeric(table["utilisation"], errors="coerce") >= 1] if len(table) else table
+    over = table[pd.to_numeric(table["utilisation"], errors="coerce") >= 1]
     if not len(over):
         return ""
     rates = " and ".join(f"{rate:,.0f}/s" for rate in sorted(set(over["rate"])))

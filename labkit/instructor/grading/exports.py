@@ -77,7 +77,8 @@ class StudentFunction:
     """A student's function, run alone: each call starts `python -I` with the function's
     source and the call's arguments (plain data, as JSON) and reads its result back.  A
     crash, an endless loop (`timeout` seconds of CPU time: labkit.cpu_budget) or an
-    exception becomes an AssertionError that says so; nothing the function does reaches the caller's process."""
+    exception becomes an AssertionError that says so; nothing the function does reaches
+    the caller's process."""
 
     RUNNER = ("import json, math, sys\n"
               "from labkit import cpu_budget\n"
