@@ -447,7 +447,7 @@ def test_an_idle_timeout_of_0_is_never_and_every_model_takes_it(model):
         assert server.stdout.readline().startswith("listening "), server.stderr.read()
     finally:
         server.terminate()
-        assert server.wait(timeout=5) == 0
+        assert waits.exit_status(server, within=5) == 0  # a busy machine's delays not counted
 
 
 # ---- 3. epoll_reuseport ----
