@@ -93,15 +93,19 @@ def own_sources() -> Path:
 
 def copy_built_tree(csrc: Path, build: Path, to_csrc: Path, to_build: Path, named: Path | None = None,
                     parts=("obj", "bin", "san")) -> None:
-    """Copy sources `csrc` and what make built from them (`build`'s `parts`) to `to_csrc`
-    and `to_build`, modification times kept and make's dependency files (-MMD writes
-    absolute paths) pointed at the copy (`named`: the sources' final name, when they are
-    copied under another first): make finds the copy up to date."""
+    """Copy sources `csrc` and what make built from them (`build`'s `parts`, and the
+    Makefile's liburing probe) to `to_csrc` and `to_build`, modification times kept and
+    make's dependency files (-MMD writes absolute paths) pointed at the copy (`named`: the
+    sources' final name, when they are copied under another first): make finds the copy
+    up to date."""
     shutil.copytree(csrc, to_csrc)
     copied = [part for part in parts if (build / part).is_dir()]
     for part in copied:
         shutil.rmtree(to_build / part, ignore_errors=True)
         shutil.copytree(build / part, to_build / part, symlinks=True)
+    if (build / "liburing.mk").is_file():  # csrc/Makefile's answer to its liburing probe
+        to_build.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(build / "liburing.mk", to_build / "liburing.mk")
     import re
 
     moved = {f"{csrc}/": f"{named or to_csrc}/", f"{build}/": f"{to_build}/"}

@@ -61,6 +61,31 @@ def test_second_build_compiles_nothing(built_copy):
     assert _outputs(build_dir) == before  # nothing recompiled, nothing relinked
 
 
+def _programs_make_starts(csrc: Path, build_dir: Path, *args: str) -> list[str]:
+    """The programs `make -C csrc` starts (strace's execve of each process but make's own)."""
+    trace = build_dir.parent / "execve.trace"
+    done = subprocess.run(["strace", "-f", "-qq", "-e", "trace=execve", "-e", "signal=none", "-o", str(trace),
+                           "make", "-s", "-C", str(csrc), f"BUILD={build_dir}", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    started = [line.split('execve("', 1)[1].split('"', 1)[0] for line in trace.read_text().splitlines()
+               if 'execve("' in line and "= 0" in line]
+    return [Path(program).name for program in started[1:]]
+
+
+def test_make_probes_liburing_once_per_build_folder(built_copy):
+    """make runs before every sweep: once the build folder holds the answer to the liburing
+    probe (a compile and a link), make starts no process but its recipes' (none for a
+    build with nothing to do)."""
+    csrc, build_dir = built_copy
+    (build_dir / "liburing.mk").unlink(missing_ok=True)
+    first = _programs_make_starts(csrc, build_dir, "print-MODELS")
+    header = any(Path(h).exists() for h in ("/usr/include/liburing.h", "/usr/local/include/liburing.h"))
+    assert ("cc" in first) == header and (build_dir / "liburing.mk").exists() == header, first
+    assert _programs_make_starts(csrc, build_dir, "print-MODELS") == ["echo"]  # its recipe alone
+    assert _programs_make_starts(csrc, build_dir) == []  # a build with nothing to do
+
+
 def test_an_edited_source_is_recompiled(built_copy):
     csrc, build_dir = built_copy
     loadgen = build_dir / "bin" / "loadgen"
