@@ -109,10 +109,13 @@ lab: setup build
 # CPUs (scripts/first-in-line.sh: a cgroup of the largest CPU weight; a nice value holds back
 # nothing the tests start in sessions of their own), and the parallel phase takes what it
 # leaves: the serial phase used 0.56 of 2 CPUs alone, and one after the other the two took
-# 914 s on 2 cores.  Where there is no such cgroup (not root, no cpu controller) they run one
-# after the other.  The parallel phase's output is shown once it ends.  Each phase runs
-# whatever the others' result; all share the notebooks' quick runs (LABKIT_TEST_RUN); the
-# slowest tests of all are listed.  Exit status 5 is pytest's "no test selected here"
+# 914 s on 2 cores.  The serial phase begins with the quick runs its tests read
+# (tests/quickrun.py's MADE_FIRST_IN_LINE: notebooks 04 and 05, 40 s, no longer alone in the
+# quiet phase): their locks are taken before the parallel phase starts, so that its readers
+# of those runs wait for them.  Where there is no such cgroup (not root, no cpu controller)
+# the serial and parallel phases run one after the other.  The parallel phase's output is
+# shown once it ends.  Each phase runs whatever the others' result; all share the notebooks'
+# quick runs (LABKIT_TEST_RUN); the slowest tests of all are listed.  Exit status 5 is pytest's "no test selected here"
 # (PYTEST_ARGS chose other phases' tests).  The suite starts many Python processes (kernels,
 # graded runs, the CLI): they keep their compiled modules in build/pycache whatever
 # PYTHONDONTWRITEBYTECODE says, rather than each compiling labkit anew (0.62 s to import the
@@ -129,7 +132,11 @@ test: setup build $(HUB_PROXY)
 	$(call PHASE,quiet) -p no:xdist $(PYTEST_ARGS); passed $$? || status=1; \
 	if bash scripts/first-in-line.sh --check; then \
 	  echo "== the serial phase, first in line for the CPUs, beside the parallel phase (its output after)"; \
+	  ready=$(TEST_RESULTS)/first-in-line-runs; \
+	  bash scripts/first-in-line.sh $(VENV)/bin/python tests/quickrun.py --ready $$ready & made=$$!; \
+	  while [ ! -e $$ready ] && kill -0 $$made 2>/dev/null; do sleep 0.1; done; \
 	  $(PARALLEL_PHASE) >$(TEST_RESULTS)/parallel.log 2>&1 & parallel=$$!; \
+	  wait $$made; \
 	  bash scripts/first-in-line.sh $(SERIAL_PHASE); passed $$? || status=1; \
 	  wait $$parallel; code=$$?; echo "== the parallel phase"; cat $(TEST_RESULTS)/parallel.log; passed $$code || status=1; \
 	else \

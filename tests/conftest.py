@@ -8,10 +8,11 @@ measured figures their tests read, and which other tests read too (tests/quickru
 shares each run through LABKIT_TEST_RUN, which make sets for all three and removes after
 them), and the exact counts another test's traffic or perf could change.  `--phase
 serial` runs the other tests marked `measuring` one at a time (their figures are what
-they assert: latencies, counts, a verdict).  `--phase parallel` runs every other test on
-pytest-xdist's workers, a file's tests on one worker (--dist loadfile: pytest makes a
-fixture shared by a file's tests once per worker, and a graded class takes a minute to
-make)."""
+they assert: latencies, counts, a verdict), among them those of the quick runs make
+makes first in line before the parallel phase starts (quickrun.MADE_FIRST_IN_LINE).
+`--phase parallel` runs every other test on pytest-xdist's workers, a file's tests on one
+worker (--dist loadfile: pytest makes a fixture shared by a file's tests once per worker,
+and a graded class takes a minute to make)."""
 
 import fcntl
 import fnmatch
@@ -184,23 +185,23 @@ def _in_this_phase(config, items) -> None:
 
 
 # The parallel phase's longest groups (group_of, below), handed out longest first: seconds
-# each took on one of 4 workers in a fresh-clone make test on 2 cores (CI run 88, commit
-# 2ed512c; the whole phase was 1,852 worker-seconds in 494 s).  pytest-xdist hands out groups
+# each took on one of 4 workers in a make test on 2 cores (2026-11-27, commit 8a7412a; the
+# whole phase was 2,485 worker-seconds in 651 s).  pytest-xdist hands out groups
 # (pytest_xdist_make_scheduler, below) in collection order: a file's tests are one group, since
 # they share the fixtures the file makes once; make test turns off xdist's reordering by test
 # count, which put the one-test files last (the capstone's grading then began five minutes in
-# and ended the phase alone), and in collection order 07's release test, the longest (198 s),
+# and ended the phase alone), and in collection order 07's release test, one of the longest,
 # began late and ended the phase.  Longest first is the classic rule for keeping workers
 # equally busy (LPT); a group missing here only runs later, so a stale table costs time, never
 # a test.
 GROUP_SECONDS = {
-    "test_release.py::07_your_server": 198, "test_grade_dask.py": 127, "test_grade_attacks.py": 119,
-    "test_capstone_grading.py": 200, "test_capstone.py": 114, "test_battery.py": 106,
-    "test_server_limits.py": 101, "test_grade.py": 95, "test_release.py::03_uploads": 73,
-    "test_browser.py::06_what_breaks_first": 54, "test_release.py": 51, "test_release.py::02_multiplexing": 49,
-    "test_browser.py::04_write_strategies": 43, "test_browser.py::02_multiplexing": 43, "test_exercises.py": 41,
-    "test_browser.py::05_different_hosts": 40, "test_hub.py": 40, "test_protocol.py": 38,
-    "test_autograder.py": 64,
+    "test_grade_attacks.py": 205, "test_capstone_grading.py": 201, "test_release.py::07_your_server": 182,
+    "test_grade_dask.py": 137, "test_capstone.py": 131, "test_battery.py": 123, "test_server_limits.py": 107,
+    "test_autograder.py": 99, "test_grade.py": 93, "test_protocol.py": 80, "test_release.py": 79,
+    "test_browser.py::03_uploads": 75, "test_release.py::02_multiplexing": 73, "test_browser.py::01_proc_service": 70,
+    "test_browser.py::07_your_server": 68, "test_browser.py::06_what_breaks_first": 58,
+    "test_browser.py::02_multiplexing": 56, "test_browser.py::05_different_hosts": 50, "test_hub.py": 48,
+    "test_export.py": 44, "test_exercises.py": 42, "test_cli.py": 41,
 }
 # Files whose tests each run one notebook: a group per notebook rather than per file (one
 # file's chain of eight notebooks took 426 s on one worker, most of the phase, while the

@@ -14,7 +14,14 @@ Sharing across workers: the runs live in one folder per test run (LABKIT_TEST_RU
 by conftest before the workers start; removed when the run ends), and a file lock per
 notebook makes the first worker that asks run it while the others wait and then read
 it.  A run that failed leaves its message, so every test that reads it fails with the
-same message, at once, rather than papermilling it again."""
+same message, at once, rather than papermilling it again.
+
+Made first in line: make test makes the runs of MADE_FIRST_IN_LINE (`python
+tests/quickrun.py --ready FILE`, in the serial phase's cgroup) before the parallel phase
+starts.  The process takes each run's lock, writes FILE, and only then does make start the
+parallel phase: a worker that reads one of those runs waits for it, rather than making it
+itself without the CPUs' priority the serial phase's tests (which read its measured
+figures) need."""
 
 from __future__ import annotations
 
@@ -44,6 +51,9 @@ PAPERMILL = [sys.executable, "-m", "labkit.notebook_run"]
 QUICK_RUN_LIMIT_S = 300
 RUN_ENV = "LABKIT_TEST_RUN"  # names this test run's shared folder (conftest sets it)
 PLOTLY = "application/vnd.plotly.v1+json"
+# The runs make test makes first in line, before the parallel phase starts (the module's
+# docstring): their tests read latencies and counts, and the serial phase runs those tests.
+MADE_FIRST_IN_LINE = ("04_write_strategies.ipynb", "05_different_hosts.ipynb")
 # Notebooks that write C of the user's own (the capstone's csrc/servers/mine.c): run as a
 # user of a shared install, with LABKIT_HOME in the run's folder (own_sources() copies there).
 OWN_HOME = {"07_your_server.ipynb"}
@@ -131,26 +141,57 @@ class QuickRun:
 def run_quick(name: str) -> QuickRun:
     """The instructor's notebook `name` papermilled once for this test run (see the module's
     docstring); the figure check and the CPUs check hold for it, or every reader fails."""
-    source = paths.NOTEBOOKS / name
-    assert source.exists(), f"{source} is missing: restore it (git checkout -- notebooks/) or drop it from the list"
     folder = shared_folder() / Path(name).stem
-    with open(shared_folder() / f"{Path(name).stem}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another worker running it: wait for its run
+    with _locked(name):  # another worker running it: wait for its run
         failed = folder / "failed"
         if failed.exists():
             pytest.fail(f"{name}'s shared quick run failed (in an earlier test):\n{failed.read_text()}",
                         pytrace=False)
-        if not (folder / "elapsed_s").exists():
-            try:
-                _run(name, source, folder)
-            except Exception as problem:
-                folder.mkdir(exist_ok=True)
-                failed.write_text(str(problem))
-                raise
+        _make_unless_made(name)
     return QuickRun(folder)
 
 
+def _locked(name: str):
+    """The lock of `name`'s shared run, taken (an open file: closing it lets go)."""
+    lock = open(shared_folder() / f"{Path(name).stem}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def _make_unless_made(name: str) -> None:
+    """Run `name` unless its run is there (its lock held); a failure leaves its message."""
+    source = paths.NOTEBOOKS / name
+    assert source.exists(), f"{source} is missing: restore it (git checkout -- notebooks/) or drop it from the list"
+    folder = shared_folder() / Path(name).stem
+    if (folder / "elapsed_s").exists() or (folder / "failed").exists():
+        return
+    try:
+        _run(name, source, folder)
+    except Exception as problem:
+        folder.mkdir(exist_ok=True)
+        (folder / "failed").write_text(str(problem))
+        raise
+
+
+def make_first_in_line(ready: Path, names=MADE_FIRST_IN_LINE) -> int:
+    """Take the lock of each of `names`' runs, say so by writing `ready`, then make each run
+    (letting go of its lock once made); the number of runs that failed (their messages go
+    where each reader finds them, and to stderr)."""
+    locks = [(name, _locked(name)) for name in names]
+    ready.write_text(" ".join(names) + "\n")
+    failed = 0
+    for name, lock in locks:
+        with lock:
+            try:
+                _make_unless_made(name)
+            except Exception as problem:  # noqa: BLE001 -- recorded for its readers; the next run is made still
+                failed += 1
+                print(f"{name}'s quick run failed: {str(problem)[-2000:]}", file=sys.stderr)
+    return failed
+
+
 def _run(name: str, source: Path, folder: Path) -> None:
+    from labkit import netlink
     from labkit.instructor.grading.check_cells import graded_copy
 
     shutil.rmtree(folder, ignore_errors=True)
@@ -163,9 +204,13 @@ def _run(name: str, source: Path, folder: Path) -> None:
     if name in OWN_HOME:  # its C goes into a home of its own, never into the checkout's csrc/
         env["LABKIT_HOME"] = str(folder / "home")
     results_before = _results_in_the_checkout()
+    namespaces_before = set(netlink.lab_namespaces())
     started = time.monotonic()
     executed = papermill(workdir / name, workdir, env)
     elapsed = time.monotonic() - started
+    # the lab's namespaces that came during the run and outlived it: its own leftovers, or
+    # those of a test that runs beside it (those go when their test ends); test_notebooks reads it
+    (folder / "namespaces_left").write_text(json.dumps(sorted(set(netlink.lab_namespaces()) - namespaces_before)))
     assert _results_in_the_checkout() == results_before, f"{name} wrote into {paths.RESULTS}, not LABKIT_RESULTS"
     figures_tell_the_truth(nbformat.read(executed, as_version=4), name)
     no_client_uses_more_cpus_than_it_has(folder / "results.jsonl")
@@ -215,3 +260,12 @@ def no_client_uses_more_cpus_than_it_has(results: Path) -> None:
         if isinstance(used, (int, float)) and isinstance(usable, (int, float)) and math.isfinite(used):
             assert used <= usable * 1.05, (f"{row.get('experiment')} {row.get('model')}: the client used "
                                            f"{used:.2f} CPUs of {usable}")
+
+
+if __name__ == "__main__":  # make test: python tests/quickrun.py --ready FILE
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Make the quick runs of MADE_FIRST_IN_LINE in this test run's "
+                                                 "folder (LABKIT_TEST_RUN), writing FILE once their locks are held.")
+    parser.add_argument("--ready", type=Path, required=True, help="written once every run's lock is held")
+    sys.exit(1 if make_first_in_line(parser.parse_args().ready) else 0)

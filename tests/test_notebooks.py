@@ -8,6 +8,7 @@ phenomenon from that run, so a failure names what broke, and the cells a test re
 found by their test-... tag, never by their text."""
 
 import functools
+import json
 import os
 import re
 
@@ -15,15 +16,20 @@ import pytest
 
 from labkit import uncertainty
 
+import waits
 from quickrun import PLOTLY, QUICK_RUN_LIMIT_S, run_quick
 
 pytestmark = pytest.mark.timeout(QUICK_RUN_LIMIT_S + 60)
-# The runs whose tests read what was measured (04's 40 ms stall, 05's shaped link's round
-# trip, 06's knee) run alone on the machine, first (make test's quiet phase): other tests
-# read the same runs.  The others assert what no load changes: no error, every point
-# measured, a count, a refusal, a timeout the notebook sets, the battery's verdicts, a rank
-# whatever it is.  They run on the parallel phase's workers, beside other tests.
+# The runs whose tests read what was measured: 06's knee and the memory its connections take
+# from the whole machine's kernel stacks run alone on the machine, first (make test's quiet
+# phase); 04's 40 ms stall and 05's shaped link's round trip (each figure its own program's
+# or its own sockets') are made first in line before the parallel phase starts
+# (quickrun.MADE_FIRST_IN_LINE) and read in the serial phase.  Other tests read the same
+# runs.  The others assert what no load changes: no error, every point measured, a count, a
+# refusal, a timeout the notebook sets, the battery's verdicts, a rank whatever it is.  They
+# run on the parallel phase's workers, beside other tests.
 QUIET = (pytest.mark.measuring, pytest.mark.quiet)
+FIRST_IN_LINE = pytest.mark.measuring
 
 
 def quiet(test):
@@ -270,30 +276,30 @@ def test_03_each_failure_card_says_what_each_side_saw_and_that_the_server_still_
 
 
 # ---------------------------------------------------------------------------
-# 04: write strategies (measured: the quiet phase)
+# 04: write strategies (measured first in line: the serial phase)
 
 NB04 = "04_write_strategies.ipynb"
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_runs_quick_without_an_error():
     run = ran_clean(NB04, figures=4)
     assert all(r["status"] == "ok" for r in run.rows), [r["error"] for r in run.rows]
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_the_strategies_are_shown_from_csrc():
     shown = shown_markdown(outputs(ran(NB04).nb, "test-strategies-source"))
     assert "static int write_repetition" in shown and "static int fill_iovec" in shown
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_a_large_write_is_one_segment_on_loopback_and_many_at_mtu_1500():
     big = {r["placement"]: r["data_segments_per_repetition"] for r in ran(NB04).rows if r.get("shape") == "1x60000"}
     assert big["same_host"] <= 2 and 41 <= big["namespaces"] <= 45, big
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_small_nodelay_writes_behind_a_slow_link_mostly_merge():
     # 100 nodelay writes of 15 bytes behind 10 Mbit/s mostly merge, autocorking on or off (TCP
     # Small Queues holds them too).  Which merges more is not asserted: on an idle 2-CPU machine
@@ -305,7 +311,7 @@ def test_04_small_nodelay_writes_behind_a_slow_link_mostly_merge():
     assert set(small) == {"on", "off"} and all(1 <= n <= 25 for n in small.values()), small
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_each_strategy_makes_exactly_its_writes_and_perf_counts_the_same():
     writes = [r for r in ran(NB04).rows if r["experiment"] == "write_strategies" and r["repetitions"] == 2000]
     assert sorted((r["strategy"], r["shape"], r["nodelay"]) for r in writes) == sorted(
@@ -319,13 +325,13 @@ def test_04_each_strategy_makes_exactly_its_writes_and_perf_counts_the_same():
             <= r["write_calls_per_repetition"] + 0.01
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_nagle_holds_the_second_small_write_for_the_delayed_ack():
     p50 = {(r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in ran(NB04).rows if r["experiment"] == "nagle"}
     assert p50[("many", "off")] >= 30_000 and p50[("many", "on")] < 5_000 and p50[("single", "off")] < 5_000
 
 
-@quiet
+@FIRST_IN_LINE
 def test_04_seed_004_and_iperf3_stand_beside_the_students_numbers():
     nb = ran(NB04).nb
     table = shown_html(outputs(nb, "test-nagle")[:1])
@@ -334,7 +340,7 @@ def test_04_seed_004_and_iperf3_stand_beside_the_students_numbers():
 
 
 # ---------------------------------------------------------------------------
-# 05: different hosts (namespaces: root; measured: the quiet phase)
+# 05: different hosts (namespaces: root; measured first in line: the serial phase)
 
 NB05 = "05_different_hosts.ipynb"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="namespaces need root (CI runs as root)")
@@ -346,14 +352,17 @@ def rows_of_05(experiment: str) -> list[dict]:
     return found
 
 
-@quiet
+@FIRST_IN_LINE
 @ROOT_ONLY
 def test_05_runs_quick_without_an_error_and_leaves_no_link():
     from labkit import netlink
 
-    namespaces_before = set(netlink.lab_namespaces())
     run = ran_clean(NB05, figures=5)
-    assert set(netlink.lab_namespaces()) <= namespaces_before, "a link outlived the notebook"
+    # the lab's namespaces that came during the run and outlived it (quickrun): a test beside the
+    # run (the parallel phase) removes its own when it ends; the notebook's would stay
+    came = set(json.loads((run.folder / "namespaces_left").read_text()))
+    gone = waits.wait_until(lambda: not came & set(netlink.lab_namespaces()), within=120)
+    assert gone, f"a link outlived the notebook: {sorted(came & set(netlink.lab_namespaces()))}"
     assert all(r["status"] == "ok" for r in run.rows), [r["error"] for r in run.rows]
     for r in run.rows:  # every row says what joined server and client
         assert r["link"] == "loopback" if r["placement"] == "same_host" else r["link"].startswith("tbf 1gbit")
@@ -362,7 +371,7 @@ def test_05_runs_quick_without_an_error_and_leaves_no_link():
     figure_in(outputs(run.nb, "test-netem-available"))  # the topology
 
 
-@quiet
+@FIRST_IN_LINE
 @ROOT_ONLY
 def test_05_the_link_adds_its_delay_twice_to_the_round_trip():
     p50 = {(r["placement"], r["link_delay_ms"]): r["lat_p50_us"] for r in rows_of_05("echo_scale")}
@@ -370,7 +379,7 @@ def test_05_the_link_adds_its_delay_twice_to_the_round_trip():
     assert 38_000 <= p50[("namespaces", 20)] - p50[("namespaces", 0)] <= 50_000, p50
 
 
-@quiet
+@FIRST_IN_LINE
 @ROOT_ONLY
 def test_05_uploads_move_the_same_bytes_on_both_sides_of_the_comparison():
     assert all(r["body_bytes_ok"] == r["clients"] * r["size"] for r in rows_of_05("uploads") + rows_of_05("bdp"))
@@ -378,14 +387,14 @@ def test_05_uploads_move_the_same_bytes_on_both_sides_of_the_comparison():
     assert "seed 002 (ms)" in seed_table and "different_hosts" in seed_table and "tbf 1gbit" in seed_table
 
 
-@quiet
+@FIRST_IN_LINE
 @ROOT_ONLY
 def test_05_nagle_across_a_long_link_costs_more_than_a_round_trip_and_one_write_costs_one():
     nagle = {(r["link_delay_ms"], r["strategy"], r["nodelay"]): r["lat_p50_us"] for r in rows_of_05("nagle")}
     assert nagle[(20, "many", "off")] >= 60_000 and 38_000 <= nagle[(20, "single", "off")] <= 50_000, nagle
 
 
-@quiet
+@FIRST_IN_LINE
 @ROOT_ONLY
 def test_05_the_solutions_pass_their_visible_checks_and_the_written_answers_wait_for_a_mark():
     text = all_text(ran(NB05).nb)
