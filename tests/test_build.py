@@ -84,6 +84,8 @@ def test_make_probes_liburing_once_per_build_folder(built_copy):
     assert ("cc" in first) == header and (build_dir / "liburing.mk").exists() == header, first
     assert _programs_make_starts(csrc, build_dir, "print-MODELS") == ["echo"]  # its recipe alone
     assert _programs_make_starts(csrc, build_dir) == []  # a build with nothing to do
+    # and `make` with no goal (make build, an install's build) still builds every program
+    assert makefile.make(["-s", "print-.DEFAULT_GOAL"], csrc, build_dir).stdout.strip() == "all"
 
 
 def test_an_edited_source_is_recompiled(built_copy):
