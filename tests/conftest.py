@@ -185,8 +185,9 @@ def _in_this_phase(config, items) -> None:
 
 
 # The parallel phase's longest groups (group_of, below), handed out longest first: seconds
-# each took on one of 4 workers in a make test on 2 cores (2026-11-27, commit 8a7412a; the
-# whole phase was 2,485 worker-seconds in 651 s).  pytest-xdist hands out groups
+# each took on one of 4 workers in a make test on 2 cores (2026-11-27, commit 8a7412a, the
+# bundles of BY_NOTEBOOK summed from their notebooks' groups then; the whole phase was 2,485
+# worker-seconds in 651 s).  pytest-xdist hands out groups
 # (pytest_xdist_make_scheduler, below) in collection order: a file's tests are one group, since
 # they share the fixtures the file makes once; make test turns off xdist's reordering by test
 # count, which put the one-test files last (the capstone's grading then began five minutes in
@@ -195,26 +196,37 @@ def _in_this_phase(config, items) -> None:
 # equally busy (LPT); a group missing here only runs later, so a stale table costs time, never
 # a test.
 GROUP_SECONDS = {
-    "test_grade_attacks.py": 205, "test_capstone_grading.py": 201, "test_release.py::07_your_server": 182,
-    "test_grade_dask.py": 137, "test_capstone.py": 131, "test_battery.py": 123, "test_server_limits.py": 107,
-    "test_autograder.py": 99, "test_grade.py": 93, "test_protocol.py": 80, "test_release.py": 79,
-    "test_browser.py::03_uploads": 75, "test_release.py::02_multiplexing": 73, "test_browser.py::01_proc_service": 70,
-    "test_browser.py::07_your_server": 68, "test_browser.py::06_what_breaks_first": 58,
-    "test_browser.py::02_multiplexing": 56, "test_browser.py::05_different_hosts": 50, "test_hub.py": 48,
+    "test_grade_attacks.py": 205, "test_capstone_grading.py": 201, "test_release.py::07": 182,
+    "test_release.py::00 04 05 06 *": 145, "test_release.py::01 02 03": 138, "test_grade_dask.py": 137,
+    "test_capstone.py": 131, "test_battery.py": 123, "test_browser.py::05 07": 118, "test_browser.py::02 06": 114,
+    "test_browser.py::00 01 *": 105, "test_browser.py::03 04": 107, "test_server_limits.py": 107,
+    "test_autograder.py": 99, "test_grade.py": 93, "test_protocol.py": 80, "test_hub.py": 48,
     "test_export.py": 44, "test_exercises.py": 42, "test_cli.py": 41,
 }
-# Files whose tests each run one notebook: a group per notebook rather than per file (one
-# file's chain of eight notebooks took 426 s on one worker, most of the phase, while the
-# others had finished), at the price of each worker making the file's fixtures for itself.
-BY_NOTEBOOK = ("test_release.py", "test_browser.py")
-NOTEBOOK_IN_ID = re.compile(r"\[.*?(\d\d_[a-z_]+)")
+# Files whose tests each take a notebook, handed out in bundles of notebooks (a notebook by
+# its number; `*`: the file's tests that take none) rather than as one group (one file's chain
+# of eight notebooks took 426 s on one worker, most of the phase, while the others had
+# finished) or a notebook at a time (each group makes the file's module fixtures again on its
+# worker: a JupyterLab and a Chromium, 7.5 CPU-s; an edition, 6 CPU-s, and its C build for
+# 01-03, which run in the edition).  Bundled by the seconds each notebook's tests took (make
+# test of 2026-11-27: release 07 182, 02 73, 03 35, 01 30, `*` 79; browser 03 75, 01 70,
+# 07 68, 06 58, 02 56, 05 50, 04 32, 00 20).  A notebook in no bundle is a group of its own.
+BY_NOTEBOOK = {
+    "test_release.py": ("07", "01 02 03", "00 04 05 06 *"),
+    "test_browser.py": ("03 04", "00 01 *", "05 07", "02 06"),
+}
+NOTEBOOK_IN_ID = re.compile(r"\[.*?(\d\d)_[a-z_]+")
 
 
 def group_of(nodeid: str) -> str:
-    """The xdist group of a test: its file, or its file and notebook (BY_NOTEBOOK)."""
+    """The xdist group of a test: its file, or its file and bundle of notebooks (BY_NOTEBOOK)."""
     file = nodeid.split("::", 1)[0]
-    notebook = NOTEBOOK_IN_ID.search(nodeid) if file.rsplit("/", 1)[-1] in BY_NOTEBOOK else None
-    return f"{file}::{notebook.group(1)}" if notebook else file
+    bundles = BY_NOTEBOOK.get(file.rsplit("/", 1)[-1])
+    if bundles is None:
+        return file
+    notebook = NOTEBOOK_IN_ID.search(nodeid)
+    number = notebook.group(1) if notebook else "*"
+    return f"{file}::{next((bundle for bundle in bundles if number in bundle.split()), number)}"
 
 
 def _longest_groups_first(config, items) -> None:
