@@ -88,6 +88,19 @@ def test_make_probes_liburing_once_per_build_folder(built_copy):
     assert makefile.make(["-s", "print-.DEFAULT_GOAL"], csrc, build_dir).stdout.strip() == "all"
 
 
+def test_a_build_folder_make_cannot_write_is_probed_each_time_and_says_nothing_of_it(csrc_copy, tmp_path):
+    """An install's build folder, which its users cannot write (here a path under a file,
+    which not even root can make): make still finds liburing, and prints only what it was
+    asked for (labkit reads `make print-PROCSTAT_SRC`'s output as a path)."""
+    (tmp_path / "a-file").write_text("")
+    unwritable = tmp_path / "a-file" / "build"
+    printed = makefile.make(["-s", "print-PROCSTAT_SRC"], csrc_copy, unwritable)
+    assert (printed.returncode, printed.stdout) == (0, f"{csrc_copy}/services/procstat.c\n")
+    header = any(Path(h).exists() for h in ("/usr/include/liburing.h", "/usr/local/include/liburing.h"))
+    models = makefile.make(["-s", "print-MODELS"], csrc_copy, unwritable).stdout.split()
+    assert ("uring" in models) == header and "epoll" in models
+
+
 def test_an_edited_source_is_recompiled(built_copy):
     csrc, build_dir = built_copy
     loadgen = build_dir / "bin" / "loadgen"
