@@ -115,11 +115,15 @@ lab: setup build
 # of those runs wait for them.  Where there is no such cgroup (not root, no cpu controller)
 # the serial and parallel phases run one after the other.  The parallel phase's output is
 # shown once it ends.  Each phase runs whatever the others' result; all share the notebooks'
-# quick runs (LABKIT_TEST_RUN); the slowest tests of all are listed.  Exit status 5 is pytest's "no test selected here"
-# (PYTEST_ARGS chose other phases' tests).  The suite starts many Python processes (kernels,
-# graded runs, the CLI): they keep their compiled modules in build/pycache whatever
-# PYTHONDONTWRITEBYTECODE says, rather than each compiling labkit anew (0.62 s to import the
-# notebooks' modules without, 0.53 s with).
+# quick runs (LABKIT_TEST_RUN); the slowest tests of all are listed.  Exit status 5 is
+# pytest's "no test selected here" (PYTEST_ARGS chose other phases' tests).  The suite starts
+# many Python processes (kernels, graded runs, the CLI): they keep labkit's compiled modules
+# beside it (__pycache__, which git ignores) whatever PYTHONDONTWRITEBYTECODE says, rather
+# than each compiling labkit anew (0.62 s to import the notebooks' modules without, 0.53 s
+# with), and read the venv's where pip compiled them.  A cache of the suite's own
+# (PYTHONPYCACHEPREFIX, used before) is empty in a fresh clone: each of the 6,000 modules the
+# suite imports was compiled again (3.75 s to import the notebooks' modules the first time,
+# 1.1 s after), and notebook 06's quick run took 67 s in a fresh clone, 56 s in a used one.
 TEST_RESULTS := build/test-results
 PHASE = $(VENV)/bin/pytest --phase $(1) --junitxml=$(TEST_RESULTS)/$(1).xml
 SERIAL_PHASE := $(call PHASE,serial) -p no:xdist $(PYTEST_ARGS)
@@ -127,7 +131,7 @@ PARALLEL_PHASE := $(call PHASE,parallel) -n $(TEST_WORKERS) --dist loadfile --no
 test: setup build $(HUB_PROXY)
 	@rm -rf $(TEST_RESULTS); mkdir -p $(TEST_RESULTS); status=0; \
 	$(VENV)/bin/ruff check --quiet . || { echo "ruff: the lines above break the code's rules (pyproject.toml)"; status=1; }; \
-	export LABKIT_TEST_RUN=make$$$$ PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache; unset PYTHONDONTWRITEBYTECODE; \
+	export LABKIT_TEST_RUN=make$$$$; unset PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX; \
 	passed() { [ $$1 -eq 0 ] || [ $$1 -eq 5 ]; }; \
 	$(call PHASE,quiet) -p no:xdist $(PYTEST_ARGS); passed $$? || status=1; \
 	if bash scripts/first-in-line.sh --check; then \
