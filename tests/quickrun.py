@@ -17,11 +17,11 @@ it.  A run that failed leaves its message, so every test that reads it fails wit
 same message, at once, rather than papermilling it again.
 
 Made first in line: make test makes the runs of MADE_FIRST_IN_LINE (`python
-tests/quickrun.py --ready FILE`, in the serial phase's cgroup) before the parallel phase
-starts.  The process takes each run's lock, writes FILE, and only then does make start the
-parallel phase: a worker that reads one of those runs waits for it, rather than making it
-itself without the CPUs' priority the serial phase's tests (which read its measured
-figures) need."""
+tests/quickrun.py --ready FILE`, first in line for the CPUs as the serial phase is:
+scripts/first-in-line.sh) before the parallel phase starts.  The process takes each run's
+lock, writes FILE, and only then does make start the parallel phase: a worker that reads
+one of those runs waits for it, rather than making it itself without the CPUs' priority
+the serial phase's tests (which read its measured figures) need."""
 
 from __future__ import annotations
 
