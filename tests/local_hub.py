@@ -109,15 +109,24 @@ def local_users(count: int, homes: Path):
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct loopback ports free at this moment."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind((LOOPBACK, 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+    """`count` distinct loopback ports free at this moment, below the kernel's range of
+    ephemeral ports (ip_local_port_range).  A port the kernel hands out (a bind to port 0)
+    may be handed out again, to a socket that binds port 0 or connects, before the hub binds
+    it: in a CI run a JupyterLab kernel's ZeroMQ socket took the hub's, the hub exited, and
+    the proxy read ZeroMQ's greeting from the port.  Below the range only an explicit bind
+    takes a port."""
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    found: list[int] = []
+    for port in secrets.SystemRandom().sample(range(max(1024, first_ephemeral - 8192), first_ephemeral), 256):
+        with socket.socket() as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:  # in use: another
+                continue
+        found.append(port)
+        if len(found) == count:
+            return found
+    raise AssertionError(f"no {count} free loopback ports below {first_ephemeral}")
 
 
 @dataclass(frozen=True)

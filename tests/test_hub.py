@@ -36,7 +36,7 @@ import pytest
 
 from labkit import system
 
-from local_hub import HubClient, Kernel, local_users, missing, running_hub
+from local_hub import HubClient, Kernel, free_ports, local_users, missing, running_hub
 from readonly_install import read_only_install, snapshot
 
 NOTEBOOK = "01_proc_service.ipynb"
@@ -192,3 +192,18 @@ def print_report(wall_s: float, runs: dict, rows: dict) -> None:
         columns = Counter(tuple(repr(row.get(column)) for column in CPU_COLUMNS) for row in rows[name])
         for values, count in columns.items():
             print(f"  {count} row(s)  " + ", ".join(f"{c}={v}" for c, v in zip(CPU_COLUMNS, values)))
+
+
+def test_the_hubs_ports_are_free_and_below_the_kernels_range_of_ephemeral_ports():
+    """No socket that binds port 0 or connects (a kernel's, a client's) can take them between
+    their choice and the hub's bind (local_hub.free_ports says why)."""
+    import socket
+    from pathlib import Path
+
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = free_ports(3)
+    assert len(set(ports)) == 3 and all(1024 <= port < first_ephemeral for port in ports), ports
+    for port in ports:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
