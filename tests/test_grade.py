@@ -123,8 +123,9 @@ def processes_of_grading_uids() -> list[psutil.Process]:
     beside this one, under uids of their own).  A uid is free only if its lease file is
     locked by us and is still the file at its path (UidLease.lock_if_free): a grader that
     just released it unlinked the file, and one that leased it again since made a new one."""
+    # the uids a lease hands out, and no other: nobody (65534) runs test_netlink's links as a user
     uids = {p.info["uids"].real for p in psutil.process_iter(["uids"])
-            if p.info["uids"] and p.info["uids"].real >= FIRST_GRADING_UID}
+            if p.info["uids"] and FIRST_GRADING_UID <= p.info["uids"].real < FIRST_GRADING_UID + UidLease.SPAN}
     left = []
     for uid in uids:
         lock = UidLease.lock_if_free(uid)
