@@ -523,7 +523,7 @@ def test_06_the_known_answer_poisson_arrivals_wait_no_less_than_even_ones_where_
     elif "a queue has no steady state" in noisy:  # the floor's loop cost put 5,000/s at utilisation 1 or more
         # (its 0.5 s quick run measured 40-58 µs on a quiet 2-core VM, and more than 100 µs in a fresh CI
         # run, where the means were even 143 ms and Poisson 2.2 ms): theory then orders nothing there
-        assert float(re.search(r"At 5,000/s .* utilisation ([\d.]+):", noisy).group(1)) >= 1, noisy
+        assert float(re.search(r"utilisation ([\d.]+): at 1 or more", noisy).group(1)) >= 1, noisy
     else:  # ... and only as far as the two runs' intervals tell them apart (a fresh CI run: even 387 µs,
         # Poisson 366, 0.5 s each): where they separate, Poisson's is the higher
         poisson, even = (uncertainty.Interval(truth[(a, 5000)]["lat_mean_low_us"], truth[(a, 5000)]["lat_mean_high_us"],
