@@ -49,15 +49,23 @@ RESOURCE_BUGS = {
     "keeps each session": lambda: _planted("    session_free(c->session);\n    free(c);\n", "    free(c);\n"),
     # ... or only the session of a connection that was reset: one path of the seven kinds of close
     "keeps the session of a reset connection": lambda: _planted(
-        "    if (ready & (EPOLLERR | EPOLLHUP)) {\n        close_conn(c);",
-        "    if (ready & (EPOLLERR | EPOLLHUP)) {\n        close(c->fd); /* the bug: its session is never freed */\n"
-        "        free(c);"),
+        "    if (ready & (EPOLLERR | EPOLLHUP)) {\n        close_conn(w, c);",
+        "    if (ready & (EPOLLERR | EPOLLHUP)) {\n        epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);\n"
+        "        close(c->fd); /* the bug: its session is never freed */\n        free(c);"),
     # each worker remembers the last connection it closed, and touches it at the next close
     "uses a closed connection at the next close": lambda: _planted(
-        "static void close_conn(struct conn *c)\n{\n    close(c->fd);\n    session_free(c->session);\n    free(c);\n}",
+        "static void close_conn(struct worker *w, struct conn *c)\n{\n",
         "static __thread struct conn *closed_before; /* the bug: kept after free() */\n\n"
-        "static void close_conn(struct conn *c)\n{\n    struct conn *gone = closed_before;\n"
+        "static void close_conn(struct worker *w, struct conn *c)\n{\n    struct conn *gone = closed_before;\n"
         "    closed_before = c;\n    if (gone != NULL)\n"
-        "        gone->events = 0; /* a use after free, from this worker's second close on */\n"
-        "    close(c->fd);\n    session_free(c->session);\n    free(c);\n}"),
+        "        gone->events = 0; /* a use after free, from this worker's second close on */\n"),
 }
+
+
+def still_watched() -> str:
+    """The reference closing a connection without taking it out of its worker's epoll set
+    first, as the template did until 2026-11-29: correct until another process holds the
+    socket as it closes (epoll(7): close() then leaves it in the set), and then the next
+    epoll_wait hands the worker the connection it freed."""
+    return _planted("    if (w != NULL)\n        epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);\n",
+                    "    (void)w; /* the bug: the socket stays in the set when another reference to it lives on */\n")

@@ -17,13 +17,14 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import serverproc
-from capstone_servers import RESOURCE_BUGS, reference, skeleton, with_bug
+from capstone_servers import RESOURCE_BUGS, reference, skeleton, still_watched, with_bug
 from labkit import battery, capstone, paths
 from labkit.errors import BuildError
 
@@ -318,6 +319,75 @@ def test_a_use_after_free_on_a_workers_later_connections_is_caught_under_asan():
     assert failed(report) & late and failed(report) <= late, str(report)
     caught = next(r for r in report.results if not r.passed)
     assert "heap-use-after-free" in caught.message and "in close_conn" in caught.message, caught.message
+
+
+PIDFD_GETFD = 438  # pidfd_getfd(2), Linux 5.6: the same number on every architecture
+
+
+def _closed_while_held(server, reset: bool) -> str:
+    """A client sends a whole PUT and closes (or resets) while this process holds a copy of
+    the server's socket for it (pidfd_getfd, as `ss -p` or lsof does for a moment through
+    /proc/PID/fd); then a second client is served.  What went wrong, or ""."""
+    import ctypes
+    import struct
+
+    import psutil
+
+    client = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    client.sendall(b"PUT 5\nhello")
+    assert client.recv(100).startswith(b"OK"), "the sink did not answer its PUT"
+    accepted = [c.fd for c in psutil.Process(server.pid).net_connections("tcp")
+                if c.raddr and c.raddr.port == client.getsockname()[1]]
+    assert len(accepted) == 1, f"the server holds {accepted} for one connection"
+    pidfd = os.pidfd_open(server.pid)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        held = libc.syscall(PIDFD_GETFD, pidfd, accepted[0], 0)
+        assert held >= 0, f"pidfd_getfd: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(pidfd)
+    try:
+        if reset:
+            client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        time.sleep(0.5)  # the worker's turns on the closed connection
+        if server.died():
+            return f"the server is gone{server.died()}"
+        with socket.create_connection(("127.0.0.1", server.port), timeout=5) as second:
+            second.sendall(b"PUT 2\nhi")
+            answer = second.recv(100)
+        return "" if answer.startswith(b"OK") else f"the next client got {answer!r}"
+    except OSError as failure:
+        return f"the next client failed: {failure}{server.died()}"
+    finally:
+        os.close(held)
+
+
+@pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
+def test_a_connection_closed_while_another_process_holds_its_socket_leaves_the_worker_nothing_freed(reset):
+    """close() takes a socket out of an epoll set only with its last reference (epoll(7),
+    Q6): the reference takes it out itself first, and lives on; the template as it was
+    until 2026-11-29, which did not, is handed the connection it freed, and ASan says so
+    (a CI run of 2026-11-29: the plain build killed by SIGSEGV while the suite's `ss -p`
+    read the server's descriptors)."""
+    from labkit.battery import _env, host
+    from labkit.scratch import ScratchServer
+
+    server = ScratchServer(capstone.build_text(reference()), "mine (the reference)", "sink", args=["--workers", "1"])
+    try:
+        assert _closed_while_held(server, reset) == ""
+    finally:
+        server.stop()
+    room = host.room_for_asan()
+    assert not isinstance(room, str), room
+    server = ScratchServer(capstone.build_text(still_watched(), sanitize=True), "mine (still watched, ASan)", "sink",
+                           ready_timeout=10.0, args=["--workers", "1"], prefix=room, env=_env(True))
+    try:
+        went_wrong = _closed_while_held(server, reset)
+        report = server.server.stderr_text()
+    finally:
+        server.stop()
+    assert went_wrong and "ERROR: AddressSanitizer: heap-use-after-free" in report, went_wrong
 
 
 def _deny_io_uring():

@@ -19,7 +19,10 @@
  * For each connection, again and again:
  *  - write what session_write_buf() offers, and report exactly what write()
  *    wrote with session_did_write() -- which may be fewer bytes than offered;
- *  - close (and session_free) once session_done() says so;
+ *  - close (and session_free) once session_done() says so; with epoll, take
+ *    the descriptor out of the set (EPOLL_CTL_DEL) before close(): close()
+ *    alone removes it only once no other descriptor refers to the socket
+ *    (epoll(7)), and a tool reading /proc/PID/fd holds one for a moment;
  *  - read into session_read_buf() unless its length is 0: then stop reading
  *    this client until its output drains (the client does not read its
  *    replies); report session_did_read(n), or session_did_eof() when read()
@@ -121,10 +124,17 @@ struct worker {
 
 static const service_t *service;
 
-/* close() also takes fd out of the worker's epoll set (no other descriptor
- * refers to its socket), so the acceptor may reuse the number at once. */
-static void close_conn(struct conn *c)
+/* Out of the worker's epoll set first, then closed.  close() alone takes a
+ * socket out of an epoll set only when it drops the last reference to the
+ * socket (epoll(7), Q6), and another process may hold one: for a moment
+ * while it reads /proc/PID/fd (ss -p, lsof, psutil), or for good
+ * (pidfd_getfd).  Left in the set, a socket at EOF or reset stays ready, and
+ * the next epoll_wait reports it again with c already freed.  w is NULL for
+ * a conn no worker has watched. */
+static void close_conn(struct worker *w, struct conn *c)
 {
+    if (w != NULL)
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     session_free(c->session);
     free(c);
@@ -197,7 +207,7 @@ static void serve_conn(struct worker *w, struct conn *c, uint32_t ready)
     /* EPOLLERR/EPOLLHUP (we never shut our side down): a reset, or the
      * connection is gone both ways.  Nothing we write can arrive. */
     if (ready & (EPOLLERR | EPOLLHUP)) {
-        close_conn(c);
+        close_conn(w, c);
         return;
     }
     /* Output first: what the socket had no room for last time.  Then input,
@@ -205,7 +215,7 @@ static void serve_conn(struct worker *w, struct conn *c, uint32_t ready)
     if (!flush_output(c) || session_done(c->session) ||
         !read_input(c) || !flush_output(c) || session_done(c->session) ||
         !watch(w, c))
-        close_conn(c);
+        close_conn(w, c);
 }
 
 static void *worker_thread(void *arg)
@@ -282,7 +292,7 @@ static void hand_over(struct worker *w, int fd)
     struct epoll_event ev = { .events = c->events, .data.ptr = c };
     if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) < 0) { /* ENOMEM, ENOSPC (max_user_watches) */
         warn_errno("epoll cannot watch a new connection: closing it");
-        close_conn(c); /* the worker never saw it */
+        close_conn(NULL, c); /* the worker never saw it */
     }
 }
 
