@@ -1,20 +1,21 @@
 """The open loop's arrivals (csrc/loadgen/arrivals.c) and the spin service's declared
 service times (exchange.c), seen from a server that is not the lab's own: a Python
-server that stamps each request as it arrives and keeps the time it asks for.
+server that answers each request and keeps the time it asks for.
 
-Counts are exact (every request of rate x duration arrives once).  The process is told
-by its counts in windows of 5 ms, which a late server hardly moves: their variance over
-their mean (the index of dispersion) is 1 for Poisson arrivals; for even ones, 2 or 3 in
-each window, 0.1.  The
-gaps between stamps are not the process's where the server was late: a server thread held
-off its CPU for a while stamps the requests that queued meanwhile microseconds apart (a CI
-run of 2026-11-28 in the serial phase: gaps of 15 to 35 us in a row at 500/s), and the gaps'
-interquartile range, 1.58 times their median for exponential gaps (ln 3 / ln 2), read 2.07.
-The requests come over one connection, so one server thread stamps them all: with ten, ten
-threads took turns at Python's lock and an even schedule of 1 ms gaps read as a coefficient
-of variation of 0.45 (CI run 70); here the gaps are 2 ms.  The spin service itself
-(the server answers after the time asked) is in test_protocol, for every model, and that
-it stays runnable all that time, here, for epoll."""
+Counts are exact (every request of rate x duration arrives once, and is sent once).  When
+each request was sent is read off the wire (tests/wire_capture.py: the kernel stamps each
+segment as the generator transmits it), not from the server's reads: a server thread held
+off its CPU reads the requests that queued meanwhile microseconds apart (a CI run of
+2026-11-28 in the serial phase: gaps of 15 to 35 us in a row at 500/s, and an interquartile
+range of the Poisson gaps of 2.07 times their median, where exponential gaps have 1.58).
+The requests go over ten connections: a connection holds one exchange at a time, so a
+reply the server is late with holds back that connection's next request (over one, the
+second request of the run left up to 13 ms late on a quiet machine, behind the server
+thread's start, and up to 174 ms with the CPUs busy); over ten, each sends every 20 ms on
+average.  The process is told by its counts in windows of 5 ms: their variance over their
+mean (the index of dispersion) is 1 for Poisson arrivals; for even ones, 2 or 3 in each
+window, 0.1.  The spin service itself (the server answers after the time asked) is in
+test_protocol, for every model, and that it stays runnable all that time, here, for epoll."""
 
 import statistics
 import threading
@@ -26,10 +27,12 @@ import pytest
 import serverproc
 from serverproc import Client
 from test_loadgen import Loadgen, build_loadgen, read_line, run_loadgen, server  # noqa: F401 (fixture)
+from wire_capture import Capture
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
 RATE, DURATION = 500, 2.0  # 1,000 requests, 2 ms apart on average
+CLIENTS = 10  # each connection's next request 20 ms after its last, on average
 
 
 class Stamps:
@@ -57,14 +60,16 @@ class Stamps:
         return sorted(us for _, us in self.seen)
 
 
-def offered(server, arrivals: str, *extra, seed: int = 1) -> tuple[dict, Stamps]:
+def offered(server, arrivals: str, *extra, seed: int = 1) -> tuple[dict, Stamps, Capture]:
+    """The generator's report, what the server read, and what the generator sent (the wire)."""
     stamps = Stamps()
     srv = server(stamps.serve)
-    code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", 1,
-                                    "--service", "spin", "--rate", RATE, "--duration", DURATION,
-                                    "--arrivals", arrivals, "--seed", seed, *extra)
+    with Capture(srv.port) as wire:
+        code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", CLIENTS,
+                                        "--service", "spin", "--rate", RATE, "--duration", DURATION,
+                                        "--arrivals", arrivals, "--seed", seed, *extra)
     assert code == 0, err
-    return report, stamps
+    return report, stamps, wire
 
 
 def cv(values: list[float]) -> float:
@@ -87,18 +92,18 @@ def dispersion(times: list[float]) -> float:
     return statistics.pvariance(counts) / statistics.fmean(counts)
 
 
-# Poisson counts' index over 400 windows: 1 with a standard error of sqrt(2 / 399) = 0.07.  In
-# 300 simulated runs 0.84-1.28, and 0.83-1.40 with the server held off its CPU for up to 4 ms
-# every 5 ms on average; an even schedule's 0.10, and 0.32 at most with those stalls.  Seed 1's
-# schedule itself reads 1.08.
+# Poisson counts' index over 400 windows: 1 with a standard error of sqrt(2 / 399) = 0.07 (in 300
+# simulated runs, 0.84-1.28; seed 1's schedule itself reads 1.08); an even schedule's 0.10.
 @pytest.mark.parametrize("arrivals, low, high", [("poisson", 0.7, 1.45), ("even", 0.0, 0.4)])
 def test_arrivals_reach_the_server_as_the_process_they_name(server, arrivals, low, high):
-    report, stamps = offered(server, arrivals)
+    report, stamps, wire = offered(server, arrivals)
     assert report["arrivals"] == arrivals and report["mode"] == "open"
     assert len(stamps.seen) == report["requests_ok"] == RATE * DURATION  # every request, once
-    gaps = stamps.gaps()
+    assert [line for _, line in wire.sent] == [b"SPIN 0"] * round(RATE * DURATION)  # and sent once
+    times = wire.times()
+    gaps = [b - a for a, b in zip(times, times[1:])]
     assert statistics.fmean(gaps) == pytest.approx(1 / RATE, rel=0.1)  # the same mean rate either way
-    index = dispersion(sorted(t for t, _ in stamps.seen))
+    index = dispersion(times)
     assert low <= index <= high, f"{arrivals}: counts in {WINDOW * 1000:.0f} ms windows, variance / mean {index:.2f}"
     if arrivals == "poisson":  # exponential: P(gap < mean x ln 2) = 1/2, the median
         below = sum(gap < statistics.fmean(gaps) * 0.6931 for gap in gaps) / len(gaps)
