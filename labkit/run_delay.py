@@ -72,12 +72,17 @@ def _state(task: str) -> str:
         return ""
 
 
-def _steal_ns() -> int:
-    """Time the hypervisor took from this machine's CPUs, per CPU (ns)."""
+def steal_ticks() -> int:
+    """Time the hypervisor took from this machine's CPUs so far, all CPUs together
+    (/proc/stat's first line, its eighth value, in USER_HZ ticks; 0 on bare metal)."""
     with open("/proc/stat") as f:
         fields = f.readline().split()
-    steal = int(fields[8]) if len(fields) > 8 else 0
-    return steal * 1_000_000_000 // (os.sysconf("SC_CLK_TCK") * (os.cpu_count() or 1))
+    return int(fields[8]) if len(fields) > 8 else 0
+
+
+def _steal_ns() -> int:
+    """Time the hypervisor took from this machine's CPUs, per CPU (ns)."""
+    return steal_ticks() * 1_000_000_000 // (os.sysconf("SC_CLK_TCK") * (os.cpu_count() or 1))
 
 
 def held_back(pid: int, window: float = WINDOW) -> bool:

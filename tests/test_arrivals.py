@@ -12,10 +12,12 @@ The requests go over ten connections: a connection holds one exchange at a time,
 reply the server is late with holds back that connection's next request (over one, the
 second request of the run left up to 13 ms late on a quiet machine, behind the server
 thread's start, and up to 174 ms with the CPUs busy); over ten, each sends every 20 ms on
-average.  The process is told by its counts in windows of 5 ms: their variance over their
-mean (the index of dispersion) is 1 for Poisson arrivals; for even ones, 2 or 3 in each
-window, 0.1.  The spin service itself (the server answers after the time asked) is in
-test_protocol, for every model, and that it stays runnable all that time, here, for epoll."""
+average.  What the machine cannot move is checked: that the schedule is the process it names
+(its counts in windows of 5 ms have a variance over their mean, the index of dispersion, of
+1 for Poisson arrivals, and 2 or 3 in each window for even ones) and that the generator keeps
+to it (half the requests leave within 1 ms of their due time).  The spin service itself (the
+server answers after the time asked) is in test_protocol, for every model, and that it stays
+runnable all that time, here, for epoll."""
 
 import math
 import statistics
@@ -52,10 +54,6 @@ class Stamps:
             with self.lock:
                 self.seen.append((time.monotonic(), int(line.split()[1])))
             conn.sendall(b"OK %s\n" % line.split()[1])
-
-    def gaps(self) -> list[float]:
-        times = sorted(t for t, _ in self.seen)
-        return [b - a for a, b in zip(times, times[1:])]
 
     def spins(self) -> list[int]:
         return sorted(us for _, us in self.seen)

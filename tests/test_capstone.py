@@ -368,8 +368,8 @@ def test_a_connection_closed_while_another_process_holds_its_socket_leaves_the_w
     """close() takes a socket out of an epoll set only with its last reference (epoll(7),
     Q6): the reference takes it out itself first, and lives on; the template as it was
     until 2026-11-29, which did not, is handed the connection it freed, and ASan says so
-    (a CI run of 2026-11-29: the plain build killed by SIGSEGV while the suite's `ss -p`
-    read the server's descriptors)."""
+    (a CI run of 2026-11-29: the plain build killed by SIGSEGV in the battery, beside tests
+    that read processes' descriptors with `ss -p` and psutil)."""
     from labkit.battery import _env, host
     from labkit.scratch import ScratchServer
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import perf
+from labkit import perf, run_delay
 from labkit.errors import LabError
 
 # make test runs these first, alone on the machine (tests/conftest.py): a spinner's share of a
@@ -338,14 +338,6 @@ def child_factory():
             child.popen.wait()
 
 
-def steal_ticks() -> int:
-    """The time a hypervisor took from this machine's CPUs so far, all CPUs together
-    (/proc/stat's first line, eighth value, in USER_HZ ticks; 0 on bare metal)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) if len(fields) > 8 else 0
-
-
 def perf_processes_watching(pid):
     found = []
     for proc in psutil.process_iter(["cmdline"]):
@@ -363,10 +355,10 @@ def test_attach_counts_a_busy_child(source, monkeypatch, child_factory):
     elif not perf.probe().usable:
         pytest.skip("perf is not usable here")
     child = child_factory(BURN_AND_SLEEP)
-    stolen_ticks = steal_ticks()
+    stolen_ticks = run_delay.steal_ticks()
     with perf.attach(child.popen.pid) as counting:
         cpu_s = child.go() - child.startup_cpu_s
-    stolen_ticks = steal_ticks() - stolen_ticks
+    stolen_ticks = run_delay.steal_ticks() - stolen_ticks
     assert counting.source == source
     values = counting.counters
     assert set(values) == set(perf.DEFAULT_EVENTS)

@@ -10,14 +10,16 @@ however late it is read.  Only the outgoing copies are kept (lo also shows each 
 received), only TCP to the port (a classic BPF filter, so that other tests' loopback traffic
 is not copied at all), and each sequence number once (a retransmission is the same bytes).
 
-Needs CAP_NET_RAW (root): open() says so otherwise.
+Needs CAP_NET_RAW (root): entering a Capture says so otherwise.
 """
 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import socket
 import struct
+import termios
 import threading
 import time
 
@@ -56,6 +58,7 @@ class Capture:
         self.sent: list[tuple[float, bytes]] = []
         self._seen: set[tuple[int, int]] = set()  # (the client's port, a sequence number)
         self._pending: dict[int, bytes] = {}  # by the client's port: a line begun, not ended
+        self.unstamped = 0  # segments the kernel had not stamped (read while timestamps came on)
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -93,12 +96,12 @@ class Capture:
                 continue
             stamp = next((struct.unpack("qq", cdata[:16]) for level, kind, cdata in ancillary
                           if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS), None)
-            self._segment(data, stamp[0] + stamp[1] / 1e9 if stamp else time.time())
+            if stamp is None:
+                self.unstamped += 1
+                continue
+            self._segment(data, stamp[0] + stamp[1] / 1e9)
 
     def _queued(self) -> bool:
-        import fcntl
-        import termios
-
         return struct.unpack("i", fcntl.ioctl(self._sock, termios.FIONREAD, b"\0" * 4))[0] > 0
 
     def _segment(self, packet: bytes, when: float) -> None:
@@ -119,4 +122,6 @@ class Capture:
         self._sock.close()
 
     def times(self) -> list[float]:
+        """When each request left, as the kernel stamped it."""
+        assert not self.unstamped, f"{self.unstamped} segments came without the kernel's time stamp"
         return [when for when, _ in self.sent]
