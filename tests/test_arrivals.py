@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import serverproc
+from labkit import schedule as schedule_module
 from serverproc import Client
 from test_loadgen import Loadgen, build_loadgen, read_line, run_loadgen, server  # noqa: F401 (fixture)
 from wire_capture import Capture
@@ -76,25 +77,27 @@ def cv(values: list[float]) -> float:
 
 
 WINDOW = 0.005  # s: 2.5 requests in each on average, 400 windows
-MASK = (1 << 64) - 1
 
 
 def schedule(arrivals: str, seed: int = 1) -> list[float]:
-    """When each of the run's requests is due, in seconds from its start, computed here from
-    the recipe csrc/loadgen/arrivals.c states, not from its code: even, g / rate; Poisson,
-    the running sum of -ln(u) / rate from 0, u = (the top 53 bits of splitmix64's next
-    value + 1) / 2^53, splitmix64 started at 0x5eed0a771a15 xor the seed."""
-    planned = round(RATE * DURATION)
-    if arrivals == "even":
-        return [g / RATE for g in range(planned)]
-    state, t, due = 0x5EED0A771A15 ^ seed, 0.0, []
-    for _ in range(planned):
-        due.append(t)
-        state = (state + 0x9E3779B97F4A7C15) & MASK
-        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-        t += -math.log((((z ^ (z >> 31)) >> 11) + 1) / 2**53) / RATE
-    return due
+    """When each of the run's requests is due, in seconds from its start, computed from the
+    recipe csrc/loadgen/arrivals.c states, not from its code (labkit.schedule)."""
+    return schedule_module.due_times_s(arrivals, RATE, round(RATE * DURATION), seed)
+
+
+def test_a_schedule_starts_at_zero_never_goes_back_and_repeats_with_its_seed():
+    """labkit.schedule's recipe: even gaps exact to the ns, Poisson gaps of the mean asked (2,000
+    gaps: the mean's sd is 2.2%), the same seed the same schedule; the generator's own schedule
+    is held against it in test_loadgen_batches (the count due in the measured window)."""
+    assert schedule_module.due_times_ns("even", 1000, 5) == [0, 1_000_000, 2_000_000, 3_000_000, 4_000_000]
+    due = schedule_module.due_times_ns("poisson", 1000, 2001, 3)
+    assert due[0] == 0 and due == sorted(due) and all(isinstance(at, int) for at in due)
+    assert due[-1] / 2000 == pytest.approx(1e6, rel=0.1)
+    assert schedule_module.due_times_ns("poisson", 1000, 2001, 3) == due != schedule_module.due_times_ns(
+        "poisson", 1000, 2001, 4)
+    assert schedule_module.due_times_s("poisson", 1000, 2001, 3) == [at / 1e9 for at in due]
+    with pytest.raises(ValueError, match="arrivals"):
+        schedule_module.due_times_ns("bursty", 1000, 5)
 
 
 def dispersion(times: list[float]) -> float:

@@ -339,10 +339,13 @@ static void release_due(struct driver *d, uint64_t now)
         struct conn *c = &d->conns[id / d->threads];
         if (c->next != g / d->o->clients)
             continue;
-        if (c->phase == HELD)
-            exchange_begin(d, c, due_time(d, g));
-        else if (c->phase == APART)
+        if (c->phase == HELD) {  /* free when due: how late this loop started it is its own */
+            uint64_t due = due_time(d, g);
+            exchange_begin(d, c, due);
+            hist_record(&d->out->lateness, c->sent_ns - due);
+        } else if (c->phase == APART) {
             reconnect_queue(d, c, due_time(d, g));
+        }
     }
 }
 
@@ -627,14 +630,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         out->began_ns = p->began_ns < out->began_ns ? p->began_ns : out->began_ns;
         out->ended_ns = p->ended_ns > out->ended_ns ? p->ended_ns : out->ended_ns;
         out->last_reply_ns = p->last_reply_ns > out->last_reply_ns ? p->last_reply_ns : out->last_reply_ns;
-        hist_merge(&out->corrected, &p->corrected);
-        hist_merge(&out->uncorrected, &p->uncorrected);
-        hist_merge(&out->halves[0], &p->halves[0]);
-        hist_merge(&out->halves[1], &p->halves[1]);
-        for (int b = 0; b < BATCHES; b++) {
-            out->batch_sum_ns[b] += p->batch_sum_ns[b];
-            out->batch_count[b] += p->batch_count[b];
-        }
+        outcome_add_latencies(out, p);
         outcome_free(&parts[t]);
     }
     out->parts = parts;  /* kept for the report's per_thread; outcome_free frees them */
@@ -646,6 +642,8 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         out->measure_from_ns = atomic_load(&run.warm_ns);  /* 0: never reached, nothing measured */
     else
         out->measure_from_ns = run.start_ns;
+    if (o->rate_rps > 0)
+        note_due_in_window(out, &run.arrivals, run.start_ns);
     pthread_barrier_destroy(&run.gate);
     pthread_barrier_destroy(&run.bad_gate);
     arrivals_free(&run.arrivals);

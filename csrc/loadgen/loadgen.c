@@ -146,8 +146,16 @@ static void usage(FILE *to)
         "  --describe             print the flags' limits as JSON, and exit\n"
         "Prints one JSON object on stdout: counts, latencies (histogram, and histogram_halves:\n"
         "the first and second half of the plan; latency_batches: [samples, mean us] of each\n"
-        "twentieth of the plan, in order), connect times (connect_us,\n"
-        "connect_histogram, connects_over_1s/3s), in flight (events), the bad connections.\n"
+        "twentieth of the plan, in order; latency_batch_quantiles: {\"20\", \"10\", \"5\"}, the\n"
+        "plan in that many batches, each [samples, p50, p90, p99, p999 us]; latency_batch_below:\n"
+        "{p50, p90, p99, p999}, each twentieth's samples at or below the run's percentile),\n"
+        "connect times (connect_us, connect_histogram, connects_over_1s/3s), in flight\n"
+        "(events), the bad connections; requests_measured: the exchanges completed_rps\n"
+        "divides.  Open loop only (null otherwise): requests_due_in_window, the schedule's\n"
+        "exchanges due in the measured window, sent or not, and measured_window_ns, its start\n"
+        "and end after the first due time; send_lateness_us: {p50, p99, max, samples}, how\n"
+        "late the generator started each exchange whose connection was free at its due time\n"
+        "(not --reconnect).\n"
         "Exit 0: all succeeded, 1: some failed, 2: bad arguments.\n");
 }
 

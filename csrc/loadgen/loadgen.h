@@ -4,7 +4,8 @@
  *   threads.c   thread-per-connection driver events*.c   event-driven driver (epoll; events.h)
  *   strategies.c  how the request is written (many writes, writev, one write ...)
  *   report.c    failures, the JSON summary   histogram.c latencies in bounded memory
- *   arrivals.c  the open loop's schedule
+ *   arrivals.c  the open loop's schedule     batches.c   latencies by batch of the plan,
+ *                                                        the open loop's own checks
  *
  * A driver runs the connections described by the options and fills in a
  * struct outcome; report_outcome() prints it.  Both drivers fill in the same fields,
@@ -38,6 +39,7 @@ extern const char *const bad_kind_names[];
 #define MAX_BUFSIZE 65536L
 #define MAX_REPETITION_BYTES (1L << 20) /* nbufs x bufsize */
 #define BATCHES 20                     /* batches of the plan, each with its mean latency (latency_batches) */
+#define BATCH_LEVELS 3                 /* latency_batch_quantiles: the plan in 20, 10 and 5 batches */
 
 struct options {
     const char *host;
@@ -125,6 +127,16 @@ struct outcome {
      * labkit.uncertainty.batch_means_interval). */
     double batch_sum_ns[BATCHES];
     uint64_t batch_count[BATCHES];
+    /* ... and each batch's histogram, for its percentiles (latency_batch_quantiles; the
+     * coarser levels are merged from these at report time): BATCHES of them, 1.16 MiB of
+     * address space, of which an events part touches only the pages its samples land in. */
+    struct histogram *batch;
+    /* Open loop, persistent connections: how late the generator started each exchange whose
+     * connection was free at its due time (sent - due; send_lateness_us). */
+    struct histogram lateness;
+    /* Open loop: exchanges of the plan due inside the measured window, sent or not (-1: not
+     * counted; batches.c note_due_in_window). */
+    long due_in_window;
     /* The threads driver also keeps every sample, sorted, for exact
      * percentiles; NULL from the events driver. */
     uint64_t *exact_ns;
@@ -170,6 +182,13 @@ void note_connect(struct outcome *out, uint64_t ns);
 /* One measured exchange's latency: exchange g (0-based) of the run's `planned`, in the
  * order of the plan (g = its index on its connection x clients + the connection's). */
 void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns);
+/* batches.c: a part's latency figures added into the whole; the exchanges of schedule `a`
+ * (started at start_ns) due inside the measured window; the report's keys from them. */
+void outcome_add_latencies(struct outcome *into, const struct outcome *part);
+void note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns);
+void print_batch_quantiles(const struct outcome *out);
+void print_batch_below(const struct outcome *out);
+void print_open_loop_checks(const struct options *o, const struct outcome *out, bool window);
 
 /* The drivers: run the whole load, fill in *out. */
 void drive_threads(const struct options *o, const struct net_addr *addr,

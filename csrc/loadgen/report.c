@@ -15,6 +15,16 @@
  *       --timeout, and whether exchanges were still unanswered then;
  *   completed_rps, measured_window_s  exchanges measured (after the warm-up)
  *       per second, from the end of the warm-up to the last reply;
+ *   requests_measured  what completed_rps divides: requests_ok - warmup.excluded;
+ *   requests_due_in_window, measured_window_ns  open loop: the schedule's
+ *       exchanges due in the measured window (its start .. the last reply, both
+ *       included), sent or not, and the window in ns after the first due time;
+ *   send_lateness_us  open loop: {p50, p99, max, samples}, how late the
+ *       generator started each exchange whose connection was free at its due
+ *       time (one that waited for a reply is left out, and --reconnect's);
+ *   latency_batch_quantiles  {"20", "10", "5"}: the plan in that many batches
+ *       (latency_batches', merged 2 and 4 at a time), each [samples, p50, p90,
+ *       p99, p999] in us from its histogram, null where empty (batches.c);
  *   inflight  events: {mean, max, samples, interval_ms, max_exact}, exchanges
  *       in flight sampled every 10 ms (events_inflight.c); null from the threads engine;
  *   connect_us, connect_histogram, connects_over_1s, connects_over_3s,
@@ -94,6 +104,14 @@ void outcome_init(struct outcome *out)
     hist_init(&out->connect);
     hist_init(&out->halves[0]);
     hist_init(&out->halves[1]);
+    /* calloc: zero, as hist_init leaves a histogram, in mmap'd pages mapped when first
+     * written: a part's twenty hold the pages its samples land in, not all 1.16 MiB. */
+    if (!(out->batch = calloc(BATCHES, sizeof *out->batch)))
+        die("out of memory for the latency batches");
+    for (int b = 0; b < BATCHES; b++)
+        out->batch[b].min = UINT64_MAX;
+    hist_init(&out->lateness);
+    out->due_in_window = -1;
     out->began_ns = out->ended_ns = now_ns();
 }
 
@@ -103,6 +121,8 @@ void outcome_free(struct outcome *out)
     pthread_mutex_destroy(&out->bad_failures.lock);
     free(out->exact_ns);
     out->exact_ns = NULL;
+    free(out->batch);
+    out->batch = NULL;
     free(out->parts);  /* each part was freed when it was added up */
     out->parts = NULL;
 }
@@ -130,17 +150,6 @@ void note_connect(struct outcome *out, uint64_t ns)
         out->connects_over_1s++;
     if (ns >= 2900000000ull)
         out->connects_over_3s++;
-}
-
-void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns)
-{
-    hist_record(&out->corrected, corrected_ns);
-    hist_record(&out->uncorrected, uncorrected_ns);
-    hist_record(&out->halves[2 * g < planned ? 0 : 1], corrected_ns);
-    long batch = planned > 0 && g >= 0 ? g * BATCHES / planned : 0;
-    batch = batch < BATCHES ? batch : BATCHES - 1;
-    out->batch_sum_ns[batch] += (double)corrected_ns;
-    out->batch_count[batch]++;
 }
 
 /* ------------------------------------------------------------ the report */
@@ -406,6 +415,8 @@ int report_outcome(const struct options *o, struct outcome *out)
     double window_s = window ? (double)(out->last_reply_ns - out->measure_from_ns) / 1e9 : 0;
     print_optional("measured_window_s", window, window_s);
     print_optional("completed_rps", window, window ? (double)measured / window_s : 0);
+    printf("\"requests_measured\":%ld,", measured);
+    print_open_loop_checks(o, out, window);
     print_inflight(o, out);
     print_connects(o, out);
     print_bad(o, out);
@@ -465,6 +476,8 @@ int report_outcome(const struct options *o, struct outcome *out)
                (unsigned long long)out->batch_count[b],
                out->batch_count[b] ? out->batch_sum_ns[b] / (double)out->batch_count[b] / 1e3 : 0.0);
     printf("],");
+    print_batch_quantiles(out);
+    print_batch_below(out);
     print_parts(out, elapsed);
     print_errors(&out->failures);
     printf(",\"window\":{\"wall_s\":%.6f,\"cpu_s\":%.6f},", out->window_wall_s, out->window_cpu_s);
