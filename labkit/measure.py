@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from . import procs, row as rows, uncertainty, verdicts
+from . import batches, procs, row as rows, uncertainty, verdicts
 from .errors import ClientFailed, LabError, ServerFailed
 from .procs import ClientRun, LoadSpec, Pinning, ServerSpec
 
@@ -102,7 +102,7 @@ def point(run: Run) -> dict:
 
 def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, stacks: bool = False,
            watch: tuple[str, ...] = ()) -> dict:
-    from . import kernel_view, perf, server_counters
+    from . import cpu_sharing, kernel_view, perf, server_counters
 
     events = list(events or perf.DEFAULT_EVENTS)
     row = rows.new(server, load, events)
@@ -120,9 +120,10 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
     client, attached, server_died, where = None, None, False, None
     kernel = kernel_view.Watch(running.pid, running.port, memory="memory" in watch,
                                accept_queue="accept_queue" in watch)
+    sharing = cpu_sharing.Watch(running.pid, row["server_cpus"], pinning.client_cpus)
     try:
         with perf.attach_tree(running.pid, events) as attached, _where_the_time_goes(running.pid, stacks) as where, \
-                kernel:
+                kernel, sharing:
             client = _run_client(row, running, load, pinning, events, link)
             server_died = not running.alive()
     except LabError:
@@ -163,6 +164,7 @@ def _point(server: ServerSpec, load: LoadSpec, pinning: Pinning, events, link, s
     _syscalls_per_repetition(row, load)
     kernel.fill(row, connections=load.clients + int(load.options.get("idle") or 0)
                 + int(load.options.get("bad") or 0))
+    sharing.fill(row)
     if where is not None:
         where.fill(row)
     row["counters_source"] = _source(attached.source if attached else "", client.counters_source if client else "")
@@ -349,8 +351,8 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     summary = client.summary
     row.update(rows.from_summary(summary))
     reported = {p: row[f"lat_{p}_us"] for p in uncertainty.PERCENTILES}
-    row.update(uncertainty.percentile_columns(row["lat_histogram"], reported))
-    row.update(uncertainty.mean_columns(row["lat_histogram"], row.get("lat_mean_us"), row.get("lat_batches")))
+    row.update(batches.run_columns(row["lat_histogram"], row.get("lat_batches"), row.get("lat_batch_below"),
+                                   row.get("lat_mean_us"), reported))
     row["client_cpus"] = list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0))
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
     if row["requests_planned"]:  # a stuck server's failed point says how much it still served

@@ -64,6 +64,9 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # in a students' edition: the exercise whose stub the point would have run ("1.1"), so it
     # was not measured (labkit.exercises); error says what to do
     ("waiting_for_exercise",     ""),
+    # the load generator's --seed as the load gave it (new(); a sweep's: labkit.plan.repeat_seed,
+    # each repeat its own); NaN: none given (the generator's default, 1)
+    ("seed",                     NAN),
     ("elapsed_s",                NAN,      "elapsed_s",                     _or_nan),
     ("requests_ok",              0,        "requests_ok",                   int),
     ("requests_failed",          0,        "requests_failed",               int),
@@ -87,6 +90,14 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("served_fraction",          NAN),     # requests_ok / requests_planned
     ("completed_rps",            NAN,      "completed_rps",                 _or_nan),
     ("requests_not_sent",        NAN,      "requests_not_sent"),  # open loop: due, never sent before the run's end
+    # ... open loop: the schedule's exchanges due in the measured window, sent or not (a server
+    # that keeps up completes that many), and how late the generator itself started an
+    # exchange whose connection was free at its due time (not the server's back-pressure)
+    ("requests_due_in_window",   NAN,      "requests_due_in_window",        int),
+    ("requests_measured",        NAN,      "requests_measured",             int),  # completed, the warm-up left out
+    ("send_lateness_p50_us",     NAN,      "send_lateness_us.p50"),
+    ("send_lateness_p99_us",     NAN,      "send_lateness_us.p99"),
+    ("send_lateness_max_us",     NAN,      "send_lateness_us.max"),
     ("inflight_mean",            NAN,      "inflight.mean"),
     ("inflight_max",             NAN,      "inflight.max"),
     # ... how long each connect took (SYN to established; 1 s and 3 s: SYNs retransmitted)
@@ -123,6 +134,12 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("kernel_kernelstack_kib_per_connection", NAN),
     ("kernel_pagetables_kib_per_connection", NAN),
     ("kernel_kib_per_connection", NAN),
+    # ... and whether the server's CPUs were its own while the client ran (labkit.cpu_sharing): what
+    # other tasks ran there, the run-queue wait of the server's threads, steal, over the window
+    ("server_cpu_others_ms",     NAN),
+    ("server_run_delay_ms",      NAN),
+    ("server_cpu_steal_ms",      NAN),
+    ("server_cpu_window_s",      NAN),
     # uploads (echo/sink bodies): the bytes delivered, first request byte to last reply, the
     # server's reads per body (from its OK replies), and its own --expect report, if asked
     ("body_bytes_ok",            0,        "body_bytes_ok",                 int),
@@ -150,6 +167,11 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # ... and of the mean (uncertainty.mean_columns), from the mean latency of each of 20
     # consecutive batches of the plan, [samples, mean µs] (uncertainty.batch_means_interval)
     ("lat_batches",              [],       "latency_batches",               _buckets),
+    # ... and each of the 20 batches' samples at or below the run's own p50, p90, p99 and p999,
+    # {"p99": [count, ...], ...}: the percentiles' intervals and the run's effective samples
+    # (labkit.batches: how much the batches' shares vary is how far a percentile may be off)
+    ("lat_batch_below",          {},       "latency_batch_below",           dict),
+    ("lat_effective_samples",    NAN),     # the run's samples as independent ones (labkit.batches)
     *((column, NAN) for column in uncertainty.interval_columns(f"lat_{uncertainty.MEAN}_us")),
     ("lat_samples",              0,        "latency_us.samples",            int),
     # the self-checks the point failed, each with its reason (labkit.verdicts; empty: all held)
@@ -204,6 +226,8 @@ def new(server, load, events: list[str]) -> dict:
            **{f"server_{flag}": value for flag, value in server.flags.items()},
            "clients": load.clients, "requests": load.requests, **load.options}
     row.update(copy.deepcopy(MEASURED))  # its own errors dict and CPU lists
+    if load.options.get("seed") is not None:
+        row["seed"] = load.options["seed"]  # asked: the generator reports it for echo and sink only
     for side in SIDES:
         row.update({f"{side}_{name}": NAN for name in [*events, *DERIVED]})
     return row

@@ -63,6 +63,12 @@ def _schedstat(task: str) -> tuple[int, int]:
         return 0, 0
 
 
+def schedstats(pid: int) -> dict[str, tuple[int, int]]:
+    """{thread's /proc path: (ns it ran, ns it waited runnable for a CPU)} for every thread of
+    `pid` and of its descendants, now ((0, 0) for one that ended as it was read)."""
+    return {task: _schedstat(task) for task in _tasks(pid)}
+
+
 def _state(task: str) -> str:
     """The thread's state letter (/proc/PID/task/TID/stat's third field: R, S, D, ...)."""
     try:
@@ -89,7 +95,7 @@ def held_back(pid: int, window: float = WINDOW) -> bool:
     """Whether, over the next `window` s, a thread of `pid` (or of its descendants) ran or
     waited for a CPU, or the machine was stolen from: the process is working or waiting its
     turn, not stuck.  False for a process that is gone."""
-    before = {task: _schedstat(task) for task in _tasks(pid)}
+    before = schedstats(pid)
     steal = _steal_ns()
     time.sleep(window)
     if _steal_ns() - steal >= window * 1e9 / 10:  # the hypervisor took a tenth of the window or more

@@ -20,12 +20,11 @@ widest the samples allow and says it is not enough:
   lies above all 1,000 with probability 0.999^1000 = 37%); [X(997), X(1000)] holds it
   with 61% confidence: this run cannot bound its p99.9 at 95%, and says so.
 
-One assumption remains: the samples are independent draws.  A run's latencies are not quite
-(a request that queued long is followed by others that queue long), so a run's own interval
-is narrower than the truth when the server queues; the median of independent repeats is the
-check on it, and its interval needs none (median_interval).  A run's mean has an interval
-that needs no independence either, from the means of its consecutive batches
-(batch_means_interval).
+One assumption remains: the samples are independent draws.  That holds for replications
+(each repeat its own seed: the median of repeats, median_interval) and not for a queue's
+latencies within one run (a request that queued long is followed by others that queue long):
+a run's own intervals come from its consecutive batches instead (labkit.batches), which uses
+these order statistics only to read a rank off the run's histogram.
 
 Invariants: no assumption about the distribution; the confidence returned is the one the
 ranks give (computed, not the one asked for); an interval short of the confidence asked
@@ -130,6 +129,71 @@ def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> 
     return quantile_interval(values, 0.5, confidence)
 
 
+RANK_TEST_LEAST = 4   # replications of each: with 3 and 3 the smallest two-sided p of a rank test is 0.1
+SIGNIFICANCE = 0.05
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Two results set side by side: `different` True or False where the noise lets one
+    tell (None: it does not), the rank test's two-sided p (NaN where none was made), and
+    how it was decided, in words."""
+
+    different: bool | None
+    p: float
+    how: str
+
+
+def compare(a: Sequence[float], b: Sequence[float], a_run: Interval | None = None,
+            b_run: Interval | None = None) -> Comparison:
+    """Whether two systems differ, from their replications (`a`, `b`: one value a repeat,
+    each its own seed): with RANK_TEST_LEAST or more each, the Wilcoxon-Mann-Whitney rank test,
+    exact, two-sided, different where p < SIGNIFICANCE (a 5% test: two identical systems are
+    called different in at most 5% of comparisons, whatever their distribution).  With one
+    run each, the runs' own 95% intervals (labkit.batches, valid for a queue's samples): apart
+    means different, a test at well under 5%.  Otherwise it cannot tell, and says so."""
+    a = [float(v) for v in a if v == v]
+    b = [float(v) for v in b if v == v]
+    if len(a) >= RANK_TEST_LEAST and len(b) >= RANK_TEST_LEAST:
+        p = rank_test(a, b)
+        return Comparison(p < SIGNIFICANCE, p, f"rank test on {len(a)} and {len(b)} replications: p = {p:.2g}")
+    if a_run is not None and b_run is not None and a_run.enough and b_run.enough:
+        return Comparison(differ(a_run, b_run), math.nan, "the runs' own 95% intervals")
+    return Comparison(None, math.nan, f"too few replications to tell (a rank test needs {RANK_TEST_LEAST} of each)")
+
+
+def rank_test(a: Sequence[float], b: Sequence[float]) -> float:
+    """The exact two-sided p of the Wilcoxon-Mann-Whitney test: U counts the pairs where a's
+    value is above b's (a tie counts a half), and its distribution when the two samples come
+    from one distribution is the count of the C(n+m, n) orderings giving each U (the
+    recursion N(n, m, u) = N(n-1, m, u-m) + N(n, m-1, u); ties make it a little
+    conservative)."""
+    n, m = len(a), len(b)
+    u = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in b)
+    counts = _u_counts(n, m)
+    total = sum(counts)
+    extreme = min(u, n * m - u)
+    tail = sum(c for k, c in enumerate(counts) if k <= extreme + 1e-9)
+    return min(1.0, 2 * tail / total)
+
+
+def _u_counts(n: int, m: int) -> list[int]:
+    """How many of the orderings of n and m values give U = 0, 1, ..., n m."""
+    table = {(0, j): [1] for j in range(m + 1)}
+    table.update({(i, 0): [1] for i in range(n + 1)})
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            left, right = table[(i - 1, j)], table[(i, j - 1)]
+            size = i * j + 1
+            row = [0] * size
+            for k, c in enumerate(left):
+                row[k + j] += c
+            for k, c in enumerate(right):
+                row[k] += c
+            table[(i, j)] = row
+    return table[(n, m)]
+
+
 def differ(a: Interval, b: Interval) -> bool:
     """Whether two results differ beyond their noise: their intervals do not overlap.  A
     conservative test (two 95% intervals that just touch mean a difference at well beyond
@@ -148,17 +212,26 @@ PERCENTILES = {"p50": 0.5, "p99": 0.99, "p999": 0.999}
 
 def histogram_quantile_interval(buckets, q: float, confidence: float = CONFIDENCE) -> Interval:
     """quantile_interval for samples known only by their bucket: `buckets` is [(upper
-    bound, count), ...] in ascending order.  The l-th smallest sample lies in the bucket
-    where the running count reaches l; within it, the bucket's samples are taken as spread
-    evenly from its lower edge to its upper one.  A bucket is under 0.8% wide, so the ends
-    are within that of the exact order statistics: taking whole buckets instead, a bucket
-    wider at each end, held the true p99 of 5,000 exponential samples in 97.6% of 2,000
-    runs, past what the ranks claim (tests/test_uncertainty.py)."""
+    bound, count), ...] in ascending order (histogram_values says how a rank is read).  A
+    bucket is under 0.8% wide, so the ends are within that of the exact order statistics:
+    taking whole buckets instead, a bucket wider at each end, held the true p99 of 5,000
+    exponential samples in 97.6% of 2,000 runs, past what the ranks claim
+    (tests/test_uncertainty.py)."""
+    total = sum(int(count) for _, count in buckets)
+    low, high, reached = quantile_ranks(total, q, confidence)
+    first, last = histogram_values(buckets, [low, high])
+    return Interval(first, last, reached, confidence)
+
+
+def histogram_values(buckets, ranks) -> list[float]:
+    """The rank-th smallest sample (1-based) for each of `ranks`, of samples known only by
+    their bucket ([(upper bound, count), ...] ascending): it lies in the bucket where the
+    running count reaches the rank; within it, the bucket's samples are taken as spread
+    evenly from its lower edge to its upper one."""
     cumulative, total = [], 0
     for _, count in buckets:
         total += int(count)
         cumulative.append(total)
-    low, high, reached = quantile_ranks(total, q, confidence)
 
     def value_of(rank: int) -> float:
         i = _first(lambda j: cumulative[j] >= rank, len(cumulative) - 1)
@@ -167,105 +240,20 @@ def histogram_quantile_interval(buckets, q: float, confidence: float = CONFIDENC
         before = cumulative[i] - count
         return lower + (upper - lower) * (rank - before - 0.5) / count
 
-    return Interval(value_of(low), value_of(high), reached, confidence)
+    return [value_of(int(rank)) for rank in ranks]
 
 
-# A run's mean latency has an interval of its own too (mean_columns)
 MEAN = "mean"
-MEAN_LEAST_SAMPLES = 30  # fewer, and the normal approximation of a long-tailed mean is not to be trusted
 
 
 def interval_columns(metric: str) -> tuple[str, str, str] | None:
     """The row's columns of `metric`'s own interval (lat_p99_us: lat_p99_low_us,
     lat_p99_high_us, lat_p99_confidence), or None for a metric that has none: the one place
-    their names are made (labkit.row, percentile_columns, mean_columns, the plots, the verdicts)."""
+    their names are made (labkit.row, labkit.batches.run_columns, the plots, the verdicts)."""
     name = metric.removeprefix("lat_").removesuffix("_us")
     if metric != f"lat_{name}_us" or (name not in PERCENTILES and name != MEAN):
         return None
     return f"lat_{name}_low_us", f"lat_{name}_high_us", f"lat_{name}_confidence"
-
-
-def percentile_columns(buckets, reported: dict | None = None) -> dict:
-    """The row's interval of each of its latency percentiles, from the run's histogram
-    (interval_columns: low, high, and the confidence the samples reached: below CONFIDENCE,
-    too few samples for that percentile); NaN where there were no samples.  The percentile
-    the generator `reported` ({"p99": µs}: the middle of its bucket) is always inside its
-    interval (at the extremes the two can differ by part of a bucket)."""
-    columns = {}
-    total = sum(int(count) for _, count in buckets or [])
-    for name, q in PERCENTILES.items():
-        low, high, sure = interval_columns(f"lat_{name}_us")
-        if not total:
-            columns.update({low: math.nan, high: math.nan, sure: math.nan})
-            continue
-        interval = histogram_quantile_interval(buckets, q)
-        value = (reported or {}).get(name, math.nan)
-        value = value if isinstance(value, (int, float)) and value == value else interval.low
-        columns.update({low: min(interval.low, value), high: max(interval.high, value), sure: interval.confidence})
-    return columns
-
-
-def histogram_mean_interval(buckets, mean: float | None = None, confidence: float = CONFIDENCE) -> Interval:
-    """The mean of samples known by their bucket, with the central limit theorem's interval:
-    mean ± z · s / √n, s the samples' standard deviation (each taken at its bucket's middle,
-    under 0.4% from the truth).  Unlike the order statistics it assumes the mean is near
-    normal, which for a long tail needs many samples: under MEAN_LEAST_SAMPLES it says it is
-    not enough (no interval: NaN).  Like them it takes the samples as independent, which a
-    queue's are not: the interval is then narrower than the truth.  `mean`: the exact one the
-    generator summed, if given (the middle of the interval)."""
-    counts = [int(count) for _, count in buckets or []]
-    n = sum(counts)
-    if not n:
-        return Interval(math.nan, math.nan, math.nan, confidence)
-    middles = [float(upper) * (1 + 1 / (1 + BUCKET_WIDTH)) / 2 for upper, _ in buckets]
-    estimated = sum(m * c for m, c in zip(middles, counts)) / n
-    centre = estimated if mean is None or mean != mean else float(mean)
-    if n < MEAN_LEAST_SAMPLES:
-        return Interval(math.nan, math.nan, math.nan, confidence)
-    variance = sum(c * (m - estimated) ** 2 for m, c in zip(middles, counts)) / (n - 1)
-    z = _normal_quantile(1 - (1 - confidence) / 2)
-    half = z * math.sqrt(variance / n)
-    return Interval(centre - half, centre + half, confidence, confidence)
-
-
-# The batch-means method (A. M. Law, Simulation Modeling and Analysis, 5th ed., McGraw-Hill
-# 2015, chapter 9, on a steady-state mean's interval): a run's consecutive samples cut into
-# k batches; where each batch is long beside the time a queue remembers, the k batch means
-# are nearly independent and nearly normal, and their mean has Student's t interval with
-# k - 1 degrees of freedom, whatever the samples' correlation.  The generator reports 20 (the loadgen's BATCHES).
-BATCHES_LEAST = 10           # batch means fewer than this: their spread says too little
-BATCH_LEAST_SAMPLES = 30     # samples in a batch fewer than this: its mean is not near normal
-
-
-def batch_means_interval(batches, mean: float | None = None,
-                         confidence: float = CONFIDENCE) -> Interval | None:
-    """The interval of a run's mean latency from its batches ([[samples, mean], ...] in the
-    run's order: the row's lat_batches): mean ± t(k-1) · s / √k over the k batch means, s
-    their standard deviation; None where fewer than BATCHES_LEAST batches hold
-    BATCH_LEAST_SAMPLES samples each.  Unlike histogram_mean_interval it does not take the
-    samples as independent: a queue's correlated waits widen it as they should.  `mean`:
-    the run's exact mean, if given (the middle of the interval)."""
-    means = [float(m) for n, m in batches or [] if m is not None and n >= BATCH_LEAST_SAMPLES]
-    if len(means) < BATCHES_LEAST:
-        return None
-    k = len(means)
-    centre = sum(means) / k
-    spread = math.sqrt(sum((m - centre) ** 2 for m in means) / (k - 1))
-    half = _t_quantile(1 - (1 - confidence) / 2, k - 1) * spread / math.sqrt(k)
-    centre = centre if mean is None or mean != mean else float(mean)
-    # a latency's mean is never below 0: a skewed run's t interval can reach past it (one batch
-    # far above the rest), and cut there it holds the true mean as often as before
-    return Interval(max(centre - half, 0.0), centre + half, confidence, confidence)
-
-
-def mean_columns(buckets, mean: float | None = None, batches=None) -> dict:
-    """The row's interval of its mean latency (interval_columns("lat_mean_us")): from its
-    batch means where it has enough of them (batch_means_interval), else from its samples as
-    if independent (histogram_mean_interval: narrower than the truth for a queue); NaN without
-    samples, or with too few for the normal approximation."""
-    low, high, sure = interval_columns(f"lat_{MEAN}_us")
-    interval = batch_means_interval(batches, mean) or histogram_mean_interval(buckets, mean)
-    return {low: interval.low, high: interval.high, sure: interval.confidence}
 
 
 def _t_quantile(p: float, df: int) -> float:

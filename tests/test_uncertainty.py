@@ -127,114 +127,10 @@ def test_a_bucketed_95_percent_interval_holds_the_true_p99_in_93_to_97_percent_o
     assert 0.93 <= held / RUNS <= 0.97, held / RUNS
 
 
-@pytest.mark.parametrize("draw, n, truth", [(exponential, 2_000, 1.0), (lognormal, 2_000, math.exp(0.5))],
-                         ids=["exponential-2000", "lognormal-2000"])
-def test_a_runs_95_percent_interval_of_its_mean_holds_the_true_mean_in_93_to_97_percent_of_runs(draw, n, truth):
-    """The central limit theorem's interval, from the load generator's buckets: 2,000 samples
-    are enough for the lognormal's long tail (measured: 94.7% coverage; 94.4% for the
-    exponential)."""
-    rng = np.random.default_rng(20261126)
-    held = sum(truth * 100 in uncertainty.histogram_mean_interval(loadgen_buckets(draw(rng, n) * 100.0))
-               for _ in range(RUNS))
-    assert 0.93 <= held / RUNS <= 0.97, held / RUNS
-
-
-def mm1_sojourns(rng, utilisation: float, n: int) -> np.ndarray:
-    """n successive times in an M/M/1 queue (service rate 1), by Lindley's recursion: each
-    customer waits what the one before left undone, so one long time brings long ones after
-    it.  Their true mean: 1 / (1 - utilisation)."""
-    gaps, services = rng.exponential(1 / utilisation, n), rng.exponential(1.0, n)
-    times, wait = np.empty(n), 0.0
-    for i in range(n):
-        if i:
-            wait = max(0.0, wait + services[i - 1] - gaps[i])
-        times[i] = wait + services[i]
-    return times
-
-
-def twenty_batches(samples: np.ndarray) -> list:
-    """The load generator's latency_batches of these samples: [count, mean] of 20 in order."""
-    return [[len(batch), float(batch.mean())] for batch in np.array_split(samples, 20)]
-
-
-@pytest.mark.parametrize("utilisation, n, batches_hold, samples_hold", [
-    (0.5, 2_500, (0.90, 0.98), (0.0, 0.60)),  # seed 2026: 94% and 48.5%
-    (0.8, 10_000, (0.80, 0.95), (0.0, 0.35)),  # 85% and 21.5%: batches of 500 still a little short
-], ids=["M/M/1 at 50%", "M/M/1 at 80%"])
-def test_a_queues_mean_needs_batch_means_the_samples_as_independent_miss_it(utilisation, n, batches_hold,
-                                                                            samples_hold):
-    """A queue's latencies are correlated: the samples' own interval of their mean, which takes
-    them as independent, held the true mean in under half of these runs at 50% load, whereas
-    the batch means' interval (what a row's lat_mean_low_us/high_us now are) held it in 94%."""
-    rng = np.random.default_rng(2026)
-    truth = 1 / (1 - utilisation)
-    by_batches = by_samples = 0
-    for _ in range(200):
-        times = mm1_sojourns(rng, utilisation, n)
-        batches = uncertainty.batch_means_interval(twenty_batches(times), float(times.mean()))
-        half = 1.96 * times.std(ddof=1) / math.sqrt(n)
-        by_batches += truth in batches
-        by_samples += abs(times.mean() - truth) <= half
-    assert batches_hold[0] <= by_batches / 200 <= batches_hold[1], by_batches / 200
-    assert samples_hold[0] <= by_samples / 200 <= samples_hold[1], by_samples / 200
-
-
-def test_independent_samples_give_the_batch_means_interval_about_the_samples_width():
-    rng = np.random.default_rng(7)
-    ratios = []
-    for _ in range(50):
-        times = rng.exponential(100.0, 2_000)
-        batches = uncertainty.batch_means_interval(twenty_batches(times))
-        ratios.append((batches.high - batches.low) / (2 * 1.96 * times.std(ddof=1) / math.sqrt(2_000)))
-    assert 0.85 <= float(np.median(ratios)) <= 1.25  # t(19) = 2.09 against 1.96, and s's own noise
-
-
 @pytest.mark.parametrize("df, published", [(9, 2.262), (10, 2.228), (19, 2.093), (30, 2.042), (120, 1.980)])
 def test_students_t_quantile_matches_the_published_table(df, published):
     """Student's t 97.5% points as every statistics table prints them (three decimals)."""
     assert round(uncertainty._t_quantile(0.975, df), 3) == published
-
-
-def test_a_skewed_runs_mean_interval_stops_at_zero():
-    """One batch far above the rest (a stall in a run otherwise fast): the t interval would reach
-    below 0 µs, which no mean latency can be (notebook 06 once showed -102 to 1,849 µs)."""
-    batches = [[100, 100.0]] * 19 + [[100, 20_000.0]]
-    interval = uncertainty.batch_means_interval(batches)
-    assert interval.low == 0.0 and interval.high > 1_000 and 0.0 in interval
-
-
-def test_too_few_batches_or_samples_fall_back_to_the_samples_interval():
-    rng = np.random.default_rng(5)
-    times = rng.exponential(100.0, 2_000)
-    batches = twenty_batches(times)
-    assert uncertainty.batch_means_interval(batches[:9]) is None  # fewer than 10 batches
-    assert uncertainty.batch_means_interval([[29, m] for _, m in batches]) is None  # under 30 samples each
-    assert uncertainty.batch_means_interval([[0, None]] * 10 + batches[:10]) is not None  # empty ones left out
-    buckets = loadgen_buckets(times)
-    mean = float(times.mean())
-    assert uncertainty.mean_columns(buckets, mean, batches[:5]) == uncertainty.mean_columns(buckets, mean)
-    from_batches = uncertainty.mean_columns(buckets, mean, batches)
-    interval = uncertainty.batch_means_interval(batches, mean)
-    assert (from_batches["lat_mean_low_us"], from_batches["lat_mean_high_us"]) == (interval.low, interval.high)
-
-
-def test_a_mean_of_too_few_samples_has_no_interval():
-    rng = np.random.default_rng(3)
-    few = uncertainty.mean_columns(loadgen_buckets(rng.exponential(100.0, 20)), 97.0)
-    assert all(math.isnan(value) for value in few.values())
-    enough = uncertainty.mean_columns(loadgen_buckets(rng.exponential(100.0, 500)), 97.0)
-    assert enough["lat_mean_low_us"] < 97.0 < enough["lat_mean_high_us"] and enough["lat_mean_confidence"] == 0.95
-
-
-def test_a_rows_percentile_columns_bracket_each_percentile_and_say_when_samples_are_too_few():
-    rng = np.random.default_rng(11)
-    few = uncertainty.percentile_columns(loadgen_buckets(rng.exponential(100.0, 500)))
-    assert few["lat_p50_confidence"] >= 0.95 > few["lat_p999_confidence"]  # p99.9 of 500 requests: unbounded
-    # the exponential's true median and p99 (mean 100 µs): 69.3 and 460.5 µs
-    assert few["lat_p50_low_us"] <= 69.3 <= few["lat_p50_high_us"]
-    assert few["lat_p99_low_us"] <= 460.5 <= few["lat_p99_high_us"]
-    none = uncertainty.percentile_columns([])
-    assert all(math.isnan(value) for value in none.values()) and len(none) == 9
 
 
 POINT_INTERVALS = [  # repeats' values, the run's own interval: what a figure draws, and its words
@@ -272,3 +168,32 @@ KINDS_TEXT = [
 @pytest.mark.parametrize("kinds, said", KINDS_TEXT, ids=[said[:40] for _, said in KINDS_TEXT])
 def test_the_kinds_of_interval_are_said_once_each(kinds, said):
     assert uncertainty.kinds_text(kinds) == said
+
+
+def test_the_rank_test_is_the_published_one():
+    """Counted by hand: 4 against 4 all apart, 2 of the 70 orderings are as extreme; 6 against
+    6 with U = 3, the orderings with U <= 3 are 1 + 1 + 2 + 3 = 7 of 924, twice for two sides."""
+    assert uncertainty.rank_test([1, 2, 3, 4], [5, 6, 7, 8]) == pytest.approx(2 / 70)
+    assert uncertainty.rank_test([1, 2, 3, 4, 5, 9], [6, 7, 8, 10, 11, 12]) == pytest.approx(14 / 924)
+    assert uncertainty.rank_test([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)  # why 3 each cannot tell at 5%
+
+
+def test_compare_calls_identical_systems_different_at_most_5_percent_and_finds_20_percent_apart():
+    """The design: 8 replications of each system, a run-to-run variation of 10% (lognormal,
+    sigma 0.1: the lab's p99 varies 5-10% between runs of 4 s), the exact rank test at 5%
+    (6 of each found 20% apart in 74.5% of comparisons: too few)."""
+    rng = np.random.default_rng(59)
+    same = sum(bool(uncertainty.compare(rng.lognormal(0, 0.1, 8), rng.lognormal(0, 0.1, 8)).different)
+               for _ in range(RUNS))
+    apart = sum(bool(uncertainty.compare(rng.lognormal(0, 0.1, 8), 1.2 * rng.lognormal(0, 0.1, 8)).different)
+                for _ in range(RUNS))
+    print(f"identical: {same / RUNS:.1%} called different; 20% apart: {apart / RUNS:.1%}")
+    assert same / RUNS <= 0.05
+    assert apart / RUNS >= 0.80
+
+
+def test_too_few_replications_cannot_tell():
+    said = uncertainty.compare([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    assert said.different is None and "needs 4 of each" in said.how
+    one = uncertainty.compare([1.0], [2.0], uncertainty.Interval(0.9, 1.1, 0.95), uncertainty.Interval(1.9, 2.1, 0.95))
+    assert one.different is True and "own 95% intervals" in one.how
