@@ -194,10 +194,20 @@ def standing(df, metric: str, higher_is_better: bool = True, **where) -> str:
     intervals = {model: _interval(rows, metric) for model, rows in ok.groupby("model")}
     shown = "; ".join(f"{model} {readable(value)}{_range(intervals[model])}" for model, value in medians.items())
     better = "higher" if higher_is_better else "lower"
-    return f"{metric}{where} ({better} is better): {shown}: {_place(medians, intervals, higher_is_better)}"
+    runs = {model: (list(pd.to_numeric(rows[metric], errors="coerce").dropna()), _run_interval(rows, metric))
+            for model, rows in ok.groupby("model")}
+    return f"{metric}{where} ({better} is better): {shown}: {_place(medians, runs, higher_is_better)}"
 
 
-TIE = 0.01  # with no interval (one run each), medians this close (relative) are called a tie
+def _run_interval(rows, metric: str):
+    """The one run's own interval of `metric` (labkit.batches: valid for a queue), or None."""
+    from .uncertainty import Interval, interval_columns
+
+    columns = interval_columns(metric)
+    if columns is None or len(rows) != 1 or not set(columns) <= set(rows.columns):
+        return None
+    low, high, level = (float(rows[column].iloc[0]) for column in columns)
+    return Interval(low, high, level) if low == low and high == high and level == level else None
 
 
 def _interval(rows, metric: str):
@@ -219,28 +229,23 @@ def _range(interval) -> str:
     return f" ({readable(interval.low)}-{readable(interval.high)})" if interval is not None else ""
 
 
-def _place(medians, intervals: dict, higher_is_better: bool) -> str:
-    """'mine is 2nd of 3', or 'mine ties for 1st of 3 (with epoll: no difference this run can
-    see)': two models differ only where their intervals do not overlap (uncertainty.differ);
-    where one has no interval (one run, a figure with none of its own), within TIE."""
-    from .uncertainty import differ
+def _place(medians, runs: dict, higher_is_better: bool) -> str:
+    """'mine is 2nd of 3', or 'mine ties for 1st of 3 (with epoll: rank test on 8 and 8
+    replications: p = 0.4)': two models differ only where uncertainty.compare says so (a
+    rank test on their replications at 5%, or one run each, the runs' own 95% intervals);
+    where it cannot tell, they tie, and the sentence says why."""
+    from .uncertainty import compare
 
-    mine, my_interval = medians[MODEL], intervals.get(MODEL)
-    noisy = my_interval is None or any(intervals.get(model) is None for model in medians.index)
-
-    def tied(model, value) -> bool:
-        theirs = intervals.get(model)
-        if my_interval is None or theirs is None:
-            return abs(value - mine) <= TIE * max(abs(value), abs(mine))
-        return not differ(my_interval, theirs)
-
+    mine = medians[MODEL]
+    said = {model: compare(runs[MODEL][0], runs[model][0], runs[MODEL][1], runs[model][1])
+            for model in medians.index if model != MODEL}
     ahead = sum(1 for model, value in medians.items()
-                if model != MODEL and not tied(model, value) and (value > mine) == higher_is_better)
-    ties = [model for model, value in medians.items() if model != MODEL and tied(model, value)]
+                if model != MODEL and said[model].different and (value > mine) == higher_is_better)
+    ties = [model for model in medians.index if model != MODEL and not said[model].different]
     if not ties:
         return f"mine is {_ordinal(ahead + 1)} of {len(medians)}"
-    why = f"within {TIE:.0%}" if noisy else "their intervals overlap: no difference this run can see"
-    return f"mine ties for {_ordinal(ahead + 1)} of {len(medians)} (with {', '.join(ties)}, {why})"
+    why = "; ".join(f"{model}: {said[model].how}" for model in ties)
+    return f"mine ties for {_ordinal(ahead + 1)} of {len(medians)} (with {why})"
 
 
 def _ordinal(n: int) -> str:
