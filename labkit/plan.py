@@ -40,6 +40,28 @@ def point_key(experiment: str, point: dict, repeat: int, version: str | None = N
     return hashlib.sha256(identity.encode()).hexdigest()[:16]
 
 
+# The largest seed repeat_seed gives: the load generator takes --seed 0 to LONG_MAX
+# (csrc/loadgen/loadgen.c, parse_count), and 2**31 - 1 is within it on every platform.
+SEED_MAX = 2 ** 31 - 1
+
+
+def repeat_seed(key: str) -> int:
+    """The load generator's --seed for the run keyed `key` (point_key), 1 to SEED_MAX: each
+    repeat of a point draws its own Poisson schedule, service times and body sizes (an
+    independent replication), and a resumed sweep gives a repeat the seed it would have had.
+    A load that draws nothing (evenly spaced arrivals, fixed sizes and service) runs the same
+    whatever the seed."""
+    return int(key, 16) % SEED_MAX + 1
+
+
+def _seeded(load, key: str):
+    """`load` (a procs.LoadSpec) with the seed of the run keyed `key`, unless the experiment
+    gives one of its own (a parameter: uploads' `seed`, the same sizes on purpose)."""
+    if load.options.get("seed") is not None:
+        return load
+    return dataclasses.replace(load, options={**load.options, "seed": repeat_seed(key)})
+
+
 @dataclass(frozen=True)
 class Plan:
     """`experiment` under `profile` with its checked `values` (a parameter's name -> its value;
@@ -106,26 +128,32 @@ class Plan:
         return [point for i, point in enumerate(points) if point not in points[:i]]
 
     def points(self) -> list[Run]:
-        """What the sweep measures: each grid point's repeats, as measure.Runs."""
+        """What the sweep measures: each grid point's repeats (point by point, each point's
+        in order), as measure.Runs, each with its own seed (repeat_seed)."""
         from labkit import capstone, perf
         from labkit.measure import Run
 
         experiment = self.experiment
         events = (*perf.DEFAULT_EVENTS, *experiment.events) if experiment.events else None
         stacks = bool(self.values.get("profile_stacks"))
-        return [Run(experiment.server_spec(point), experiment.load_spec(point), self.pinning,
-                    link=experiment.link(point), events=events, stacks=stacks, watch=experiment.watch,
-                    point=point, repeat=repeat,
-                    key=point_key(experiment.name, point, repeat, capstone.version(point.get("model"))))
-                for point in self.grid() for repeat in range(self.values["repeats"])]
+        runs = []
+        for point in self.grid():
+            load = experiment.load_spec(point)
+            for repeat in range(self.values["repeats"]):
+                key = point_key(experiment.name, point, repeat, capstone.version(point.get("model")))
+                runs.append(Run(experiment.server_spec(point), _seeded(load, key), self.pinning,
+                                link=experiment.link(point), events=events, stacks=stacks, watch=experiment.watch,
+                                point=point, repeat=repeat, key=key))
+        return runs
 
     def another_repeat(self, run: Run, repeat: int) -> Run:
-        """`run` again as repeat number `repeat` of its point, keyed as points() keys it (a
-        repeat a target asks for past the planned ones: labkit.repeat_until)."""
+        """`run` again as repeat number `repeat` of its point, keyed and seeded as points()
+        would (a repeat a target asks for past the planned ones: labkit.repeat_until)."""
         from labkit import capstone
 
         key = point_key(self.experiment.name, run.point, repeat, capstone.version(run.point.get("model")))
-        return dataclasses.replace(run, repeat=repeat, key=key)
+        load = dataclasses.replace(self.experiment.load_spec(run.point), sanitize=run.load.sanitize)
+        return dataclasses.replace(run, repeat=repeat, key=key, load=_seeded(load, key))
 
 
 def _copy(value):

@@ -8,14 +8,22 @@ is already in the file with status "ok" is not measured again.  The frame it
 returns keeps the plan's experiment in frame.attrs["experiment"], for the plots
 to read its axes.
 
+Repeats are independent replications, measured in rounds: each run has its own seed
+(labkit.plan.repeat_seed, stored in its row as `seed`), and the sweep measures repeat 0 of
+every point, then repeat 1 of every point, ..., so that a drift of the machine spreads over
+the points.  The repeats a target adds (labkit.repeat_until) come in further rounds over the
+points that still need one.
+
 Before it measures, a sweep says how long it will take on this machine (labkit.estimate,
-from the wall time each earlier row kept: point_wall_s); given a time budget, it starts no
-point once the budget is spent, and says how many are left for the next run to measure.
+from the wall time each earlier row kept: point_wall_s, the repeats a target may add as a
+range); given a time budget, it starts no point once the budget is spent, and says how many
+are left for the next run to measure.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 import uuid
 from datetime import datetime, timezone
@@ -76,9 +84,9 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     `measure(run)` measures one measure.Run (measure.point); `on_point(row)` sees each
     row as it is stored.  `budget_s`: no point starts once this many seconds (by `clock`)
     have passed; the frame holds the points measured, attrs["unmeasured"] how many were
-    left for a next run.  `until` (a repeat_until.Target): each point is repeated past its
-    planned repeats until its median is known well enough; attrs["reached"] says, per point,
-    what was."""
+    left for a next run.  The planned repeats run in rounds (_in_rounds).  `until` (a
+    repeat_until.Target): each point is repeated past its planned repeats, in further rounds,
+    as its first repeats say it needs; attrs["reached"] says, per point, what was."""
     import pandas as pd
 
     experiment = plan.experiment
@@ -102,7 +110,7 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     to_measure = bool(pending)
     _say_what_waits(pending)
     if pending:
-        took = _estimate(experiment, pending, earlier)
+        took = _estimate(plan, runs, pending, earlier, path, until)
         say(took.sentence() + (f"; time budget {estimate.duration_text(budget_s)}" if budget_s else ""))
     lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine and to_measure else None
     pinning = lease.pinning if lease else plan.pinning
@@ -138,6 +146,7 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
             "experiment": experiment.name,
             "repeat": planned.repeat,
             "point_key": planned.key,
+            "seed": planned.load.options.get("seed"),  # the generator's: plan.repeat_seed, or the experiment's own
             "run_id": run_id,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "profile": plan.profile,
@@ -155,20 +164,21 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
 
     with launcher.InterruptsNoted() as interrupts:
         try:
-            for index, planned in enumerate(runs):
+            for planned in _in_rounds(runs):
                 interrupts.check()
                 take(planned)
-                last_of_point = index + 1 == len(runs) or runs[index + 1].point != planned.point
-                if until is not None and last_of_point:
-                    keys = [r.key for r in runs if r.point == planned.point]
-                    more = planned
-                    while until.more(_values(latest, keys, until.metric), len(keys)) and not spent():
-                        interrupts.check()
-                        more = plan.another_repeat(more, more.repeat + 1)
-                        extras.append(more)
-                        keys.append(more.key)
-                        take(more)
-                    reached.append((planned.point, until.judge(_values(latest, keys, until.metric))))
+            if until is not None:
+                def values(keys):
+                    return _values(latest, keys, until.metric)
+
+                for more in _target_rounds(plan, runs, until, values):
+                    if spent():
+                        break
+                    interrupts.check()
+                    extras.append(more)
+                    take(more)
+                reached = [(repeats[0].point, until.judge(values([r.key for r in repeats])))
+                           for repeats in _by_point([*runs, *extras])]
         except BaseException:
             # KeyboardInterrupt included: whatever this sweep started stops, the rows
             # written so far stay, and the interrupt goes on to the caller.
@@ -197,16 +207,53 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     return frame
 
 
+def _in_rounds(runs: list) -> list:
+    """`runs` (plan.points(): each point's repeats together) in rounds: repeat 0 of every
+    point, then repeat 1 of every point, ...; a drift of the machine over the sweep spreads
+    over the points instead of landing on the last ones.  (sorted is stable: within a round
+    the points keep the grid's order.)"""
+    return sorted(runs, key=lambda planned: planned.repeat)
+
+
+def _by_point(runs: list) -> list[list]:
+    """`runs` grouped by their grid point, in the order each point first appears, each
+    point's in the order given."""
+    points: dict[str, list] = {}
+    for planned in runs:
+        points.setdefault(json.dumps(planned.point, sort_keys=True, default=str), []).append(planned)
+    return list(points.values())
+
+
+def _target_rounds(plan, runs: list, until, values):
+    """The repeats `until` (a repeat_until.Target) adds past the planned `runs`, in further
+    rounds over the points that still need one: each point's need is judged (values(keys):
+    its ok values) just before its turn, so every repeat yielded was measured (or given up)
+    before the next is asked for."""
+    points = _by_point(runs)
+    while True:
+        added = False
+        for repeats in points:
+            if until.more(values([r.key for r in repeats]), len(repeats)):
+                more = plan.another_repeat(repeats[-1], repeats[-1].repeat + 1)
+                repeats.append(more)
+                added = True
+                yield more
+        if not added:
+            return
+
+
 def _values(latest: dict, keys: list[str], metric: str) -> list:
     """`metric` of each of `keys`' rows that is ok."""
     return [latest[key].get(metric) for key in keys if key in latest and latest[key].get("status") == "ok"]
 
 
-def how_long(plan, results=None, resume: bool = True) -> estimate.Estimate:
-    """How long run(plan, results) would take on this machine, before anything runs."""
-    earlier = store.read_rows(_results_path(plan, results))
+def how_long(plan, results=None, resume: bool = True, until=None) -> estimate.Estimate:
+    """How long run(plan, results, until=until) would take on this machine, before anything runs."""
+    path = _results_path(plan, results)
+    earlier = store.read_rows(path)
     measured_ok = _measured_ok(earlier) if resume else set()
-    return _estimate(plan.experiment, [planned for planned in plan.points() if planned.key not in measured_ok], earlier)
+    runs = plan.points()
+    return _estimate(plan, runs, [planned for planned in runs if planned.key not in measured_ok], earlier, path, until)
 
 
 def _results_path(plan, results) -> Path:
@@ -218,11 +265,21 @@ def _measured_ok(earlier: list[dict]) -> set:
     return {row.get("point_key") for row in earlier if row.get("status") == "ok" and row.get("schema", 1) == SCHEMA}
 
 
-def _estimate(experiment, pending, earlier: list[dict]) -> estimate.Estimate:
+def _estimate(plan, runs, pending, earlier: list[dict], path: Path, until=None) -> estimate.Estimate:
+    """How long measuring `pending` (of the plan's `runs`) takes here, with the repeats
+    `until` may add to each point: from the fewest it runs (repeat_until.FIRST) to its most.
+    Before any row of the experiment has its wall time, the other results files beside
+    `path` lend their rows to the cost model."""
     from . import system
 
-    return estimate.estimate(pending, [row for row in earlier if row.get("experiment") == experiment.name],
-                             system.environment().get("hostname"))
+    mine = [row for row in earlier if row.get("experiment") == plan.experiment.name]
+    added = [] if until is None else [(repeats[0], max(0, repeat_until.FIRST - len(repeats)),
+                                       max(0, until.most - len(repeats))) for repeats in _by_point(runs)]
+    others = []
+    if not any(row.get("point_wall_s") for row in mine):
+        others = [row for other in sorted(path.parent.glob("*.jsonl")) if other != path
+                  for row in store.read_rows(other)]
+    return estimate.estimate(pending, mine, system.environment().get("hostname"), added=added, others=others)
 
 
 def _say_what_waits(runs) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from labkit import estimate, experiments, sweep
+from labkit.repeat_until import Target
 from labkit.row import SCHEMA
 
 
@@ -34,10 +35,18 @@ ESTIMATES = [
     ([{"clients": 1, "link_rate": None}], [row(10.0, clients=1, link_rate=math.nan)], (10.0, 10.0), "from 1 point"),
     # a point that runs for a set time takes at least that
     ([{"clients": 1, "duration": 30}], EARLIER, (30.0, 30.0), "from 4 points"),
-    # another machine's rows say nothing of this one's
-    ([{"clients": 1}], [row(5.0, host="elsewhere", clients=1)], (math.nan, math.nan), "nothing of this experiment"),
-    # rows saved before the wall time was kept
-    ([{"clients": 1}], [{"clients": 1, "env_hostname": "here"}], (math.nan, math.nan), "the first points will tell"),
+    # another machine's rows say nothing of this one's: the cost model bounds it (start-up + 1 request)
+    ([{"clients": 1}], [row(5.0, host="elsewhere", clients=1)],
+     (estimate.START_UP_S[0] + estimate.COST_PER_REQUEST_S[0], estimate.START_UP_S[1] + estimate.COST_PER_REQUEST_S[1]),
+     "nothing of this experiment measured here yet: a bound from its requests"),
+    # rows saved before the wall time was kept: the same; 10 clients x 100 requests each
+    ([{"clients": 10, "requests": 100}], [{"clients": 1, "env_hostname": "here"}],
+     (estimate.START_UP_S[0] + 1000 * estimate.COST_PER_REQUEST_S[0],
+      estimate.START_UP_S[1] + 1000 * estimate.COST_PER_REQUEST_S[1]), "the lab's measured range"),
+    # an open loop: its duration and the start-up
+    ([{"clients": 10, "duration": 3.0}], [], (estimate.START_UP_S[0] + 3, estimate.START_UP_S[1] + 3), "a bound"),
+    # a point whose requests are not known: nothing to bound it by
+    ([{"model": "epoll"}], [], (math.nan, math.nan), "the first points will tell"),
 ]
 
 
@@ -52,9 +61,31 @@ def test_the_estimate_in_words():
     assert estimate.estimate([], EARLIER, "here").sentence() == "every point is already measured: nothing to run"
     took = estimate.estimate([Planned({"clients": 8})] * 300, EARLIER, "here")
     assert took.sentence().startswith("300 points to measure: about 57.5 min to 2.1 h on this machine (from 4 points")
-    unknown = estimate.estimate([Planned({"clients": 1})], [], "here").sentence()
+    unknown = estimate.estimate([Planned({"model": "epoll"})], [], "here").sentence()
     assert unknown == ("1 point to measure; nothing of this experiment was measured on this machine yet: "
                        "the first points will tell")
+
+
+def test_before_any_point_of_the_experiment_ran_here_other_experiments_rows_give_the_cost_per_request():
+    start = estimate.START_UP_S[0]
+    # 4 points of another experiment: 1, 2, 2 and 4 ms a request (wall time less the start-up)
+    others = [{"experiment": "other", "env_hostname": "here", "point_wall_s": start + n * cost, "requests_ok": n}
+              for n, cost in ((100, 0.001), (200, 0.002), (50, 0.002), (10, 0.004))]
+    others += [{"experiment": "other", "env_hostname": "here", "point_wall_s": 9.0, "requests_ok": 10, "duration": 9},
+               {"experiment": "other", "env_hostname": "elsewhere", "point_wall_s": 99.0, "requests_ok": 1}]
+    took = estimate.estimate([Planned({"clients": 10, "requests": 10})], [], "here", others=others)
+    # the middle half of 1, 2, 2, 4 ms: 1.75 to 2.5 ms, x 100 requests
+    assert (took.low_s, took.high_s) == pytest.approx((start + 0.175, estimate.START_UP_S[1] + 0.25))
+    assert "the cost per request of 4 points of other experiments here" in took.basis
+
+
+def test_the_repeats_a_target_may_add_are_counted_as_a_range():
+    earlier = [row(10.0, clients=1), row(20.0, clients=2)]
+    took = estimate.estimate([Planned({"clients": 1})] * 3, earlier, "here",
+                             added=[(Planned({"clients": 1}), 3, 17), (Planned({"clients": 2}), 0, 0)])
+    assert (took.to_measure, took.most) == (6, 20)
+    assert (took.low_s, took.high_s) == pytest.approx((60.0, 200.0))
+    assert took.sentence().startswith("6 to 20 points to measure: about 60 s to 3.3 min on this machine")
 
 
 class Clock:
@@ -75,7 +106,13 @@ class Clock:
 def test_a_budget_starts_no_point_once_spent_and_a_next_run_measures_the_rest(tmp_path, built_bin, capsys):
     plan = experiments.resolve("proc_top", profile="quick", models=["iterative", "select"], clients=[2, 3], repeats=1)
     results = tmp_path / "r.jsonl"
-    assert "nothing of this experiment was measured" in sweep.how_long(plan, results).sentence()
+    before = sweep.how_long(plan, results)  # 4 points of 2 or 3 clients x 1 request: the cost model's bound
+    assert (before.low_s, before.high_s) == pytest.approx(
+        (4 * estimate.START_UP_S[0] + 10 * estimate.COST_PER_REQUEST_S[0],
+         4 * estimate.START_UP_S[1] + 10 * estimate.COST_PER_REQUEST_S[1]))
+    assert "a bound from its requests" in before.sentence()
+    until = sweep.how_long(plan, results, until=Target("throughput_rps", 0.1))  # 1 planned repeat, 6 to 20
+    assert (until.to_measure, until.most) == (24, 80)
     clock = Clock(step=10.0)
     first = sweep.run(plan, results=results, measure=clock.measure, progress=False, budget_s=15, clock=clock)
     assert len(clock.measured) == 2 and len(first) == 2 and first.attrs["unmeasured"] == 2  # started at 0 s and 10 s
