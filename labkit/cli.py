@@ -310,7 +310,9 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--client-cpus", nargs="+", type=int, help="CPUs for the client (default: the second)")
     bench.add_argument("--rounds", type=int, default=3, help="rtt, upload: interleaved rounds of each tool (default 3)")
     bench.add_argument("--seconds", type=int, help="rtt: seconds per sockperf round; upload: per iperf3 round "
-                                                   "(default 2); queueing: per point (default 4)")
+                                                   "(default 2); queueing: per run (default 2)")
+    bench.add_argument("--replications", type=int,
+                       help="queueing: runs of each point, each with its own seed, interleaved (default 5)")
     bench.add_argument("--exchanges", type=int, default=20000, help="rtt: ping-pongs per lab round (default 20000)")
     bench.add_argument("--engine", choices=("events", "threads"), default="events", help="rtt: loadgen engine")
     bench.add_argument("--models", nargs="+", help="throughput: server models (default: all)")

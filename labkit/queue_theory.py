@@ -4,6 +4,9 @@ Poisson process.
 
     predict(arrivals, dist, rate_rps, spin_us, overhead_us, floor_us)  a Prediction:
         the mean and p99 response time, microseconds, and how each was found
+    lindley(due_us, service_us)  each request's wait + service in a first-come-first-served
+        single server, for given arrival and service times (labkit.calibration replays a
+        run's own draws through it)
 
 The server's work per request is the spin it was asked for plus its loop's own cost
 (reading, parsing, replying: `overhead_us`, measured as the server's CPU time per request
@@ -96,13 +99,23 @@ def predict(arrivals: str, dist: str, rate_rps: float, spin_us: float, overhead_
 def _lindley(arrivals: str, dist: str, rate_rps: float, spin_us: float, overhead_us: float, seed: int,
              n: int = LINDLEY_REQUESTS) -> np.ndarray:
     """Each of `n` requests' time in a first-come-first-served single server (wait +
-    service, microseconds).  Lindley's recursion W(k+1) = max(0, W(k) + S(k) - A(k+1)) in
-    closed form: with X(k) the sum of S(i) - A(i+1) over i < k, W(k) = X(k) - min(0, the
-    least X(j), j <= k)."""
+    service, microseconds), its gaps and service times drawn here (seeded): lindley()."""
     rng = np.random.default_rng(seed)
     gap_us = 1e6 / rate_rps
     gaps = rng.exponential(gap_us, n) if arrivals == "poisson" else np.full(n, gap_us)
     service = (rng.exponential(spin_us, n) if dist == "exp" else np.full(n, float(spin_us))) + overhead_us
-    x = np.concatenate(([0.0], np.cumsum(service[:-1] - gaps[1:])))
+    return lindley(np.cumsum(gaps) - gaps[0], service)
+
+
+def lindley(due_us: np.ndarray, service_us: np.ndarray) -> np.ndarray:
+    """Each request's time in a first-come-first-served single server (wait + service,
+    microseconds), the requests arriving at `due_us` (never decreasing) and each needing
+    `service_us`: Lindley's recursion W(k+1) = max(0, W(k) + S(k) - A(k+1)), A(k+1) the gap
+    before request k+1, in closed form: with X(k) the sum of S(i) - A(i+1) over i < k,
+    W(k) = X(k) - min(0, the least X(j), j <= k)."""
+    due_us, service_us = np.asarray(due_us, dtype=float), np.asarray(service_us, dtype=float)
+    if not len(due_us):
+        return np.zeros(0)
+    x = np.concatenate(([0.0], np.cumsum(service_us[:-1] - np.diff(due_us))))
     wait = x - np.minimum(0.0, np.minimum.accumulate(x))
-    return wait + service
+    return wait + service_us

@@ -282,23 +282,3 @@ def test_a_backend_that_fails_gets_its_message_and_the_others_are_measured(tmp_p
     assert list(next(t for t in fig.data if t.name == "poll").x) == []
     assert "failed, not drawn (see its note): poll" in fig.layout.title.subtitle.text
     assert "refused" not in fig.layout.title.subtitle.text
-
-
-def test_the_queueing_calibration_prints_each_ratio_with_the_interval_of_what_was_measured():
-    """measured / predicted, and in brackets the same ratio at the ends of the measured figure's
-    95% interval; a figure the run did not measure is said, never printed as 0."""
-    from labkit.bench import queueing
-
-    row = dict(arrivals="poisson", spin_dist="exp", utilisation=0.5, rate=2289, completed_rps=2289.0,
-               predicted_mean_us=400.0, predicted_p99_us=2000.0, mean_how="Pollaczek-Khinchine",
-               p99_how="Lindley's recursion", lat_mean_us=440.0, lat_mean_low_us=420.0, lat_mean_high_us=460.0,
-               lat_p99_us=2200.0, lat_p99_low_us=2000.0, lat_p99_high_us=2500.0)
-    unmeasured = dict(row, utilisation=0.7, lat_p99_us=math.nan, lat_p99_low_us=math.nan, lat_p99_high_us=math.nan)
-    frame = pd.DataFrame([row, unmeasured])
-    queueing.with_ratios(frame)
-    frame.attrs.update(overhead_us=18.0, floor_us=70.0, spin_us=200, duration=4.0, server_cpus=[0], client_cpus=[1],
-                       pinning_note="")
-    text = queueing.format_calibration(frame)
-    assert "1.10 (1.05-1.15)" in text and "1.10 (1.00-1.25)" in text
-    assert "not measured" in text and " 0.00" not in text
-    assert "95% interval" in text

@@ -24,9 +24,11 @@ queueing`.
   queueing    the anchor is theory: the epoll server with the spin service (a
               declared service time per request) under even and Poisson
               arrivals, fixed and exponential service times, at utilisation
-              0.3, 0.5 and 0.7, each measured mean and p99 response beside
-              what queueing theory predicts (labkit.queue_theory), from the
-              same declared quantities and the lab's measured floor.
+              0.3, 0.5 and 0.7, each point in independent replications
+              (a seed each, interleaved), its measured mean and p99
+              response beside the textbook's queue replayed on the run's
+              own draws (labkit.calibration) and the closed form
+              (labkit.queue_theory), each ratio with its interval.
 
 Each function returns its figures (a dict or a pandas DataFrame) and the
 format_* functions turn them into the text the CLI prints, environment
@@ -79,8 +81,9 @@ def run_command(args) -> str:
         return format_upload(upload(rounds=args.rounds, seconds=args.seconds or 2, server_cpus=server_cpus,
                                     client_cpus=client_cpus))
     if args.bench == "queueing":
-        return queueing.format_calibration(queueing.calibrate(duration=args.seconds or 4.0,
-                                                              server_cpus=server_cpus, client_cpus=client_cpus))
+        return queueing.format_calibration(queueing.calibrate(
+            duration=args.seconds or queueing.DURATION, replications=args.replications or queueing.REPLICATIONS,
+            server_cpus=server_cpus, client_cpus=client_cpus))
     if args.bench == "throughput":
         return format_throughput(throughput(models=args.models, clients=args.clients or 100,
                                             requests=args.requests or 200,
