@@ -4,11 +4,16 @@ service_time) each beside what queueing theory predicts for it (labkit.queue_the
     measure_floor(pinning)    SPIN 0 under a light Poisson load: the loop's own CPU time per
                               request and the response time outside the queue (a Floor)
     beside_theory(df, floor)  per point: utilisation, measured and predicted mean and p99
-                              response, measured / predicted (shown(table): as a page shows it)
+                              response, measured / predicted, the self-checks its runs failed,
+                              the loop's cost there (shown(table): as a page shows it)
+    departures(table)         the sentences below, those that apply:
     interference(table)       a sentence where the means sit far above theory: the machine's
                               other work was measured, not the queue
+    below_theory(table)       a sentence where a mean sits well below theory: the prediction's
+                              loop cost, measured at a light load, against the loop's cost there
     past_capacity(table)      a sentence where utilisation reaches 1: theory has no steady state
-    figure(table)             measured (markers) and predicted (lines) against utilisation
+    figure(table)             measured (markers) and predicted (lines) against utilisation, each
+                              mark hollow by the rule of every lab figure (plots.checked_marks)
 
 The prediction uses only what was declared (rate, arrivals, service time and its
 distribution) and the two quantities the floor measured; what is left between the two is
@@ -44,6 +49,24 @@ class Floor:
     def measured(self) -> bool:
         return math.isfinite(self.overhead_us) and math.isfinite(self.floor_us)
 
+    def outside_us(self, n: int, seed: int = 1):
+        """`n` draws (a numpy array, µs) of the time a response spends outside the queue:
+        the SPIN 0 run's responses, drawn from its histogram (a bucket by its count, a value
+        evenly within it), less the loop's own cost.  Their mean is floor_us (up to the
+        draws' and the buckets' width); their spread is the floor's own, which a percentile
+        of a response needs and its mean does not.  Empty when the floor has no histogram."""
+        import numpy as np
+
+        buckets = self.row.get("lat_histogram") or []
+        counts = np.array([count for _, count in buckets], dtype=float)
+        if not n or not counts.sum() or not self.measured:
+            return np.zeros(0)
+        upper = np.array([upper for upper, _ in buckets], dtype=float)
+        rng = np.random.default_rng(seed)
+        which = rng.choice(len(buckets), size=n, p=counts / counts.sum())
+        lower = upper / (1 + uncertainty.BUCKET_WIDTH)
+        return lower[which] + rng.random(n) * (upper[which] - lower[which]) - self.overhead_us
+
 
 def spin_load(rate: float, duration: float, arrivals: str = "poisson", dist: str = "fixed", spin_us: int = 0,
               seed: int = 1):
@@ -56,14 +79,15 @@ def spin_load(rate: float, duration: float, arrivals: str = "poisson", dist: str
     return LoadSpec(SPIN_CLIENTS, 1, "spin", options, timeout=10)
 
 
-def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor:
-    """One point of SPIN 0 at FLOOR_RATE through measure.point (the sweeps' pipeline)."""
+def measure_floor(pinning, model: str = "epoll", duration: float = 3.0, seed: int = 1) -> Floor:
+    """One point of SPIN 0 at FLOOR_RATE through measure.point (the sweeps' pipeline), the
+    load generator's schedule drawn from `seed`."""
     from labkit import measure
     from labkit.errors import LabError
     from labkit.procs import ServerSpec
 
     try:
-        row = measure.point(measure.Run(ServerSpec(model, "spin"), spin_load(FLOOR_RATE, duration), pinning))
+        row = measure.point(measure.Run(ServerSpec(model, "spin"), spin_load(FLOOR_RATE, duration, seed=seed), pinning))
     except LabError as failure:
         return Floor(math.nan, math.nan, {}, failure.what.splitlines()[0])
     overhead = float(row.get("server_cpu_us_per_request", math.nan))
@@ -75,13 +99,19 @@ def measure_floor(pinning, model: str = "epoll", duration: float = 3.0) -> Floor
 
 COLUMNS = ["model", "arrivals", "spin_dist", "rate", "utilisation", "lat_mean_us", "mean_low_us", "mean_high_us",
            "mean_interval", "predicted_mean_us", "mean_ratio", "lat_p99_us", "p99_low_us", "p99_high_us",
-           "p99_interval", "predicted_p99_us", "p99_ratio", "samples"]
+           "p99_interval", "predicted_p99_us", "p99_ratio", "samples", "mean_flags", "mean_checks", "p99_flags",
+           "p99_checks", "saturated", "loop_us", "floor_loop_us"]
 
 
 def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
     """Each successful point of `df` (service_time rows), medians over its repeats, beside
-    queue_theory.predict for the same rate, arrivals and service time."""
-    from labkit.plots.grid import point_interval
+    queue_theory.predict for the same rate, arrivals and service time; with the self-checks its
+    runs failed for the mean and for p99 (`*_flags`, their titles `*_checks`: plots.grid, as the
+    panel's figure of the same points has them), whether the generator saturated, and the loop's
+    own cost per request there (`loop_us`: the server's CPU time per request less the declared
+    mean spin; NaN where not counted) beside the one the prediction took (`floor_loop_us`).
+    attrs["shared"]: plots.grid.shared_cpus_note of the runs."""
+    from labkit.plots.grid import point_interval, self_check_flags, self_check_titles, shared_cpus_note
 
     ok = df[df["status"] == "ok"] if "status" in df else df
     rows = []
@@ -101,8 +131,23 @@ def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
                      "mean_ratio": mean / predicted.mean_us if steady else math.nan, "lat_p99_us": p99,
                      "p99_low_us": low, "p99_high_us": high, "p99_interval": how, "predicted_p99_us": predicted.p99_us,
                      "p99_ratio": p99 / predicted.p99_us if steady else math.nan,
-                     "samples": repeats["requests_ok"].median()})
-    return pd.DataFrame(rows, columns=COLUMNS)
+                     "samples": repeats["requests_ok"].median(),
+                     "mean_flags": self_check_flags(repeats, "lat_mean_us"),
+                     "mean_checks": ", ".join(self_check_titles(repeats, "lat_mean_us")),
+                     "p99_flags": self_check_flags(repeats, "lat_p99_us"),
+                     "p99_checks": ", ".join(self_check_titles(repeats, "lat_p99_us")),
+                     "saturated": bool(repeats["client_saturated"].fillna(False).astype(bool).any())
+                     if "client_saturated" in repeats else False,
+                     "loop_us": _median(repeats, "server_cpu_us_per_request") - spin_us,
+                     "floor_loop_us": floor.overhead_us})
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    table.attrs["shared"] = shared_cpus_note(ok)
+    return table
+
+
+def _median(rows: pd.DataFrame, column: str) -> float:
+    values = pd.to_numeric(rows[column], errors="coerce").dropna() if column in rows else pd.Series(dtype=float)
+    return float(values.median()) if len(values) else math.nan
 
 
 # beside_theory's columns as a table shows them: short headers, so that it fits a laptop's page
@@ -126,6 +171,8 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
     text alternative in the layout's meta (describe)."""
     import plotly.graph_objects as go
 
+    from labkit.plots.figures import SATURATED_NOTE, _add_notes, whiskers_note
+    from labkit.plots.marks import checked_marks
     from labkit.plots.style import SERIES_COLORS, SYMBOLS, TEMPLATE
 
     fig = go.Figure(layout=dict(template=TEMPLATE))
@@ -134,17 +181,27 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
         colour, name = SERIES_COLORS[i % len(SERIES_COLORS)], f"{arrivals} arrivals, {dist} service"
         whiskers = dict(type="data", symmetric=False, array=part[f"{stat}_high_us"] - part[f"lat_{stat}_us"],
                         arrayminus=part[f"lat_{stat}_us"] - part[f"{stat}_low_us"], thickness=1.2, width=5)
+        marks = checked_marks(list(part["saturated"]), [bool(f) for f in part[f"{stat}_flags"]],
+                              SYMBOLS[i % len(SYMBOLS)], colour, size=11)
         fig.add_scatter(x=part["utilisation"], y=part[f"lat_{stat}_us"], mode="markers", legendgroup=name,
-                        marker=dict(color=colour, symbol=SYMBOLS[i % len(SYMBOLS)], size=11), error_y=whiskers,
-                        name=f"{name}: measured", customdata=part[[f"{stat}_interval"]].to_numpy(),
-                        hovertemplate="%{y:,.0f} µs measured<br>whiskers: %{customdata[0]}<extra></extra>")
+                        marker=marks, error_y=whiskers, name=f"{name}: measured",
+                        meta={"interval": list(part[f"{stat}_interval"]), "verdicts": list(part[f"{stat}_flags"])},
+                        customdata=part[[f"{stat}_interval", f"{stat}_flags"]].to_numpy(),
+                        hovertemplate="%{y:,.0f} µs measured<br>whiskers: %{customdata[0]}<br>%{customdata[1]}"
+                                      "<extra></extra>")
         theory = part[f"predicted_{stat}_us"].where(part["utilisation"] < 1)  # past 1: no steady state, no line
         fig.add_scatter(x=part["utilisation"], y=theory, mode="lines", legendgroup=name,
                         line=dict(color=colour, dash="dash"), name=f"{name}: theory")
-    fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)",
-                                 subtitle_text="whiskers: " + uncertainty.kinds_text(table[f"{stat}_interval"])),
+    fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)"),
                       xaxis_title="utilisation ρ (rate × mean service time)",
                       yaxis_title=f"{stat} response (µs)", legend_title_text="")
+    flagged = table[table[f"{stat}_flags"] != ""]
+    checks = sorted({check for named in flagged[f"{stat}_checks"] for check in named.split(", ") if check})
+    _add_notes(fig, [*([f"hollow = {', '.join(checks)} ({len(flagged)} point(s); each point's reasons in its hover "
+                        "and in the figure's text version)"] if len(flagged) else []),
+                     *([SATURATED_NOTE] if table["saturated"].any() else []),
+                     whiskers_note(table.rename(columns={f"{stat}_interval": "interval"})),
+                     *([table.attrs["shared"]] if table.attrs.get("shared") else [])])
     fig.layout.meta = {"alt": describe(table, stat)}
     return fig
 
@@ -165,6 +222,42 @@ def interference(table: pd.DataFrame) -> str:
             "something else ran on these CPUs while the sweep measured (another program, a busy neighbour on a "
             "shared host), and its delays, not the queue, are what you see. Close what else runs, or measure "
             "again on a quieter machine, before you compare even and Poisson arrivals.")
+
+
+# A measured mean this fraction of theory's or less is not noise: quiet, with Poisson arrivals, means sat at
+# 0.97-1.09 of theory; the prediction's loop cost, measured at FLOOR_RATE, then overstated the loop's cost under load.
+BELOW_RATIO = 0.8
+
+
+def below_theory(table: pd.DataFrame) -> str:
+    """A sentence when a measured mean of beside_theory's table sits well below theory
+    (BELOW_RATIO), else "": theory's service time adds the loop's cost measured at a light load
+    (FLOOR_RATE), and where the loop costs less per request under load the prediction's
+    utilisation, and its wait, are too high; the sentence quotes both costs where measured."""
+    ratios = pd.to_numeric(table["mean_ratio"], errors="coerce") if len(table) else pd.Series(dtype=float)
+    if not (ratios <= BELOW_RATIO).any():
+        return ""
+    at = table.loc[ratios.idxmin()]
+    said = (f"Your measured mean sits at {at['mean_ratio']:.2f} of theory at utilisation {at['utilisation']:.2f} "
+            f"({at['rate']:,.0f}/s, {at['arrivals']} arrivals): below the dashed line, not above it. Theory's service "
+            f"time is the declared spin plus the loop's own cost per request, measured with SPIN 0 at {FLOOR_RATE}/s")
+    loop, floor_loop = float(at["loop_us"]), float(at["floor_loop_us"])
+    if math.isfinite(loop) and math.isfinite(floor_loop):
+        said += (f" ({floor_loop:.0f} µs); at this point the server spent {loop:.0f} µs of CPU per request beyond the "
+                 "spin")
+        if loop < floor_loop:
+            said += (". The loop cost less per request under load than at the light load it was measured at, so "
+                     "theory's utilisation is too high, and its queueing wait, which grows as 1 / (1 − ρ), most of all "
+                     "where ρ is high")
+    said += (". A prediction is only as good as the costs it is fed: the lab's cost per request measured at the load "
+             "itself would bring the two closer.")
+    return said
+
+
+def departures(table: pd.DataFrame) -> list[str]:
+    """Every sentence that explains how beside_theory's points depart from theory, in either
+    direction, and where theory has none (interference, below_theory, past_capacity)."""
+    return [said for said in (interference(table), below_theory(table), past_capacity(table)) if said]
 
 
 def past_capacity(table: pd.DataFrame) -> str:
@@ -191,6 +284,19 @@ def describe(table: pd.DataFrame, stat: str = "mean") -> str:
         value = getattr(r, f"predicted_{stat}_us")
         return f"{value:,.0f} µs predicted" if math.isfinite(value) else "no steady state predicted (utilisation ≥ 1)"
 
+    def checked(r) -> str:  # the self-checks its runs failed, as the hollow mark says
+        flags = getattr(r, f"{stat}_flags", "")
+        return f"; hollow: {_plain(flags)}" if flags else ""
+
     parts = [f"{r.arrivals} arrivals, {r.spin_dist} service, utilisation {r.utilisation:.2f}: "
-             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured{sure(r)}, {predicted(r)}" for r in table.itertuples()]
+             f"{getattr(r, f'lat_{stat}_us'):,.0f} µs measured{sure(r)}, {predicted(r)}{checked(r)}"
+             for r in table.itertuples()]
     return f"{stat} response time against utilisation. " + "; ".join(parts) + "."
+
+
+def _plain(text: str) -> str:
+    """A hover's text as a sentence: its <br> as spaces, its entities decoded."""
+    import html
+    import re
+
+    return " ".join(html.unescape(re.sub(r"<br\s*/?>", " ", text)).split())

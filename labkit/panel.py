@@ -8,10 +8,14 @@ describe will take on this machine (labkit.estimate, from what was measured here
 takes a time budget: no point starts once it is spent, and a next Run measures the rest.
 It also takes a target: each point repeated until the median of the plotted figure is known
 to within that many percent at 95% (labkit.repeat_until), and says after the Run where it
-was reached and what was, where not.  So what a student chooses here and what papermill passes
-with -p are the same thing.  The figure is a plain plotly go.Figure shown in an
-Output widget: plotly 7's FigureWidget needs anywidget, and a plain figure
-renders the same in JupyterLab 4, in a saved notebook and in an exported one.
+was reached and what was, where not.  What the sweep says as it runs (what waits for an
+exercise, CPUs shared with another lab run, the time budget) is said inside the panel, under its
+status line, once the Run ends: nothing of a Run is left outside the panel, and its estimate of
+the points still to measure is the line above Run, refreshed, never a stale copy under the
+results.  So what a student chooses here and what papermill passes with -p are the same
+thing.  The figure is a plain plotly go.Figure shown in an Output widget: plotly 7's
+FigureWidget needs anywidget, and a plain figure renders the same in JupyterLab 4, in a
+saved notebook and in an exported one.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import json
 import ipywidgets as w
 import plotly.graph_objects as go
 from IPython.display import HTML, display
+from IPython.utils.capture import capture_output
 
 from labkit import plots, repeat_until, sweep
 from labkit.errors import LabError
-from labkit.friendly import error_html
+from labkit.friendly import Note, error_html
 
 
 def _summary(df) -> tuple[str, str, list[str]]:
@@ -66,6 +71,29 @@ def _why_failed(df, shown: int = 3) -> list[str]:
     return lines
 
 
+def _estimate_text(plan, results, until=None) -> str:
+    """The sentence sweep.run says before it measures (its estimate), or "" when it cannot say one."""
+    try:
+        return sweep.how_long(plan, results, until=until).sentence()
+    except (LabError, ValueError, TypeError):
+        return ""
+
+
+def _said(captured, estimate: str, skip=()) -> list:
+    """What a sweep said while it ran (`captured`: IPython's capture_output), each line once, as
+    the notebook would have shown it, but its estimate of the time (`estimate`, which the line
+    above Run says, refreshed) and the lines in `skip` (the target's summary: its own line says it)."""
+    texts = [str(output.data.get("text/plain", "")) for output in captured.outputs]
+    texts += captured.stdout.splitlines()  # display() without a notebook's kernel prints
+    shown, seen = [], set(skip)
+    for text in texts:
+        if not text.strip() or text in seen or (estimate and text.startswith(estimate)):
+            continue
+        seen.add(text)
+        shown.append(Note(text))
+    return shown
+
+
 def _show_in(area: w.Output, *objects) -> None:
     """Make `objects` the whole content of `area`.
 
@@ -81,7 +109,7 @@ def _display_data(obj) -> list[dict]:
     if isinstance(obj, go.Figure):  # what JupyterLab's plotly renderer draws, then the figure as text
         return [{"application/vnd.plotly.v1+json": json.loads(obj.to_json()), "text/plain": repr(obj)},
                 {"text/html": plots.alt_text.as_html(obj), "text/plain": plots.alt_text.describe(obj)}]
-    return [{"text/html": obj._repr_html_(), "text/plain": repr(obj)}]
+    return [{"text/html": obj._repr_html_(), "text/plain": str(obj) if isinstance(obj, str) else repr(obj)}]
 
 
 def _on_change(widget, callback) -> None:
@@ -174,6 +202,7 @@ class ControlPanel:
         self.status_text = ""
         self._say("not run yet")
         self.errors = w.Output()
+        self.said = w.Output()  # what the sweep said during the last Run (_said), but its estimate
         self.figure_area = w.Output()
         self.table_area = w.Output()
         self.box = w.VBox([
@@ -189,7 +218,7 @@ class ControlPanel:
                 "at the least), at most this many repeats</span>")]),
             self.estimate_line,
             w.HBox([self.run_button, self.progress, self.status]),
-            self.target_line,
+            self.target_line, self.said,
             self.errors, self.plot_choice, self.figure_area, self.table_area,
         ])
         self.box.add_class(PANEL_CLASS)
@@ -224,6 +253,7 @@ class ControlPanel:
         """Resolve the fields, run the sweep, refresh figure and table.  Returns the
         DataFrame, or None when a LabError was shown in the panel instead."""
         _show_in(self.errors)
+        _show_in(self.said)
         self.last_error = None
         self.run_button.disabled = True
         try:
@@ -235,8 +265,13 @@ class ControlPanel:
             until = repeat_until.Target(self.plot_choice.value, self.target.value / 100, self.most.value) \
                 if self.target.value else None
             self.target_line.value = ""
-            self.df = sweep.run(self.plan, results=self.results, progress=self._on_progress,
-                                budget_s=self.budget.value * 60 or None, until=until)
+            before = _estimate_text(self.plan, self.results, until)
+            with capture_output(stdout=True, stderr=False, display=True) as said:
+                try:
+                    self.df = sweep.run(self.plan, results=self.results, progress=self._on_progress,
+                                        budget_s=self.budget.value * 60 or None, until=until)
+                finally:
+                    _show_in(self.said, *_said(said, before))  # a failed Run's too
         except LabError as problem:
             self.last_error = problem
             self.progress.bar_style = "danger"
@@ -251,8 +286,9 @@ class ControlPanel:
             _show_in(self.errors, HTML("".join(f"<p>{html.escape(sentence)}</p>" for sentence in waits)
                                        + "".join(f"<p><b>why:</b> {html.escape(line)}</p>" for line in failures)))
         if until is not None:
-            said = repeat_until.summary(until, self.df.attrs["reached"], self.experiment.axis_columns)
-            self.target_line.value = f"<span style='color:#444'>{html.escape(said)}</span>"
+            summary = repeat_until.summary(until, self.df.attrs["reached"], self.experiment.axis_columns)
+            self.target_line.value = f"<span style='color:#444'>{html.escape(summary)}</span>"
+            _show_in(self.said, *_said(said, before, [summary]))
         if self.df.attrs.get("unmeasured"):
             ended += f"; {self.df.attrs['unmeasured']} left by the time budget: Run again for them"
         self._say(ended, urgent=True)  # a run's end: said once, after minutes, worth hearing
@@ -265,7 +301,9 @@ class ControlPanel:
         """Say how long a Run of the fields' values would take here (nothing while a field is
         wrong: its own message says why)."""
         try:
-            took = sweep.how_long(self.plan.with_values(**self.values()), self.results)
+            until = repeat_until.Target(self.plot_choice.value, self.target.value / 100, self.most.value) \
+                if self.target.value else None  # the repeats a target may add, counted
+            took = sweep.how_long(self.plan.with_values(**self.values()), self.results, until=until)
         except (LabError, ValueError, TypeError):
             self.estimate_line.value = ""
             return

@@ -4,7 +4,10 @@ notebook has one.
 
 A number that is missing (its point failed, the machine cannot count it, the run left it
 out) is said to be missing, with the reason: `not measured (why)`. It is never printed as
-0 and never as NaN.
+0 and never as NaN.  A number the lab measured where the student's own exercise is still
+unanswered (answered()) is shown as measured, and says the exercise is unanswered.  A number
+measured while another lab run shared its CPUs (the rows' `cpus_shared`) is marked †, and the
+table says so under it, as the figures do.
 
     rows = [recap.Row("1. ...", "iterative's elapsed at 50 clients over select's",
                       recap.ratio(recap.median(df, "elapsed_s", model="iterative", clients=50),
@@ -45,10 +48,13 @@ class Measured(float):
     low: float
     high: float
     interval: str
+    shared: str  # plots.grid.shared_cpus_note of its rows: "" where no other lab run shared its CPUs
+    note: str    # words said after it ("measured by the lab; exercise 6.1 unanswered"), or ""
 
-    def __new__(cls, value: float, low: float = math.nan, high: float = math.nan, interval: str = ""):
+    def __new__(cls, value: float, low: float = math.nan, high: float = math.nan, interval: str = "",
+                shared: str = "", note: str = ""):
         made = super().__new__(cls, value)
-        made.low, made.high, made.interval = low, high, interval
+        made.low, made.high, made.interval, made.shared, made.note = low, high, interval, shared, note
         return made
 
     @property
@@ -121,10 +127,35 @@ def median(df, column: str, include_failed: bool = False, **where):
     values = pd.to_numeric(ok[column], errors="coerce").dropna()
     if len(values) == 0:
         return Missing(f"{column} is not measurable on this machine")
-    from labkit.plots.grid import point_interval
+    from labkit.plots.grid import point_interval, shared_cpus_note
 
     low, high, interval = point_interval(ok, column, values)
-    return Measured(float(values.median()), low, high, interval)
+    return Measured(float(values.median()), low, high, interval, shared=shared_cpus_note(ok))
+
+
+def answered(yours, measured, exercise: str):
+    """The student's answer to `exercise` where it is a number; else, where the lab measured
+    the same quantity itself (`measured`), that number, saying it is the lab's and that the
+    exercise is unanswered (not "not measured": it was); a Missing only where neither is."""
+    if _number(yours) is not None:
+        return yours
+    if _number(measured) is None:
+        return measured if isinstance(measured, Missing) else Missing(f"exercise {exercise} is unanswered")
+    value = _number(measured)
+    kept = measured if isinstance(measured, Measured) else Measured(value)
+    return Measured(value, kept.low, kept.high, kept.interval, kept.shared,
+                    note=f"measured by the lab; your exercise {exercise} is unanswered")
+
+
+def _shared(*values) -> str:
+    """The shared-CPUs note of the first of `values` that carries one."""
+    return next((value.shared for value in values if isinstance(value, Measured) and value.shared), "")
+
+
+def _keep_shared(result: float, *values):
+    """`result`, a Measured that keeps the shared-CPUs note where one of `values` had one."""
+    shared = _shared(*values)
+    return Measured(result, shared=shared) if shared else result
 
 
 def spread(df, column: str, **where):
@@ -178,19 +209,19 @@ def ratio(a, b):
         return missing
     if _number(b) == 0:
         return Missing("its divisor is 0")
-    return _number(a) / _number(b)
+    return _keep_shared(_number(a) / _number(b), a, b)
 
 
 def difference(a, b):
     """a - b, or the first Missing."""
     missing = _first_missing(a, b)
-    return missing if missing else _number(a) - _number(b)
+    return missing if missing else _keep_shared(_number(a) - _number(b), a, b)
 
 
 def scaled(a, factor: float):
     """a x factor (a unit change), or a's Missing."""
     missing = _first_missing(a)
-    return missing if missing else _number(a) * factor
+    return missing if missing else _keep_shared(_number(a) * factor, a)
 
 
 def seed_value(table, metric: str, **where):
@@ -228,7 +259,20 @@ def shown(value, unit: str = "", why: str | None = None) -> str:
     cell = f"{readable(number)} {unit}".strip()
     if isinstance(value, Measured) and value.has_interval:  # how sure: its interval, and what it is
         cell += f" ({readable(value.low)} to {readable(value.high)}: {value.interval})"
+    if isinstance(value, Measured) and value.note:
+        cell += f" ({value.note})"
+    if isinstance(value, Measured) and value.shared:
+        cell += f" {SHARED_MARK}"
     return cell
+
+
+SHARED_MARK = "†"  # a number measured while another lab run shared its CPUs (the line under the table says so)
+
+
+def shared_notes(rows) -> list[str]:
+    """Each distinct shared-CPUs note of the rows' numbers (Measured.shared), once."""
+    rows = [row if isinstance(row, Row) else Row(*row) for row in rows]
+    return list(dict.fromkeys(row.yours.shared for row in rows if isinstance(row.yours, Measured) and row.yours.shared))
 
 
 def _seed_cell(value, unit: str) -> str:
@@ -266,6 +310,9 @@ def markdown(rows, seed_label: str | None = None) -> str:
     head, body = _cells(rows, seed_label)
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(_escape(cell) for cell in cells) + " |" for cells in body]
+    notes = shared_notes(rows)
+    if notes:
+        lines += ["", f"{SHARED_MARK} measured while another lab run shared the CPUs: " + "; ".join(notes) + "."]
     return "\n".join(lines)
 
 

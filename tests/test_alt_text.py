@@ -226,3 +226,37 @@ def test_an_exported_page_names_its_plot_and_lists_its_data():
     label = re.search(r'class="plotly-graph-div" role="img" aria-label="([^"]*)"', page)
     assert label and html.unescape(label.group(1)) == alt_text.describe(fig)
     assert page.index(alt_text.CLASS) < page.index("</body>")
+
+
+def test_the_text_version_carries_each_points_interval_and_the_self_checks_it_failed():
+    """What a sighted student reads off whiskers and hollow marks (and the hover), the text
+    version says too: each point's interval and what it is, and each failed check's reason."""
+    rows = [{"model": "epoll", "clients": c, "repeat": r, "status": "ok", "error": "", "lat_p99_us": 100.0 * c + r,
+             "verdicts": {"not_steady": "not steady: p50 was 100-110 µs in the run's first half and 150-160 µs in "
+                                        "its second (95% intervals)"} if c == 20 and r == 0 else {}}
+            for c in (10, 20) for r in range(3)]
+    fig = plots.metric_vs(pd.DataFrame(rows), "lat_p99_us")
+    text = alt_text.describe(fig)
+    assert ("epoll, each point with its interval: 10: 1,001, 1,000 to 1,002 (75% interval of the median of 3 runs); "
+            "20: 2,001, 2,000 to 2,002 (75% interval of the median of 3 runs).") in text, text
+    assert ("epoll, self-checks failed (hollow marks): at 20, not steady (1 of 3 runs): p50 was 100-110 µs in the "
+            "run's first half and 150-160 µs in its second (95% intervals).") in text, text
+    assert "hover for" not in text
+    table = alt_text.data_table(fig)
+    assert list(table.columns) == ["series", "concurrent clients", "latency p99 (µs)", "interval", "self-checks"]
+    assert list(table["interval"]) == ["1,000 to 1,002 (75% interval of the median of 3 runs)",
+                                       "2,000 to 2,002 (75% interval of the median of 3 runs)"]
+    assert table["self-checks"].iloc[0] == "" and table["self-checks"].iloc[1].startswith("not steady (1 of 3 runs)")
+    page = alt_text.as_html(fig)
+    assert "<th scope=\"col\">interval</th>" in page and "150-160 µs" in page
+
+
+def test_points_never_run_are_described_as_not_measurable_not_failed():
+    rows = [{"model": m, "clients": 10, "repeat": 0, "status": "ok" if m == "epoll" else "failed",
+             "error": "" if m == "epoll" else "not measurable until exercise 1.2: poll runs your stub",
+             "waiting_for_exercise": "" if m == "epoll" else "1.2", "lat_p99_us": 100.0 if m == "epoll" else None}
+            for m in ("epoll", "poll")]
+    text = alt_text.describe(plots.metric_vs(pd.DataFrame(rows), "lat_p99_us"))
+    assert ("Points never run, not measurable (drawn as hourglasses): poll at 10 (not measurable until exercise 1.2: "
+            "poll runs your stub).") in text, text
+    assert "Failed points" not in text

@@ -422,6 +422,23 @@ def test_06_runs_quick_without_an_error_and_its_solutions_pass_their_checks():
     assert "06_what_breaks_first: 11/17 points from 14 checks; all passed; 6 written answer(s)" in all_text(run.nb)
 
 
+def test_06_each_panel_says_its_run_inside_itself_and_leaves_no_stale_estimate_under_its_results():
+    """A panel's Run leaves nothing under the panel: the sweep's estimate ("N points to measure;
+    nothing ... measured yet") is the line above Run, refreshed, and what else the sweep said is in
+    the panel.  The theory figures say how each point departs from theory, in either direction."""
+    nb = ran_clean(NB06, figures=6).nb
+    panels = [c for c in nb.cells if c.cell_type == "code" and "ControlPanel(" in c.source]
+    assert len(panels) == 5, len(panels)
+    for cell in panels:
+        said = shown_text(cell.outputs)
+        assert "to measure" not in said and "measured yet" not in said, (cell.source[:60], said[:300])
+    truth = shown_text(outputs(nb, "test-ground-truth"))
+    table = shown_html(outputs(nb, "test-ground-truth"))
+    below = re.search(r"below the dashed line", truth)
+    low_ratio = any(float(v) <= 0.8 for v in re.findall(r'class="data row\d+ col5" >([0-9.]+)<', table))
+    assert bool(below) == low_ratio, (truth, table[:2000])
+
+
 @quiet
 def test_06_every_model_has_a_knee_and_littles_law_holds_where_it_kept_up():
     # every model falls behind at the top rate, keeps up at the lowest, and its tail climbs;

@@ -70,8 +70,8 @@ def test_run_button_measures_into_the_given_results_file(panel, tmp_path):
     cpus = psutil.Process().cpu_affinity()
     panel.set(models=["select"], clients=[2], requests=2, repeats=1, k=2,
               server_cpus=[cpus[0]], client_cpus=[cpus[-1]])
-    assert "1 point to measure; nothing of this experiment was measured on this machine yet" in \
-        panel.estimate_line.value
+    assert "1 point to measure: about 0 s to 1 s on this machine (nothing of this experiment measured here yet: " \
+        "a bound from its requests" in panel.estimate_line.value
     panel.run_button.click()
     assert panel.last_error is None, panel.last_error
     df = panel.df
@@ -256,3 +256,33 @@ def test_a_failed_points_reason_is_said_under_the_panel_in_its_own_words(panel, 
     shown = "".join(output["data"]["text/html"] for output in panel.errors.outputs)
     assert shown.count(html.escape(said)) == 1, shown
     assert "2 failed (epoll, concurrent clients 2; epoll, concurrent clients 4)" in shown, shown
+
+
+def test_what_the_sweep_says_is_said_in_the_panel_once_and_its_estimate_is_not_left_stale(panel, monkeypatch, capsys):
+    """The sweep's sentences (its estimate, CPUs shared with another lab run) stay inside the
+    panel: the estimate is the line above Run, refreshed after the Run; nothing is left under
+    the panel's results saying "8 points to measure; nothing ... measured yet"."""
+    import pandas as pd
+
+    from labkit import panel as panel_module
+    from labkit.friendly import say
+
+    estimate = panel_module._estimate_text(panel.plan, panel.results)
+    assert "to measure" in estimate, estimate
+    shared = "CPU 1 is also leased by another lab run on this machine: this sweep shares them"
+
+    def sweep_run(plan, results=None, progress=None, **options):
+        say(panel_module._estimate_text(plan, results))  # as sweep.run says it before it measures
+        say(f"note: {shared}")
+        frame = pd.DataFrame([{"model": "select", "clients": 2, "repeat": 0, "status": "ok", "error": "",
+                               "requests_ok": 4}])
+        frame.attrs["experiment"] = panel.experiment
+        return frame
+
+    monkeypatch.setattr(panel_module.sweep, "run", sweep_run)
+    for drawn in ("_refresh_figure", "_refresh_table"):
+        monkeypatch.setattr(panel, drawn, lambda: None)
+    panel.run_button.click()
+    said = [output["data"]["text/plain"] for output in panel.said.outputs]
+    assert said == [f"note: {shared}"], said
+    assert estimate not in capsys.readouterr().out  # nothing of the Run printed outside the panel

@@ -66,9 +66,11 @@ def test_one_repeats_percentile_is_drawn_with_the_runs_own_interval_and_says_so(
     assert [row[2] for row in line.customdata] == ["96% interval from the run's own samples"] * 2 + [
         "61% interval from the run's own samples (too few samples for 95%)"]
     subtitle = plots.metric_vs(df, "lat_p99_us").layout.title.subtitle.text
-    # said once, as a range: the hover says each point's own (eight such sentences once squeezed 06's chart flat)
-    assert ("whiskers: 61-96% interval from the run's own samples (under 95% where a run had too few samples: "
-            "the hover says each)") in subtitle.replace("<br>", " ")
+    # each level said once, with how many whiskers have it and why levels differ (not "61-96%", levels mixed)
+    assert ("whiskers: 96% interval from the run's own samples at 2 points; 61% interval from the run's own "
+            "samples (too few samples for 95%) at 1 point (a level is what that point's runs or samples reach; "
+            "the hover says each point's)") in subtitle.replace("<br>", " ")
+    assert "61-96%" not in subtitle
     # a metric with no interval of its own, one repeat: no whisker, and the chart says so
     bare = plots.metric_vs(df, "server_context-switches")
     assert "whiskers: one run, no interval" in bare.layout.title.subtitle.text
@@ -81,7 +83,10 @@ def test_a_point_that_failed_a_self_check_is_hollow_and_the_chart_says_why():
     fig = plots.metric_vs(df, "lat_p99_us")
     line = _model_traces(fig)["epoll"]
     assert [symbol.endswith("-open") for symbol in line.marker.symbol] == [False, True, False]  # p99.9's not p99's
-    assert "hollow = offered rate not reached (1 point(s); hover for the numbers)" in fig.layout.title.subtitle.text
+    subtitle = fig.layout.title.subtitle.text.replace("<br>", " ")
+    assert ("hollow = offered rate not reached (1 point(s); each point's reasons in its hover and in the figure's "
+            "text version)") in subtitle
+    assert "hover for the numbers" not in subtitle  # a screen reader's text version has no hover
     assert "completed 2,400/s of the 3,000/s offered" in line.customdata[1][7]
     # the latency percentiles' chart too, each percentile hearing its own verdicts
     df["verdicts"] = [{}, {"not_steady": "not steady: p50 was 100-110 µs in the run's first half and ..."},
@@ -535,3 +540,104 @@ def test_one_value_of_x_is_drawn_as_bars_side_by_side_not_markers_on_each_other(
     assert set(traces) == {"select_fork", "epoll_workers", "prefork"}
     assert {type(t) for t in traces.values()} == {drawn}
     assert fig.layout.yaxis.title.text.startswith("server context switches per")
+
+
+def test_a_checks_reasons_are_said_once_each_wrapped_not_once_per_repeat_on_one_line():
+    df = synthetic(models=("epoll",), clients=(3,), repeats=4)
+    df["verdicts"] = [{"not_steady": f"not steady: p50 was {100 + r}-{110 + r} µs in the run's first half and "
+                                     f"{150 + r}-{160 + r} µs in its second (95% intervals)"} for r in range(3)] + [{}]
+    flags = plots.summarize(df, "lat_p99_us")["flags"].iloc[0]
+    lines = flags.split("<br>")
+    assert lines[0] == "not steady (3 of 4 runs):"  # the check's title once, with how many runs failed it
+    assert flags.count("not steady") == 1 and flags.count("p50 was 100-110") == 1
+    assert "and 1 more of the same kind" in lines[-1]  # the third reason counted, not said
+    assert max(len(line) for line in lines) <= 80  # wrapped: no line across the figure
+
+
+def _spin_rows(verdicts):
+    """service_time rows, one run a point: (arrivals, rate) -> verdicts, as measure.point stores them."""
+    rows = []
+    for (arrivals, rate), judged in verdicts.items():
+        rows.append(dict(model="epoll", service="spin", arrivals=arrivals, spin_dist="exp", spin_us=100, rate=rate,
+                         clients=20, repeat=0, status="ok", error="", requests_ok=1000, lat_mean_us=200.0 + rate / 10,
+                         lat_p99_us=900.0 + rate / 10, server_cpu_us_per_request=112.0, client_saturated=False,
+                         verdicts=judged, cpus_shared=[]))
+    return of_experiment(pd.DataFrame(rows), "service_time")
+
+
+def test_the_theory_figure_draws_hollow_what_the_panels_figure_of_the_same_points_draws_hollow():
+    from labkit import ground_truth
+
+    steady = "not steady: p50 was 100-110 µs in the run's first half and 150-160 µs in its second (95% intervals)"
+    df = _spin_rows({("poisson", 2000): {}, ("poisson", 5000): {"not_steady": steady},
+                     ("even", 2000): {"too_few_for_p999": "too few requests for p999: they bound it at 61%, not 95%"},
+                     ("even", 5000): {"not_steady": steady}})
+    panel = plots.metric_vs(df, "lat_mean_us", x="rate")
+    in_panel = {(trace.name, x): symbol.endswith("-open")
+                for trace in panel.data if trace.name != "failed" for x, symbol in zip(trace.x, trace.marker.symbol)}
+    table = ground_truth.beside_theory(df, ground_truth.Floor(30.0, 100.0, {}))
+    theory = ground_truth.figure(table, "mean")
+    measured = [trace for trace in theory.data if trace.name.endswith("measured")]
+    rates = {arrivals: list(part.sort_values("utilisation")["rate"]) for arrivals, part in table.groupby("arrivals")}
+    in_theory = {(trace.name.split(" ")[0], rate): symbol.endswith("-open")
+                 for trace in measured for rate, symbol in zip(rates[trace.name.split(" ")[0]], trace.marker.symbol)}
+    assert sorted(in_theory.values()) == sorted(in_panel.values()) == [False, False, True, True]
+    assert in_theory == {("poisson", 2000): False, ("poisson", 5000): True, ("even", 2000): False,
+                         ("even", 5000): True}
+    assert "hollow = not steady (2 point(s)" in theory.layout.title.subtitle.text
+    assert "p50 was 100-110 µs" in ground_truth.describe(table, "mean")  # its text version says why
+
+
+def test_points_never_run_are_not_measurable_with_their_own_mark_never_failed_crosses():
+    waits = "not measurable until exercise 1.2: the poll model runs your poll loop, which is still the stub"
+    df = synthetic(failed=[("select", c, r) for c in (3, 6, 10) for r in range(3)] + [("threaded", 10, 0)])
+    df["waiting_for_exercise"] = ""
+    never = df["model"] == "select"
+    df.loc[never, "error"], df.loc[never, "waiting_for_exercise"] = waits, "1.2"
+    for fig in (plots.metric_vs(df, "lat_p99_us"), plots.latency_vs(df),
+                plots.metric_by_point(df, "lat_p99_us"), plots.metric_by_point(df, "lat_p99_us", log_y=True)):
+        crosses = [t for t in fig.data if t.name == "failed"]
+        assert [len(t.x) for t in crosses] == [1], [t.name for t in fig.data]  # threaded @ 10 alone failed
+        unmeasured = [t for t in fig.data if t.name == "not measurable"]
+        assert sum(len(t.x) for t in unmeasured) == 3 and all(t.marker.symbol == "hourglass" for t in unmeasured)
+        assert sum(t.showlegend is not False for t in unmeasured) == 1  # one legend entry
+        assert "exercise 1.2" in str(unmeasured[0].customdata[0][-1])
+    assert list(plots.failed_points(df)["model"]) == ["threaded"]  # "1 point(s) failed", not 10
+    assert len(plots.unmeasured_points(df)) == 9
+    percentiles = plots.latency_percentiles(_all_percentiles(df), clients=10).layout.title.subtitle.text
+    assert "not measurable here until an exercise is solved (not drawn): select" in percentiles
+    assert "failed here (not drawn): threaded<br>" in percentiles  # its failed repeat, not select's
+
+
+def _all_percentiles(df):
+    return df.assign(lat_p90_us=df["lat_p99_us"] / 2, lat_p999_us=df["lat_p99_us"] * 2,
+                     lat_max_us=df["lat_p99_us"] * 3)
+
+
+def test_runs_on_cpus_another_lab_run_shared_say_so_on_every_figure():
+    df = synthetic(models=("epoll",))
+    df["cpus_shared"] = [[1] if c == 10 and r < 2 else [] for c, r in zip(df["clients"], df["repeat"])]
+    said = "2 of 9 runs shared CPU 1 with another lab run on this machine: their times include that run's work"
+    for fig in (plots.metric_vs(df, "lat_p99_us"), plots.latency_vs(df), plots.metric_by_point(df, "lat_p99_us")):
+        assert said in fig.layout.title.subtitle.text.replace("<br>", " "), fig.layout.title.text
+    at_10 = plots.latency_percentiles(_all_percentiles(df), clients=10).layout.title.subtitle.text  # that point's runs
+    assert "2 of 3 runs shared CPU 1 with another lab run" in at_10.replace("<br>", " ")
+    assert "shared" not in plots.metric_vs(synthetic(models=("epoll",)), "lat_p99_us").layout.title.subtitle.text
+
+
+def test_a_mean_well_below_theory_is_explained_and_one_near_it_is_not():
+    from labkit import ground_truth
+
+    df = _spin_rows({("poisson", 2000): {}, ("poisson", 5000): {}})
+    df["lat_mean_us"] = [260.0, 330.0]  # M/G/1 with a 12 µs loop: 258 and 340 µs
+    near = ground_truth.beside_theory(df, ground_truth.Floor(12.0, 100.0, {}))
+    assert ground_truth.departures(near) == []
+    # the prediction fed a loop cost measured at a light load (40 µs) where the loop cost 12 µs under load
+    df["lat_mean_us"] = [230.0, 300.0]
+    table = ground_truth.beside_theory(df, ground_truth.Floor(40.0, 100.0, {}))
+    assert table["mean_ratio"].min() <= ground_truth.BELOW_RATIO
+    said = ground_truth.below_theory(table)
+    rho = table["utilisation"].max()
+    assert f"at utilisation {rho:.2f}" in said and "below the dashed line" in said
+    assert "(40 µs); at this point the server spent 12 µs of CPU per request beyond the spin" in said
+    assert said in ground_truth.departures(table)

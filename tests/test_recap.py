@@ -198,3 +198,28 @@ def test_a_median_says_how_sure_it_is_in_its_cell():
         "50 µs (45 to 58: 96% interval from the run's own samples)"
     assert recap.shown(recap.median(df.iloc[:1], "throughput_rps"), "req/s") == "900 req/s"  # one run, no interval
     assert recap.ratio(three, 2.0) == 500.0  # arithmetic as a float's
+
+
+def test_a_number_the_lab_measured_is_not_not_measured_when_only_the_exercise_is_unanswered():
+    lab = recap.median(DF, "elapsed_s", model="iterative", clients=10)
+    cell = recap.shown(recap.answered(None, lab, "6.1"), "s")  # the stub's littles_ratio = None
+    assert cell.startswith("0.032 s") and "measured by the lab; your exercise 6.1 is unanswered" in cell, cell
+    assert "not measured" not in cell
+    assert recap.answered(1.02, lab, "6.1") == 1.02  # the student's own number, when there is one
+    nothing = recap.answered(None, recap.median(DF, "elapsed_s", model="poll"), "6.1")
+    assert str(nothing).startswith("not measured (the point model = poll is not in this run's grid")
+
+
+def test_a_number_measured_on_cpus_another_lab_run_shared_is_marked_and_the_table_says_so():
+    df = DF.assign(cpus_shared=[[1], [], [], [], [], []])
+    shared = recap.median(df, "elapsed_s", model="iterative", clients=10)
+    quiet = recap.median(df, "elapsed_s", model="select", clients=10)
+    table = recap.markdown([("1. a goal", "iterative, 10 clients", shared, "s"),
+                            ("", "iterative over select", recap.ratio(shared, quiet), "x"),
+                            ("", "select, 10 clients", quiet, "s")])
+    lines = table.splitlines()
+    assert lines[2].endswith(f"{recap.SHARED_MARK} |") and lines[3].endswith(f"{recap.SHARED_MARK} |")
+    assert recap.SHARED_MARK not in lines[4]  # a point no other run shared
+    assert lines[-1] == (f"{recap.SHARED_MARK} measured while another lab run shared the CPUs: 1 of 2 runs shared "
+                         "CPU 1 with another lab run on this machine: their times include that run's work.")
+    assert recap.SHARED_MARK not in recap.markdown([("1. a goal", "select", quiet, "s")])

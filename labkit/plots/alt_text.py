@@ -4,9 +4,12 @@ A plotly figure is a picture drawn in SVG, and its values come out only on hover
 mouse.  So each figure a notebook shows is followed by a disclosure ("Figure as text and
 table", a <details> the keyboard reaches and a screen reader announces) holding:
   * a description made from the figure's own data, the same data it draws: its title, its
-    axes, for each line or bar set where it is lowest and highest, the points that failed
-    and why, and the notes drawn on it ("not measurable ...");
-  * the data as a table with headers (series, x, y; a caption naming the figure).
+    axes, for each line or bar set where it is lowest and highest, each point's interval
+    (its whisker) and the self-checks it failed (its hollow mark) where the lab's figures
+    keep them in the trace's meta (labkit.plots.figures.point_meta), the points that failed
+    and why, those never run (not measurable), and the notes drawn on it;
+  * the data as a table with headers (series, x, y, and the interval and self-checks where
+    the figure has them; a caption naming the figure).
 
     describe(fig)            -> the description, plain text
     data_table(fig)          -> a DataFrame: series, the x axis's title, the y axis's title
@@ -34,6 +37,7 @@ import zlib
 
 import pandas as pd
 
+from .marks import UNMEASURED
 from .style import readable
 
 TABLE_ROWS_MOST = 200  # a longer table is cut, and says so
@@ -110,6 +114,61 @@ def _failed_sentence(trace, xs, x_ticks) -> str:
     return f"Failed points, drawn as crosses: {'; '.join(parts)}."
 
 
+def _whiskers(trace, ys) -> list[tuple[float, float] | None]:
+    """Each point's whisker as (low, high) from the trace's error bars, None where it has none."""
+    error = getattr(trace, "error_y", None)
+    up = _numbers(error.array) if error is not None and error.array is not None else []
+    down = _numbers(error.arrayminus) if error is not None and error.arrayminus is not None else up
+    found = []
+    for index, y in enumerate(_numbers(ys)):
+        high = up[index] if index < len(up) else None
+        low = down[index] if index < len(down) else None
+        found.append((y - low, y + high) if y is not None and high is not None and low is not None
+                     and (high or low) else None)
+    return found
+
+
+def _checked(trace, n: int) -> tuple[list[str], list[str]]:
+    """What each point's interval is and the self-checks it failed, in words, from the trace's
+    meta (figures.point_meta); empty strings where the figure keeps none."""
+    meta = trace.meta if isinstance(getattr(trace, "meta", None), dict) else {}
+    kinds = [_plain(kind) for kind in meta.get("interval", [])]
+    checks = [_plain(flags) for flags in meta.get("verdicts", [])]
+    return (kinds + [""] * n)[:n], (checks + [""] * n)[:n]
+
+
+def _interval_text(whisker, kind: str) -> str:
+    if whisker is None:
+        return kind if kind and "no interval" in kind else ""
+    return f"{_shown(whisker[0])} to {_shown(whisker[1])}" + (f" ({kind})" if kind else "")
+
+
+def _points_sentences(name, trace, xs, ys, x_ticks) -> list[str]:
+    """Each point's interval, and the self-checks the hollow ones failed, where the trace keeps them."""
+    if not isinstance(getattr(trace, "meta", None), dict):
+        return []
+    kinds, checks = _checked(trace, len(xs))
+    whiskers = _whiskers(trace, ys)
+    values = _numbers(ys)
+    said = [f"{_shown(x, x_ticks)}: {_shown(y)}" + (f", {_interval_text(w, k)}" if _interval_text(w, k) else "")
+            for x, y, w, k in zip(xs, values, whiskers, kinds) if y is not None]
+    sentences = [f"{name}, each point with its interval: {'; '.join(said)}."] if said else []
+    hollow = [f"at {_shown(x, x_ticks)}, {check}" for x, check in zip(xs, checks) if check]
+    if hollow:
+        sentences.append(f"{name}, self-checks failed (hollow marks): {'; '.join(hollow)}.")
+    return sentences
+
+
+def _unmeasured_sentence(trace, xs, x_ticks) -> str:
+    """The points never run of a labkit.plots trace (figures.add_unmeasurable's customdata: model, repeats, why)."""
+    data = trace.customdata if trace.customdata is not None else [[""]] * len(xs)
+    parts = []
+    for x, row in zip(xs, data):
+        model, why = _plain(row[0]), _plain(row[-1]) if len(row) > 1 else ""
+        parts.append(f"{model + ' ' if model else ''}at {_shown(x, x_ticks)}" + (f" ({why})" if why else ""))
+    return f"Points never run, not measurable (drawn as hourglasses): {'; '.join(parts)}."
+
+
 def describe(fig) -> str:
     """The figure in words, from its own data (see the module's docstring)."""
     layout = fig.layout
@@ -126,7 +185,7 @@ def describe(fig) -> str:
         kinds = {trace.type for _, trace, _, _ in series}
         drawn = "bars" if kinds == {"bar"} else "points" if kinds <= {"scatter"} and all(
             "lines" not in (trace.mode or "") for _, trace, _, _ in series) else "lines"
-        plain = [s for s in series if s[0] != "failed"]
+        plain = [s for s in series if s[0] not in ("failed", UNMEASURED)]
         sentences.append(f"{y_title}{scale} against {x_title}, {len(plain)} {drawn[:-1] if len(plain) == 1 else drawn}"
                          + (f": {', '.join(name for name, *_ in plain[:12])}"
                             + (f" and {len(plain) - 12} more" if len(plain) > 12 else "") if plain else "") + ".")
@@ -134,6 +193,9 @@ def describe(fig) -> str:
             x_ticks = _ticks(layout, _axes_of(trace)[0])
             if name == "failed":
                 sentences.append(_failed_sentence(trace, xs, x_ticks))
+                continue
+            if name == UNMEASURED:
+                sentences.append(_unmeasured_sentence(trace, xs, x_ticks))
                 continue
             values = _numbers(ys)
             points = [(x, y) for x, y in zip(xs, values) if y is not None]
@@ -148,6 +210,7 @@ def describe(fig) -> str:
             else:
                 sentences.append(f"{name}: lowest {_shown(low[1])} at {_shown(low[0], x_ticks)}, highest "
                                  f"{_shown(high[1])} at {_shown(high[0], x_ticks)} ({len(points)} points{gap}).")
+            sentences += _points_sentences(name, trace, xs, ys, x_ticks)
     else:
         kinds = sorted({trace.type for trace in fig.data})
         sentences.append(f"{len(fig.data)} part(s) drawn ({', '.join(kinds) or 'none'}); the table below lists "
@@ -160,22 +223,29 @@ def describe(fig) -> str:
 
 def data_table(fig) -> pd.DataFrame:
     """What the figure draws, a row per value: series, x (the axis's title), y (the axis's
-    title), and the hover's words where it has some."""
+    title), and the hover's words where it has some; where the figure keeps its points'
+    intervals and self-checks (figures.point_meta), an "interval" and a "self-checks" column."""
     rows = []
     layout = fig.layout
     columns = None
+    checked = any(isinstance(getattr(trace, "meta", None), dict) for _, trace, _, _ in _series(fig))
     for name, trace, xs, ys in _series(fig):
         x_name, y_name = _axes_of(trace)
         if columns is None:
-            columns = ["series", _axis_title(layout, x_name), _axis_title(layout, y_name)]
+            columns = ["series", _axis_title(layout, x_name), _axis_title(layout, y_name)] + (
+                ["interval", "self-checks"] if checked else [])
         x_ticks = _ticks(layout, x_name)
-        reasons = [_plain(row[3]) if len(row) >= 4 else "" for row in trace.customdata] \
-            if name == "failed" and trace.customdata is not None else [""] * len(xs)
-        for x, y, reason in zip(xs, ys, reasons):
+        reasons = [_plain(row[-1]) if len(row) >= 3 else "" for row in trace.customdata] \
+            if name in ("failed", UNMEASURED) and trace.customdata is not None else [""] * len(xs)
+        kinds, checks = _checked(trace, len(xs))
+        for x, y, reason, whisker, kind, check in zip(xs, ys, reasons, _whiskers(trace, ys), kinds, checks):
             value = _numbers([y])[0]
             shown = ("failed" + (f": {reason}" if reason else "") if name == "failed"  # drawn where it fits
+                     else UNMEASURED + (f": {reason}" if reason else "") if name == UNMEASURED
                      else "missing" if value is None else readable(value))
-            rows.append([name, _shown(x, x_ticks), shown])
+            rows.append([name, _shown(x, x_ticks), shown] + (
+                [_interval_text(whisker, kind) if value is not None and name not in ("failed", UNMEASURED) else "",
+                 check] if checked else []))
     if columns is None:  # no x/y traces: labels and values where the trace has them (a flame graph, a tree)
         columns = ["part", "label", "value"]
         for trace in fig.data:

@@ -3,8 +3,12 @@ per value of the grid's other axes), bars per grid point, latency percentiles an
 histograms, and a reference line (iperf3's ceiling).  Medians of the repeats with their
 interval as whiskers (labkit.uncertainty: the median's own of several repeats, a run's own
 for one repeat's percentile), said in the hover and under the chart; a failed point is
-drawn as a red cross with its reason, never dropped; a metric that could not be measured
-says why instead of being drawn as 0."""
+drawn as a red cross with its reason, never dropped; a point never run (it waits for an
+unsolved exercise) as a grey hourglass, "not measurable", never as failed; a metric that
+could not be measured says why instead of being drawn as 0.  One rule makes a mark hollow, in
+every figure of a point (checked_marks): its generator saturated (grey too), or it failed a
+self-check that bears on the figure's metric; each trace keeps its points' intervals and
+verdicts in its meta, for the figure's text version (alt_text)."""
 
 from __future__ import annotations
 
@@ -13,12 +17,14 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from labkit import uncertainty, verdicts
+from labkit import uncertainty
 from labkit.errors import LabError
 
 from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_interval,
-                   point_label, require, series_of, setting, summarize, value_text, varying_axes, why_missing)
-from .style import (DASHES, FAILED_COLOR, PATTERNS, SATURATED_GREY, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
+                   point_label, require, self_check_flags, self_check_titles, series_of, setting, shared_cpus_note,
+                   summarize, value_text, varying_axes, waits_for_exercise, why_missing)
+from .marks import add_unmeasurable, add_unmeasurable_bars, checked_marks
+from .style import (DASHES, FAILED_COLOR, PATTERNS, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
                     escape, finish, label, not_measurable, room_above, set_title, wrap)
 
 
@@ -76,7 +82,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                                                          values[1:], varying),
             mode="lines+markers", legendgroup=None if by_series else model,
             line=dict(color=colour, width=2, dash=dash),
-            marker=_checked_marks(line, shape, colour),
+            marker=_checked_marks(line, shape, colour), meta=point_meta(line),
             error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
                          arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
             customdata=line[["low", "high", "interval", "min", "max", "measured", "saturated", "flags"]].to_numpy(),
@@ -87,6 +93,7 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
                            "<br>%{customdata[7]}<extra></extra>"),
         ))
     add_failures(fig, summary, x, x_noun=x_title)
+    add_unmeasurable(fig, summary, x, x_noun=x_title)
 
     notes = []
     missing = summary[summary["median"].isna() & (summary["ok"] > 0)]
@@ -101,15 +108,24 @@ def metric_vs(df: pd.DataFrame, metric: str, x: str = "clients", series=None, ti
         notes.append(SATURATED_NOTE)
     notes += _self_check_notes(measured)
     notes.append(whiskers_note(measured))
+    notes += [shared_cpus_note(df)] if shared_cpus_note(df) else []
     _add_notes(fig, notes)
     finish(fig)
     return fig
 
 
 def whiskers_note(summary: pd.DataFrame) -> str:
-    """What the whiskers of a chart are, in words (each point's interval, labkit.uncertainty)."""
-    kinds = {str(kind) for kind in summary.get("interval", pd.Series(dtype=str)).dropna() if kind}
-    return "whiskers: " + (uncertainty.kinds_text(kinds) if kinds else "none")
+    """What the whiskers of a chart are, in words (each point's interval, labkit.uncertainty):
+    one kind said once; kinds at several levels each with its own level and how many points
+    have it, and why levels differ (a level is what a point's runs or samples reach)."""
+    kinds = [str(kind) for kind in summary.get("interval", pd.Series(dtype=str)).dropna() if kind]
+    if len(set(kinds)) <= 1:
+        return "whiskers: " + (uncertainty.kinds_text(kinds) if kinds else "none")
+    counts = pd.Series(kinds).value_counts(sort=False)
+    parts = [f"{uncertainty.kinds_text([kind])} at {n} point{'s' if n > 1 else ''}"
+             for kind, n in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+    return ("whiskers: " + "; ".join(parts) + " (a level is what that point's runs or samples reach; "
+            "the hover says each point's)")
 
 
 # What a greyed-out, hollow mark means, under a chart that has one (tables.saturation_warning points here)
@@ -117,21 +133,27 @@ SATURATED_NOTE = "hollow grey = the load generator was the limit there (it measu
 
 
 def _checked_marks(line: pd.DataFrame, shape: str, colour: str) -> dict:
-    """The marks of a line of summarize()'s points: a point where the load generator was the
-    limit is greyed out (it measured itself); one that failed another self-check
-    (labkit.verdicts) is hollow, its reason under the chart (_self_check_notes)."""
-    return dict(size=8, symbol=[f"{shape}-open" if s or f else shape for s, f in zip(line["saturated"], line["flags"])],
-                color=[SATURATED_GREY if s else colour for s in line["saturated"]])
+    """checked_marks for a line of summarize()'s points."""
+    return checked_marks(list(line["saturated"]), [bool(f) for f in line["flags"]], shape, colour)
+
+
+def point_meta(points: pd.DataFrame) -> dict:
+    """What a trace keeps for its figure's text version (alt_text), a list per point: what its
+    interval is ("interval") and the self-checks it failed, with their reasons ("verdicts")."""
+    return {"interval": [str(kind) for kind in points["interval"].fillna("")],
+            "verdicts": [str(flags) for flags in points["flags"].fillna("")]}
 
 
 def _self_check_notes(measured: pd.DataFrame) -> list[str]:
     """The note under a chart whose points failed a self-check: which checks, how many points.
-    One line: a long reason under the chart squeezed the plot (the hover has it whole)."""
+    One line: a long reason under the chart squeezed the plot (the hover and the figure's text
+    version say each point's)."""
     flagged = measured[measured["flags"] != ""]
     if not len(flagged):
         return []
-    checks = sorted({verdicts.title(why) for flags in flagged["flags"] for why in flags.split("; ")})
-    return [f"hollow = {', '.join(checks)} ({len(flagged)} point(s); hover for the numbers)"]
+    checks = sorted({check for named in flagged["checks"] for check in named.split(", ") if check})
+    return [f"hollow = {', '.join(checks)} ({len(flagged)} point(s); each point's reasons in its hover and in the "
+            "figure's text version)"]
 
 
 def _add_notes(fig: go.Figure, notes: list[str]) -> None:
@@ -173,7 +195,7 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
             fig.add_trace(go.Scatter(
                 x=line[x], y=line["median"], name=f"{model} {pct}", legendgroup=model,
                 mode="lines+markers", line=dict(color=color(model), dash=dash, width=2),
-                marker=_checked_marks(line, "circle", color(model)),
+                marker=_checked_marks(line, "circle", color(model)), meta=point_meta(line),
                 error_y=dict(type="data", symmetric=False, array=line["high"] - line["median"],
                              arrayminus=line["median"] - line["low"], thickness=1.2, width=5),
                 customdata=line[["low", "high", "interval", "flags"]].to_numpy(),
@@ -182,12 +204,13 @@ def latency_vs(df: pd.DataFrame, x: str = "clients", percentiles=("p50", "p99"),
                                "%{customdata[3]}<extra></extra>"),
             ))
     add_failures(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
+    add_unmeasurable(fig, summarize(df, f"lat_{percentiles[0]}_us", x), x, x_noun=x_title)
     measured = pd.concat(drawn) if drawn else pd.DataFrame()
     if measured.empty:
         annotate(fig, wrap(nothing_measured(df, "latency"), 95))
     else:
         _add_notes(fig, [*([SATURATED_NOTE] if measured["saturated"].any() else []), *_self_check_notes(measured),
-                         whiskers_note(measured)])
+                         whiskers_note(measured), *([shared_cpus_note(df)] if shared_cpus_note(df) else [])])
     fig.update_xaxes(tickvals=sorted(df[x].unique()))
     finish(fig)
     return fig
@@ -218,25 +241,33 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
                 if c != "model" and c not in axes and c in df.columns and df[c].nunique() == 1]
     set_title(fig, title or f"{label(metric)} {whose}", [] if title else constant)
 
-    rows, failures = [], []
+    rows, failures, unmeasured = [], [], []
+    never_run = waits_for_exercise(df) & (df["status"] != "ok")
     for values, point in df.groupby(["model", *axes], sort=True):
         model, where = values[0], point_label(df, axes, values[1:])
         used = point if include_failed else point[point["status"] == "ok"]
         used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
             if include_failed and "requests_ok" in used else used
         measured = pd.to_numeric(used[metric], errors="coerce").dropna()
-        failed = point[point["status"] != "ok"]
+        failed = point[(point["status"] != "ok") & ~never_run.loc[point.index]]
+        waiting = point[never_run.loc[point.index]]
         median = measured.median() if len(measured) else math.nan
         saturated = bool(used["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in used else False
         low, high, interval = point_interval(used, metric, measured)
+        checked = used[used["status"] == "ok"]
         rows.append(dict(model=model, point=where, median=median, low=low, high=high, interval=interval,
-                         n=len(measured), saturated=saturated))
+                         n=len(measured), saturated=saturated, flags=self_check_flags(checked, metric),
+                         checks=", ".join(self_check_titles(checked, metric))))
+        if len(waiting):
+            unmeasured.append(dict(model=model, point=where, text="<br>".join(
+                wrap(escape(str(e)), 90) for e in dict.fromkeys(waiting["error"].fillna("")) if str(e).strip())))
         if len(failed):
             reasons = "; ".join(sorted({wrap(escape(str(e)), 90) for e in failed["error"].fillna("")}))
             failures.append(dict(model=model, point=where, y=median,
                                  text=f"{len(failed)} of {len(point)} repeats failed<br>{reasons}"))
-    summary = pd.DataFrame(rows)
+    summary = pd.DataFrame(rows, columns=["model", "point", "median", "low", "high", "interval", "n", "saturated",
+                                          "flags", "checks"])
     kinds = [kind_of(df, axis) for axis in axes]
     # many grid points: slanted labels, with room made below them for the axis title
     # type category: labels like "500" and "2,000" would otherwise make plotly a numeric axis
@@ -248,24 +279,29 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
         key=lambda values: tuple(kind.sort_key(v) if kind else v for kind, v in zip(kinds, values)))]
     for i, model in enumerate(models):
         bars = summary[summary["model"] == model].set_index("point").reindex(order)
+        bars["flags"], bars["interval"] = bars["flags"].fillna(""), bars["interval"].fillna("")
         greyed = bars["saturated"].fillna(False).astype(bool).tolist()
+        flagged = [bool(f) for f in bars["flags"]]
         drawn = dict(
-            x=order, y=bars["median"], name=model, offsetgroup=model,
+            x=order, y=bars["median"], name=model, offsetgroup=model, meta=point_meta(bars),
             error_y=dict(type="data", symmetric=False, array=bars["high"] - bars["median"],
                          arrayminus=bars["median"] - bars["low"], thickness=1.2, width=4),
-            customdata=bars[["n", "saturated", "interval", "low", "high"]].to_numpy(),
+            customdata=bars[["n", "saturated", "interval", "low", "high", "flags"]].to_numpy(),
             hovertemplate=(f"<b>{model}</b><br>%{{x}}<br>median %{{y:,.4g}}<br>"
                            "%{customdata[2]}: %{customdata[3]:,.4g} - %{customdata[4]:,.4g}<br>"
-                           "repeats %{customdata[0]}<br>client saturated: %{customdata[1]}<extra></extra>"),
+                           "repeats %{customdata[0]}<br>client saturated: %{customdata[1]}"
+                           "<br>%{customdata[5]}<extra></extra>"),
         )
-        # a point where the load generator was the limit is greyed out and hollow, as in metric_vs
-        colours = [SATURATED_GREY if grey else color(model) for grey in greyed]
+        # the marks' one rule (checked_marks): greyed and hollow where the load generator was the limit,
+        # hollow where a self-check failed; a bar is hollow when only its outline is drawn
+        marks = checked_marks(greyed, flagged, SYMBOLS[i % len(SYMBOLS)], color(model), size=11)
+        colours = marks["color"]
         if log_y:  # a bar's length means nothing on a log axis (where would it start?): a mark at the median
-            shape = SYMBOLS[i % len(SYMBOLS)]
-            fig.add_trace(go.Scatter(mode="markers", marker=dict(
-                color=colours, size=11, symbol=[f"{shape}-open" if grey else shape for grey in greyed]), **drawn))
+            fig.add_trace(go.Scatter(mode="markers", marker=marks, **drawn))
         else:
-            fig.add_trace(go.Bar(marker=dict(color=["rgba(0,0,0,0)" if grey else c for grey, c in zip(greyed, colours)],
+            hollow = [symbol.endswith("-open") for symbol in marks["symbol"]]
+            fills = ["rgba(0,0,0,0)" if open_ else c for open_, c in zip(hollow, colours)]
+            fig.add_trace(go.Bar(marker=dict(color=fills,
                                              line=dict(color=colours, width=2),
                                              pattern=dict(shape=PATTERNS[i % len(PATTERNS)], fillmode="overlay",
                                                           fgcolor="white", fgopacity=0.7, solidity=0.2)), **drawn))
@@ -285,9 +321,12 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
                 hovertemplate=f"<b>FAILED</b>: {model} @ %{{x}}<br>%{{customdata[0]}}<extra></extra>",
             ))
         fig.update_layout(scattermode="group")
+    if unmeasured:
+        add_unmeasurable_bars(fig, pd.DataFrame(unmeasured), summary, log_y)
     if summary["median"].isna().all():
         annotate(fig, f"{label(metric)}: nothing measured:<br>{why_missing(df, metric)}")
-    _add_notes(fig, [*([SATURATED_NOTE] if summary["saturated"].any() else []), whiskers_note(summary)])
+    _add_notes(fig, [*([SATURATED_NOTE] if summary["saturated"].any() else []), *_self_check_notes(summary),
+                     whiskers_note(summary), *([shared_cpus_note(df)] if shared_cpus_note(df) else [])])
     finish(fig)
     return fig
 
@@ -308,9 +347,11 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
              "max": "lat_max_us"}
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, xaxis_title="percentile", yaxis_title="response time (µs)")
-    failed = sorted(df.loc[df["status"] != "ok", "model"].unique())
+    never_run = waits_for_exercise(df) & (df["status"] != "ok")
+    failed = sorted(df.loc[(df["status"] != "ok") & ~never_run, "model"].unique())
+    waiting = sorted(df.loc[never_run, "model"].unique())
     fig.update_yaxes(type="log")
-    kinds = set()
+    kinds, checks, flagged = [], set(), 0
     for i, (model, point) in enumerate(df.groupby("model", sort=False)):
         ok = point[point["status"] == "ok"]
         if ok.empty:
@@ -320,19 +361,30 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
         intervals = [point_interval(ok, column, values.dropna()) for column, values in zip(names.values(), measured)]
         said = [f"{kind}: {low:,.0f} - {high:,.0f} µs" if high > low else "no interval"
                 for low, high, kind in intervals]
-        kinds |= {kind for low, high, kind in intervals if high > low}
+        kinds += [kind for low, high, kind in intervals if high > low]
+        flags = [self_check_flags(ok, column) for column in names.values()]
+        checks |= {check for column in names.values() for check in self_check_titles(ok, column)}
+        flagged += sum(bool(f) for f in flags)
+        saturated = bool(ok["client_saturated"].fillna(False).astype(bool).any()) if "client_saturated" in ok else False
         fig.add_trace(go.Scatter(
             x=list(names), y=medians, name=model, mode="lines+markers", line=dict(color=color(model), width=2),
-            marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=8),
+            marker=checked_marks([saturated] * len(names), flags, SYMBOLS[i % len(SYMBOLS)], color(model)),
+            meta={"interval": [kind if high > low else "" for low, high, kind in intervals], "verdicts": flags},
             error_y=dict(type="data", symmetric=False, thickness=1.2, width=5,
                          array=[high - median for median, (_, high, _) in zip(medians, intervals)],
                          arrayminus=[median - low for median, (low, _, _) in zip(medians, intervals)]),
-            customdata=[[text] for text in said],
-            hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<br>%{{customdata[0]}}<extra></extra>"))
-    whiskers = f"whiskers: {uncertainty.kinds_text(kinds)} (none: no interval, see the hover)" if kinds else \
+            customdata=[[text, flag] for text, flag in zip(said, flags)],
+            hovertemplate=f"<b>{model}</b> %{{x}}: %{{y:,.0f}} µs<br>%{{customdata[0]}}<br>%{{customdata[1]}}"
+                          "<extra></extra>"))
+    whiskers = whiskers_note(pd.DataFrame({"interval": kinds})) + " (p90 and the maximum have none)" if kinds else \
         "no interval: one run's p90 and maximum have none"
-    set_title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"]
-              + ([escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []) + [whiskers])
+    hollow = [f"hollow = {', '.join(sorted(checks))} ({flagged} point(s); each point's reasons in its hover and "
+              "in the figure's text version)"] if flagged else []
+    shared = [shared_cpus_note(df)] if shared_cpus_note(df) else []
+    set_title(fig, "response time percentiles", [setting(df, a, at[a]) for a in axes if a != "model"])
+    _add_notes(fig, [*([escape(f"failed here (not drawn): {', '.join(failed)}")] if failed else []),
+                     *([escape(f"not measurable here until an exercise is solved (not drawn): {', '.join(waiting)}")]
+                       if waiting else []), *hollow, whiskers, *shared])
     return fig
 
 

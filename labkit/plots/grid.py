@@ -17,7 +17,7 @@ import pandas as pd
 
 from labkit.errors import LabError
 
-from .style import EVERY_POINT_FAILED, NO_VALUE, escape, label
+from .style import EVERY_POINT_FAILED, NO_VALUE, escape, label, wrap
 
 
 def experiment_of(df: pd.DataFrame):
@@ -118,44 +118,94 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
     failures.
 
     Columns: model, *series, x, median, min, max, low, high, interval, flags (the self-checks
-    it failed, in words), ok, measured, failed, saturated, errors.
+    it failed, each once with its reasons, wrapped for a hover: self_check_flags), checks (their
+    titles), ok, measured, failed (repeats that ran and failed), waiting (repeats never run: they
+    wait for an unsolved exercise), saturated, errors (the failed repeats' reasons), waits (the
+    exercise's sentence).
     """
     keys = ["model", *series, x]
     require(df, [*keys, "status"])
     if metric not in df.columns:
         raise LabError(f"the results have no column {metric!r}",
                        "pick one of: " + ", ".join(c for c in df.columns if is_numeric(df[c])))
+    never_run = waits_for_exercise(df) & (df["status"] != "ok")
     rows = []
     for values, point in df.groupby(keys, sort=True):
         ok = point[point["status"] == "ok"]
-        failed = point[point["status"] != "ok"]
+        waiting = point[never_run.loc[point.index]]
+        failed = point[(point["status"] != "ok") & ~never_run.loc[point.index]]
         measured = pd.to_numeric(ok[metric], errors="coerce").dropna()
         saturated = bool(ok["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in ok else False
         errors = sorted({str(e) for e in failed.get("error", pd.Series(dtype=str)).fillna("no reason recorded")})
+        waits = dict.fromkeys(str(e) for e in waiting.get("error", pd.Series(dtype=str)).fillna("") if str(e).strip())
         low, high, interval = point_interval(ok, metric, measured)
         rows.append(dict(zip(keys, values), flags=self_check_flags(ok, metric),
+                         checks=", ".join(self_check_titles(ok, metric)),
                          median=measured.median() if len(measured) else math.nan,
                          min=measured.min() if len(measured) else math.nan,
                          max=measured.max() if len(measured) else math.nan,
                          low=low, high=high, interval=interval,
-                         ok=len(ok), measured=len(measured), failed=len(failed),
-                         saturated=saturated, errors="; ".join(errors)))
-    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "low", "high", "interval", "flags", "ok",
-                                       "measured", "failed", "saturated", "errors"])
+                         ok=len(ok), measured=len(measured), failed=len(failed), waiting=len(waiting),
+                         saturated=saturated, errors="; ".join(errors), waits="; ".join(waits)))
+    return pd.DataFrame(rows, columns=[*keys, "median", "min", "max", "low", "high", "interval", "flags", "checks",
+                                       "ok", "measured", "failed", "waiting", "saturated", "errors", "waits"])
 
 
-def self_check_flags(ok: pd.DataFrame, metric: str) -> str:
-    """The self-checks (labkit.verdicts) the point's ok repeats failed that bear on `metric`,
-    their reasons joined; "" where all held or the rows have none.  A saturated generator is
+def _reasons(ok: pd.DataFrame, metric: str) -> dict[str, list[str]]:
+    """Each self-check (labkit.verdicts) the point's ok repeats failed that bears on `metric`,
+    by its title, with the reason each repeat that failed it gave; a saturated generator is
     left to its own mark (hollow grey)."""
     from labkit import verdicts
 
     if "verdicts" not in ok.columns:
+        return {}
+    found: dict[str, list[str]] = {}
+    for judged in ok["verdicts"]:
+        if isinstance(judged, dict):
+            for name, why in verdicts.relevant(judged, metric).items():
+                if name != "generator_saturated":
+                    found.setdefault(verdicts.title(why), []).append(why)
+    return dict(sorted(found.items()))
+
+
+def self_check_titles(ok: pd.DataFrame, metric: str) -> list[str]:
+    """The titles of the self-checks the point's ok repeats failed that bear on `metric`."""
+    return list(_reasons(ok, metric))
+
+
+REASONS_SHOWN = 2  # a check's distinct reasons a hover says; the rest are counted
+
+
+def self_check_flags(ok: pd.DataFrame, metric: str, width: int = 80) -> str:
+    """The self-checks (labkit.verdicts) the point's ok repeats failed that bear on `metric`:
+    each check once, with how many of the repeats failed it, then each distinct reason once
+    (the first REASONS_SHOWN, the rest counted), wrapped to `width` for a hover (<br> between
+    lines); "" where all held or the rows have none."""
+    said = []
+    for check, reasons in _reasons(ok, metric).items():
+        distinct = list(dict.fromkeys(why.split(":", 1)[1].strip() if ":" in why else why for why in reasons))
+        runs = f"{len(reasons)} of {len(ok)} runs" if len(ok) > 1 else "this run"
+        lines = [f"{escape(check)} ({runs}):", *(wrap(escape(why), width) for why in distinct[:REASONS_SHOWN])]
+        if len(distinct) > REASONS_SHOWN:
+            lines.append(f"and {len(distinct) - REASONS_SHOWN} more of the same kind")
+        said.append("<br>".join(lines))
+    return ";<br>".join(said)  # a check's block ends with ";" where another follows (read as one line: alt_text)
+
+
+def shared_cpus_note(df: pd.DataFrame) -> str:
+    """A sentence when some of `df`'s runs had CPUs another lab run held too (the rows'
+    `cpus_shared`, labkit.cpu_leases), else "": their times include that run's work."""
+    if "cpus_shared" not in df.columns or df.empty:
         return ""
-    reasons = {why for judged in ok["verdicts"] if isinstance(judged, dict)
-               for name, why in verdicts.relevant(judged, metric).items() if name != "generator_saturated"}
-    return "; ".join(sorted(reasons))
+    shared = df["cpus_shared"].map(lambda cpus: list(cpus) if isinstance(cpus, (list, tuple)) else [])
+    hit = shared.map(bool)
+    if not hit.any():
+        return ""
+    cpus = sorted({cpu for cpus in shared for cpu in cpus})
+    which = f"CPU{'s' if len(cpus) > 1 else ''} {', '.join(map(str, cpus))}"
+    return (f"{int(hit.sum())} of {len(df)} runs shared {which} with another lab run on this machine: "
+            "their times include that run's work")
 
 
 def waits_for_exercise(df: pd.DataFrame) -> pd.Series:

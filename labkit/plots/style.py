@@ -56,7 +56,8 @@ FAILED_COLOR = "#C00000"
 SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross", "triangle-down", "star", "hexagon")
 # ... and a bar's fill pattern per model, for the same reason (the legend shows it too)
 PATTERNS = ("", "/", ".", "x", "\\", "+", "-", "|")
-SATURATED_GREY = "#919191"  # 3.1:1 on white; a saturated point is drawn open as well (figures._checked_marks)
+SATURATED_GREY = "#919191"  # 3.1:1 on white; a saturated point is drawn open as well (figures.checked_marks)
+UNMEASURED_GREY = "#595959"  # 7:1 on white: a point never run (not measurable), its mark and its word
 
 TEMPLATE = go.layout.Template(layout=go.Layout(
     font=dict(family="DejaVu Sans, Arial, sans-serif", size=13),

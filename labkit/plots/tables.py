@@ -1,6 +1,7 @@
 """The tables and lines of text beside the figures: perf's counters per grid point (as the
 seed reports lay them out), the failed points with their reasons, the counters' notes
-gathered into one line, and a warning where the load generator saturated its CPU (there it
+gathered into one line, the points never run (not measurable until an exercise is solved,
+never counted as failed), and a warning where the load generator saturated its CPU (there it
 measured itself, not the server).  A counter that could not be measured is NaN, shown as
 "not measurable", never 0."""
 
@@ -15,7 +16,7 @@ from labkit.errors import LabError
 from labkit.friendly import Note
 from labkit.perf.parse import NOT_MEASURABLE
 
-from .grid import axis_title, point_axes, require, setting, value_text, varying_axes
+from .grid import axis_title, point_axes, require, setting, value_text, varying_axes, waits_for_exercise
 from .style import EVENT_LABELS
 
 # counters_table's columns, in the order of the seed reports' tables.
@@ -126,11 +127,22 @@ def with_intervals(table: pd.DataFrame, low, high, formats) -> pd.DataFrame:
 
 
 def failed_points(df: pd.DataFrame) -> pd.DataFrame:
-    """The failed rows, with the reason: model, the grid's axes, repeat, error."""
+    """The failed rows, with the reason: model, the grid's axes, repeat, error.  A row never
+    run, because it waits for an unsolved exercise, did not fail: it is not measurable
+    (unmeasured_points), and is not here."""
     if "status" not in df.columns:
         return df.iloc[0:0]
     cols = [c for c in ("model", *point_axes(df, None), "repeat", "error") if c in df.columns]
-    return df.loc[df["status"] != "ok", cols].reset_index(drop=True)
+    return df.loc[(df["status"] != "ok") & ~waits_for_exercise(df), cols].reset_index(drop=True)
+
+
+def unmeasured_points(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows never run because they wait for an unsolved exercise: model, the grid's axes,
+    repeat, and the exercise's sentence (error)."""
+    if "status" not in df.columns:
+        return df.iloc[0:0]
+    cols = [c for c in ("model", *point_axes(df, None), "repeat", "error") if c in df.columns]
+    return df.loc[(df["status"] != "ok") & waits_for_exercise(df), cols].reset_index(drop=True)
 
 
 def counters_note(df: pd.DataFrame) -> Note:
