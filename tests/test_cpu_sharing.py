@@ -137,15 +137,21 @@ QUIET = {"server_cpus": [0], "server_cpu_window_s": 2.0, "server_cpu_others_ms":
      "the server's threads waited 9 ms for a CPU; steal 0 ms"),
     ({**QUIET, "server_cpu_steal_ms": 400.0},
      "server's CPU shared: other tasks ran 31 ms of the 2.00 s run on CPU 0 (2%); "
-     "the server's threads waited 12 ms for a CPU; steal 400 ms"),
+     "the server's threads waited 12 ms for a CPU; steal 400 ms (20%)"),
     ({**QUIET, "server_cpus": [0, 1], "server_cpu_others_ms": 300.0}, ""),  # 300 of 4,000 ms
-    ({**QUIET, "server_cpu_window_s": 0.2, "server_cpu_others_ms": 40.0}, ""),  # 20%, but four ticks
+    ({**QUIET, "server_cpu_others_ms": 250.0}, ""),  # 12%
+    ({**QUIET, "server_cpu_window_s": 0.6, "server_cpu_others_ms": 95.0}, ""),  # 16%, but under 100 ms
+    ({**QUIET, "server_cpu_window_s": 0.6, "server_cpu_others_ms": 300.0},
+     "server's CPU shared: other tasks ran 300 ms of the 0.60 s run on CPU 0 (50%); "
+     "the server's threads waited 12 ms for a CPU; steal 0 ms"),
     ({**QUIET, "server_cpus": [0, 1], "server_cpu_others_ms": 900.0, "server_cpu_steal_ms": NAN},
      "server's CPU shared: other tasks ran 900 ms of the 2.00 s run on CPUs 0, 1 (22%); "
      "the server's threads waited 12 ms for a CPU"),
     # the load generator on the server's CPU: others not measurable, the wait says it
     ({**QUIET, "server_cpu_others_ms": NAN, "server_run_delay_ms": 700.0},
-     "server's CPU shared: the server's threads waited 700 ms for a CPU; steal 0 ms"),
+     "server's CPU shared: the server's threads waited 700 ms for a CPU in the 2.00 s run on CPU 0; steal 0 ms"),
+    ({**QUIET, "server_cpu_others_ms": NAN, "server_run_delay_ms": NAN, "server_cpu_steal_ms": 400.0},
+     "server's CPU shared: steal 400 ms of the 2.00 s run on CPU 0 (20%)"),
     ({**QUIET, "server_cpu_others_ms": NAN, "server_run_delay_ms": 20.0}, ""),
     # a multi-threaded server's threads wait for each other: where others is measured, it decides
     ({**QUIET, "server_run_delay_ms": 1500.0}, ""),
@@ -155,3 +161,27 @@ QUIET = {"server_cpus": [0], "server_cpu_window_s": 2.0, "server_cpu_others_ms":
 ])
 def test_the_reason_names_what_was_measured_and_nothing_else(given, says):
     assert cpu_sharing.reason(given) == says
+
+
+@pytest.mark.measuring
+def test_a_spinner_on_the_servers_cpu_is_in_the_rows_figures_and_its_reason(built_bin):
+    """A planted fault through measure.point: a `nice -n 19` spinner pinned to the server's CPU
+    beside a light load (spin 200 us at 500/s: a tenth of the CPU)."""
+    from labkit import measure
+    from labkit.procs import LoadSpec, Pinning, ServerSpec
+
+    pinning = Pinning.resolve(None, None, allow_overlap=True)
+    load = LoadSpec(4, 1, "spin", {"rate": 500, "duration": 1, "spin-us": 200, "engine": "events"}, timeout=10)
+    spinner = subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"],
+                               preexec_fn=lambda: os.sched_setaffinity(0, pinning.server_cpus))
+    try:
+        row = measure.point(measure.Run(ServerSpec("epoll", "spin"), load, pinning))
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert row["status"] == "ok", row["error"]
+    assert row["server_cpu_window_s"] >= 1 and row["server_run_delay_ms"] >= 0, row
+    if not set(row["server_cpus"]) & set(row["client_cpus"]):
+        # the spinner had what the server left: most of the window
+        assert row["server_cpu_others_ms"] >= 0.5 * row["server_cpu_window_s"] * 1000, row
+    assert cpu_sharing.reason(row).startswith("server's CPU shared: "), row
