@@ -299,20 +299,25 @@ def parser() -> argparse.ArgumentParser:
     sweep.set_defaults(run=_sweep)
 
     bench = commands.add_parser("bench", help="the lab against its anchors: rtt (vs sockperf), throughput, events, "
-                                                   "upload (vs iperf3), scaling, queueing (vs theory)")
-    bench.add_argument("bench", choices=("rtt", "throughput", "events", "upload", "scaling", "queueing"),
+                                                   "upload (vs iperf3), scaling, queueing (vs theory), "
+                                                   "replications (a run's interval vs 30 runs)")
+    bench.add_argument("bench", choices=("rtt", "throughput", "events", "upload", "scaling", "queueing",
+                                         "replications"),
                        help="rtt: round trip vs sockperf; throughput: every model at 100 connections; "
                             "events: select/poll/epoll cost vs watched descriptors; "
                             "upload: one connection's 10 MB uploads to each model vs iperf3; "
                             "scaling: a worker model at 1, 2, 4 ... workers, the generator on the other CPUs; "
-                            "queueing: a known service time under even and Poisson arrivals vs queueing theory")
+                            "queueing: a known service time under even and Poisson arrivals vs queueing theory; "
+                            "replications: one spin point 30 times, how often a run's own interval holds the median")
     bench.add_argument("--server-cpus", nargs="+", type=int, help="CPUs for the server (default: the first)")
     bench.add_argument("--client-cpus", nargs="+", type=int, help="CPUs for the client (default: the second)")
     bench.add_argument("--rounds", type=int, default=3, help="rtt, upload: interleaved rounds of each tool (default 3)")
     bench.add_argument("--seconds", type=int, help="rtt: seconds per sockperf round; upload: per iperf3 round "
-                                                   "(default 2); queueing: per run (default 2)")
+                                                   "(default 2); queueing: per run (default 2); replications: per "
+                                                   "run (default 4)")
     bench.add_argument("--replications", type=int,
-                       help="queueing: runs of each point, each with its own seed, interleaved (default 5)")
+                       help="queueing: runs of each point, each with its own seed, interleaved (default 5); "
+                            "replications: runs of the one point (default 30)")
     bench.add_argument("--exchanges", type=int, default=20000, help="rtt: ping-pongs per lab round (default 20000)")
     bench.add_argument("--engine", choices=("events", "threads"), default="events", help="rtt: loadgen engine")
     bench.add_argument("--models", nargs="+", help="throughput: server models (default: all)")

@@ -20,12 +20,16 @@ NAN = float("nan")
 
 # The version of these columns' meaning, written in every row ("schema"); a row without one
 # is version 1.  What each version changed, for a reader of older rows:
-SCHEMA = 3
+SCHEMA = 4
 SCHEMA_CHANGES = {
     2: "client_cpu_util is the generator's CPU over its run's window, connects to closes "
        "(version 1 divided its whole-process CPU, start-up and perf's included, by the exchanges' time)",
     3: "lat_mean_low_us and lat_mean_high_us come from the means of 20 consecutive batches of the run "
        "(version 2 took its samples as independent, which a queue's are not: too narrow an interval)",
+    4: "every latency interval comes from the run's batches (labkit.batches: lat_batch_below, "
+       "lat_effective_samples), NaN where the run is worth too few independent samples; each repeat has a "
+       "seed of its own (version 3: the percentiles' intervals took a queue's samples as independent, and "
+       "every repeat replayed seed 1)",
 }
 
 
@@ -159,13 +163,13 @@ COLUMNS = tuple(Column(*spec) for spec in (
     ("server_read_syscalls_per_repetition", NAN),
     ("lat_histogram",            [],       "histogram",                     _buckets),
     # the same latencies of the first and of the second half of the run's plan (the warm-up
-    # left out): whether the run was steady (labkit.verdicts)
+    # left out), for a reader to set side by side (the steadiness check reads lat_batch_below)
     ("lat_histogram_halves",     [],       "histogram_halves",              _halves),
-    # how sure each latency percentile is: its interval from the run's own samples (the
-    # histogram's order statistics, labkit.uncertainty) and the confidence it reached
+    # how sure each latency percentile is: its 95% interval from the run's batches
+    # (labkit.batches.run_columns), NaN where the run is worth too few independent samples
     *((column, NAN) for p in uncertainty.PERCENTILES for column in uncertainty.interval_columns(f"lat_{p}_us")),
-    # ... and of the mean (uncertainty.mean_columns), from the mean latency of each of 20
-    # consecutive batches of the plan, [samples, mean µs] (uncertainty.batch_means_interval)
+    # ... and of the mean, from the mean latency of each of 20 consecutive batches of the
+    # plan, [samples, mean µs] (labkit.batches.mean_interval)
     ("lat_batches",              [],       "latency_batches",               _buckets),
     # ... and each of the 20 batches' samples at or below the run's own p50, p90, p99 and p999,
     # {"p99": [count, ...], ...}: the percentiles' intervals and the run's effective samples

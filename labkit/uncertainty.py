@@ -279,8 +279,8 @@ def point_interval(values: Sequence[float], run_low: float = math.nan, run_high:
     """The interval a figure draws around a point's median of `values` (its repeats), and
     what it is, in words: with two repeats or more, the median's own (order statistics of
     the repeats: 3 give [min, max], a 75% interval); with one, the run's own interval where
-    its row has one (run_low, run_high: a percentile's, from its samples); else none (low =
-    high = the value, "one run, no interval")."""
+    its row has one (run_low, run_high: from its batches, labkit.batches); else none (low =
+    high = the value, "one run, no interval": a run worth too few independent samples)."""
     values = [v for v in values if v == v]
     if not values:
         return math.nan, math.nan, ""
@@ -291,7 +291,7 @@ def point_interval(values: Sequence[float], run_low: float = math.nan, run_high:
         reached = f"{run_confidence:.0%}" if run_confidence == run_confidence else "an"
         short = "" if run_confidence != run_confidence or run_confidence >= confidence - 1e-12 else \
             " (too few samples for 95%)"
-        return run_low, run_high, f"{reached} interval from the run's own samples{short}"
+        return run_low, run_high, f"{reached} interval from the run's own batches{short}"
     return values[0], values[0], "one run, no interval"
 
 
@@ -301,7 +301,7 @@ _KIND = re.compile(r"^(\d+)% (interval .*?)( \(too few samples for 95%\))?$")
 def kinds_text(kinds) -> str:
     """point_interval's kinds of interval, each said once: one kind at several levels (a run
     of few samples reaches less than 95%) as their range, "16-97% interval from the run's own
-    samples (under 95% where a run had too few samples: the hover says each)", not eight
+    batches (under 95% where a run had too few samples: the hover says each)", not eight
     sentences over a chart."""
     levels: dict[str, set[int]] = {}
     short: set[str] = set()

@@ -282,3 +282,29 @@ def test_a_backend_that_fails_gets_its_message_and_the_others_are_measured(tmp_p
     assert list(next(t for t in fig.data if t.name == "poll").x) == []
     assert "failed, not drawn (see its note): poll" in fig.layout.title.subtitle.text
     assert "refused" not in fig.layout.title.subtitle.text
+
+
+def test_replications_count_the_runs_whose_own_interval_holds_the_median_of_all():
+    """coverage() on rows as measure.point writes them: two of three runs give a p50 interval,
+    one of those holds the median of all three; a run without one is not counted against it."""
+    rows = [{"status": "ok", "lat_p50_us": 100.0, "lat_p50_low_us": 95.0, "lat_p50_high_us": 105.0,
+             "lat_p50_confidence": 0.95, "verdicts": {}},
+            {"status": "ok", "lat_p50_us": 110.0, "lat_p50_low_us": 108.0, "lat_p50_high_us": 112.0,
+             "lat_p50_confidence": 0.95, "verdicts": {"cpu_shared": "server's CPU shared: ..."}},
+            {"status": "ok", "lat_p50_us": 104.0, "lat_p50_low_us": float("nan"), "lat_p50_high_us": float("nan"),
+             "lat_p50_confidence": float("nan"), "verdicts": {}},
+            {"status": "failed", "lat_p50_us": float("nan")}]
+    found = bench.replications.coverage(rows, "lat_p50_us")
+    assert (found["runs"], found["given"], found["held"], found["median"], found["shared"]) == (3, 2, 1, 104.0, 1)
+
+
+def test_replications_runs_one_point_with_a_seed_each_and_prints_the_table(tmp_path, monkeypatch, built_bin):
+    monkeypatch.setattr(bench.common, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(bench.replications, "results_file", lambda name, env: tmp_path / f"{name}.jsonl")
+    result = bench.replications.replicate(replications=2, duration=1.0)
+    assert [row["seed"] for row in result["runs"]] == [1, 2]
+    assert all(row["status"] == "ok" and row["rate"] == result["rate"] for row in result["runs"]), \
+        [row["error"] for row in result["runs"]]
+    text = bench.replications.format_replications(result)
+    assert "2 replications of 1 s, each its own seed" in text and "lat_p99_us" in text
+    assert len((tmp_path / "replications.jsonl").read_text().splitlines()) == 2

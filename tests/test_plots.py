@@ -63,12 +63,12 @@ def test_one_repeats_percentile_is_drawn_with_the_runs_own_interval_and_says_so(
     line = _model_traces(plots.metric_vs(df, "lat_p99_us"))["epoll"]
     assert list(line.error_y.array) == pytest.approx(list(df["lat_p99_us"] * 0.2))
     assert list(line.error_y.arrayminus) == pytest.approx(list(df["lat_p99_us"] * 0.1))
-    assert [row[2] for row in line.customdata] == ["96% interval from the run's own samples"] * 2 + [
-        "61% interval from the run's own samples (too few samples for 95%)"]
+    assert [row[2] for row in line.customdata] == ["96% interval from the run's own batches"] * 2 + [
+        "61% interval from the run's own batches (too few samples for 95%)"]
     subtitle = plots.metric_vs(df, "lat_p99_us").layout.title.subtitle.text
     # each level said once, with how many whiskers have it and why levels differ (not "61-96%", levels mixed)
-    assert ("whiskers: 96% interval from the run's own samples at 2 points; 61% interval from the run's own "
-            "samples (too few samples for 95%) at 1 point (a level is what that point's runs or samples reach; "
+    assert ("whiskers: 96% interval from the run's own batches at 2 points; 61% interval from the run's own "
+            "batches (too few samples for 95%) at 1 point (a level is what that point's runs or samples reach; "
             "the hover says each point's)") in subtitle.replace("<br>", " ")
     assert "61-96%" not in subtitle
     # a metric with no interval of its own, one repeat: no whisker, and the chart says so

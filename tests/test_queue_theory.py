@@ -83,15 +83,15 @@ def test_each_point_is_set_beside_its_prediction_and_each_figure_draws_its_inter
     p99 = ground_truth.figure(table, "p99")
     measured = [trace for trace in p99.data if trace.name.endswith("measured")]
     assert measured and all(trace.error_y.array is not None for trace in measured)
-    assert "whiskers: 96% interval from the run's own samples" in p99.layout.title.subtitle.text
+    assert "whiskers: 96% interval from the run's own batches" in p99.layout.title.subtitle.text
     assert figure_check.problems(p99) == [] and figure_check.problems(ground_truth.figure(table)) == []
     assert "poisson arrivals, exp service, utilisation 0.65: 600 µs measured" in ground_truth.describe(table)
-    assert "5,400 µs measured (4,800 to 6,000: 96% interval from the run's own samples)" in \
+    assert "5,400 µs measured (4,800 to 6,000: 96% interval from the run's own batches)" in \
         ground_truth.describe(table, "p99")
     mean = ground_truth.figure(table)
-    assert "whiskers: 95% interval from the run's own samples" in mean.layout.title.subtitle.text
+    assert "whiskers: 95% interval from the run's own batches" in mean.layout.title.subtitle.text
     assert all(trace.error_y.array is not None for trace in mean.data if trace.name.endswith("measured"))
-    assert "600 µs measured (570 to 630: 95% interval from the run's own samples)" in ground_truth.describe(table)
+    assert "600 µs measured (570 to 630: 95% interval from the run's own batches)" in ground_truth.describe(table)
     assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
 
 

@@ -195,7 +195,7 @@ def test_a_median_says_how_sure_it_is_in_its_cell():
     assert recap.shown(three, "req/s") == "1,000 req/s (900 to 1,300: 75% interval of the median of 3 runs)"
     one = df.iloc[:1].assign(lat_p99_low_us=45.0, lat_p99_high_us=58.0, lat_p99_confidence=0.96)
     assert recap.shown(recap.median(one, "lat_p99_us"), "µs") == \
-        "50 µs (45 to 58: 96% interval from the run's own samples)"
+        "50 µs (45 to 58: 96% interval from the run's own batches)"
     assert recap.shown(recap.median(df.iloc[:1], "throughput_rps"), "req/s") == "900 req/s"  # one run, no interval
     assert recap.ratio(three, 2.0) == 500.0  # arithmetic as a float's
 

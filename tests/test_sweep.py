@@ -487,10 +487,11 @@ def test_a_ctrl_c_python_dropped_still_stops_the_sweep_before_its_next_point(tmp
 
 @pytest.mark.parametrize("schemas, outcome", [
     ([None, None], "older"),          # rows from before the schema: version 1
-    ([3, None], "older"),
-    ([2, 3], "older"),                # version 2: the mean's interval took samples as independent
-    ([3, 3], "fine"),
-    ([4, 3], "newer"),
+    ([4, None], "older"),
+    ([2, 4], "older"),                # version 2: the mean's interval took samples as independent
+    ([3, 4], "older"),                # version 3: the percentiles' too, and every repeat seed 1
+    ([4, 4], "fine"),
+    ([5, 4], "newer"),
 ])
 def test_rows_carry_their_schema_and_loading_says_what_changed_or_refuses_a_newer_one(tmp_path, schemas, outcome):
     import warnings
@@ -500,11 +501,11 @@ def test_rows_carry_their_schema_and_loading_says_what_changed_or_refuses_a_newe
     path = tmp_path / "r.jsonl"
     path.write_text("".join(json.dumps({"model": "select", "status": "ok", "client_cpu_util": 0.5,
                                         **({"schema": s} if s is not None else {})}) + "\n" for s in schemas))
-    assert row_module.SCHEMA == 3 and row_module.MEASURED["schema"] == row_module.SCHEMA
+    assert row_module.SCHEMA == 4 and row_module.MEASURED["schema"] == row_module.SCHEMA
     with warnings.catch_warnings(record=True) as said:
         warnings.simplefilter("always")
         if outcome == "newer":
-            with pytest.raises(LabError, match="schema 4, written by a newer lab"):
+            with pytest.raises(LabError, match="schema 5, written by a newer lab"):
                 store.load(path)
             return
         frame = store.load(path)
@@ -513,7 +514,9 @@ def test_rows_carry_their_schema_and_loading_says_what_changed_or_refuses_a_newe
     # left unclosed, whenever the garbage collector happens to run inside this window.
     messages = [str(w.message) for w in said if not issubclass(w.category, ResourceWarning)]
     if outcome == "older":  # what changed since the oldest row, each version's change said
-        assert len(messages) == 1 and "come from the means of 20 consecutive batches" in messages[0]
+        oldest = min(1 if v is None else v for v in schemas)
+        assert len(messages) == 1 and "every latency interval comes from the run's batches" in messages[0]
+        assert ("come from the means of 20 consecutive batches" in messages[0]) == (oldest < 3)
         assert ("client_cpu_util is the generator's CPU over its run's window" in messages[0]) == (None in schemas)
     else:
         assert messages == []

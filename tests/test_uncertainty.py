@@ -135,8 +135,8 @@ def test_students_t_quantile_matches_the_published_table(df, published):
 
 POINT_INTERVALS = [  # repeats' values, the run's own interval: what a figure draws, and its words
     ([5.0, 1.0, 3.0], (), (1.0, 5.0, "75% interval of the median of 3 runs")),
-    ([4.0], (3.0, 6.0, 0.96), (3.0, 6.0, "96% interval from the run's own samples")),
-    ([4.0], (3.0, 9.0, 0.61), (3.0, 9.0, "61% interval from the run's own samples (too few samples for 95%)")),
+    ([4.0], (3.0, 6.0, 0.96), (3.0, 6.0, "96% interval from the run's own batches")),
+    ([4.0], (3.0, 9.0, 0.61), (3.0, 9.0, "61% interval from the run's own batches (too few samples for 95%)")),
     ([4.0], (), (4.0, 4.0, "one run, no interval")),
     ([], (), (math.nan, math.nan, "")),
 ]
@@ -151,16 +151,16 @@ def test_a_figure_draws_the_medians_interval_or_the_runs_own_and_says_which(valu
 
 # (the kinds of interval a chart's points have; what the chart says of them)
 KINDS_TEXT = [
-    (["95% interval from the run's own samples"], "95% interval from the run's own samples"),
-    (["16% interval from the run's own samples (too few samples for 95%)"],
-     "16% interval from the run's own samples (too few samples for 95%)"),
-    (["16% interval from the run's own samples (too few samples for 95%)", "95% interval from the run's own samples",
-      "97% interval from the run's own samples", "54% interval from the run's own samples (too few samples for 95%)"],
-     "16-97% interval from the run's own samples (under 95% where a run had too few samples: the hover says each)"),
-    (["95% interval from the run's own samples", "97% interval from the run's own samples"],
-     "95-97% interval from the run's own samples"),
-    (["75% interval of the median of 3 runs", "96% interval from the run's own samples"],
-     "75% interval of the median of 3 runs; 96% interval from the run's own samples"),
+    (["95% interval from the run's own batches"], "95% interval from the run's own batches"),
+    (["16% interval from the run's own batches (too few samples for 95%)"],
+     "16% interval from the run's own batches (too few samples for 95%)"),
+    (["16% interval from the run's own batches (too few samples for 95%)", "95% interval from the run's own batches",
+      "97% interval from the run's own batches", "54% interval from the run's own batches (too few samples for 95%)"],
+     "16-97% interval from the run's own batches (under 95% where a run had too few samples: the hover says each)"),
+    (["95% interval from the run's own batches", "97% interval from the run's own batches"],
+     "95-97% interval from the run's own batches"),
+    (["75% interval of the median of 3 runs", "96% interval from the run's own batches"],
+     "75% interval of the median of 3 runs; 96% interval from the run's own batches"),
     (["one run, no interval"], "one run, no interval"),
 ]
 

@@ -1,5 +1,5 @@
 """The lab measured against its anchors: `labkit bench rtt | throughput | events | upload | scaling |
-queueing`.
+queueing | replications`.
 
   rtt         the lab's load generator against the epoll echo server, one
               connection, ping-pong, beside sockperf against sockperf's own
@@ -29,6 +29,8 @@ queueing`.
               response beside the textbook's queue replayed on the run's
               own draws (labkit.calibration) and the closed form
               (labkit.queue_theory), each ratio with its interval.
+  replications one spin point measured 30 times, a seed each: how often a run's own
+              interval (labkit.batches) holds the median of all the runs.
 
 Each function returns its figures (a dict or a pandas DataFrame) and the
 format_* functions turn them into the text the CLI prints, environment
@@ -37,7 +39,7 @@ and prints well-formed figures, not how fast this machine is.
 
 One module per anchor: sockperf.py (rtt), iperf3.py (upload, iperf3_ceiling),
 ev_bench.py (events, event_cost), echo.py (the lab's own: throughput, scaling), queueing.py
-(queueing theory);
+(queueing theory), replications.py (a run's interval against replications);
 common.py holds what they share.  Every process starts through labkit.launcher
 (the lab's load generator through procs.run_load), and saved rows go through
 labkit.store, as the sweeps' do.
@@ -45,7 +47,7 @@ labkit.store, as the sweeps' do.
 
 from __future__ import annotations
 
-from . import common, echo, ev_bench, iperf3, queueing, sockperf
+from . import common, echo, ev_bench, iperf3, queueing, replications, sockperf
 from .common import RESULTS_DIR, RTT_SIZE, free_port, pinning
 from .echo import SCALING_TARGET, format_scaling, format_throughput, scaling, scaling_plan, throughput
 from .ev_bench import BACKENDS, event_cost, events, format_events
@@ -61,7 +63,8 @@ __all__ = ["BACKENDS", "IPERF3_INSTALL", "Iperf3Server", "RESULTS_DIR", "RTT_SIZ
 
 
 def run_command(args) -> str:
-    """`labkit bench rtt | throughput | events | upload | scaling | queueing` (the parser lives in cli.py):
+    """`labkit bench rtt | throughput | events | upload | scaling | queueing | replications` (the parser lives
+    in cli.py):
     run the bench `args.bench` names; return the text to print."""
     import sys
 
@@ -83,6 +86,10 @@ def run_command(args) -> str:
     if args.bench == "queueing":
         return queueing.format_calibration(queueing.calibrate(
             duration=args.seconds or queueing.DURATION, replications=args.replications or queueing.REPLICATIONS,
+            server_cpus=server_cpus, client_cpus=client_cpus))
+    if args.bench == "replications":
+        return replications.format_replications(replications.replicate(
+            replications=args.replications or replications.REPLICATIONS, duration=args.seconds or replications.DURATION,
             server_cpus=server_cpus, client_cpus=client_cpus))
     if args.bench == "throughput":
         return format_throughput(throughput(models=args.models, clients=args.clients or 100,
