@@ -61,6 +61,15 @@ def pairs(values: np.ndarray) -> np.ndarray:
     return values[..., 0::2] + values[..., 1::2]
 
 
+def shares_of(below: np.ndarray, counts: np.ndarray, under: np.ndarray | None = None) -> np.ndarray:
+    """Each batch's share at or below a value: `below` its samples at or below it, `under`
+    those strictly below (where given, the share is the middle of the two: a value that many
+    samples share, a near-constant latency, no longer swings a batch's share from 0 to 1)."""
+    below = np.asarray(below, dtype=float)
+    middle = below if under is None else (below + np.asarray(under, dtype=float)) / 2
+    return middle / np.maximum(np.asarray(counts, dtype=float), 1)
+
+
 def _spread(shares: np.ndarray, counts: np.ndarray):
     """Over the batches with samples (counts > 0), per leading index: how many there are,
     the mean of the shares, and the shares' standard deviation."""
@@ -73,14 +82,15 @@ def _spread(shares: np.ndarray, counts: np.ndarray):
     return k, centre, sd
 
 
-def effective_samples(below_median: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def effective_samples(below_median: np.ndarray, counts: np.ndarray,
+                      under_median: np.ndarray | None = None) -> np.ndarray:
     """The run's samples as a number of independent ones: n / VIF, VIF the variance of the
     batches' shares at or below the run's median over q(1-q)/m (at least 1: a run is never
     worth more than its samples).  `below_median`, `counts`: (..., batches) arrays, each
     batch's samples at or below the run's median and its samples.  NaN with fewer than
     BATCH_LEAST batches."""
     counts = np.asarray(counts, dtype=float)
-    shares = np.asarray(below_median, dtype=float) / np.maximum(counts, 1)
+    shares = shares_of(below_median, counts, under_median)
     k, _, sd = _spread(shares, counts)
     n = counts.sum(axis=-1)
     m = n / np.maximum(k, 1)
@@ -96,12 +106,13 @@ def enough(effective: np.ndarray, q: float) -> np.ndarray:
 
 
 def share_interval(below: np.ndarray, counts: np.ndarray, q: float, effective: np.ndarray,
-                   confidence: float = CONFIDENCE):
+                   confidence: float = CONFIDENCE, under: np.ndarray | None = None):
     """The interval of the run's q-quantile as shares of its samples: (low, high, given), the
     true x_q lying between the run's low- and high-quantiles with `confidence` where given.
-    `below`: each batch's samples at or below the run's own q-quantile estimate."""
+    `below`: each batch's samples at or below the run's own q-quantile estimate (`under`:
+    strictly below it, shares_of)."""
     counts = np.asarray(counts, dtype=float)
-    shares = np.asarray(below, dtype=float) / np.maximum(counts, 1)
+    shares = shares_of(below, counts, under)
     k, _, sd = _spread(shares, counts)
     t = np.array([_t_quantile(1 - (1 - confidence) / 2, int(max(j, 2)) - 1) for j in np.ravel(k)]).reshape(k.shape)
     delta = t * sd / np.sqrt(np.maximum(k, 1))
@@ -152,12 +163,14 @@ def not_enough_text(effective: float, samples: int | None, q: float) -> str:
     return f"{worth} (a queue's waits are correlated), and this needs {math.ceil(needed):,}"
 
 
-def run_columns(histogram, batches, below: dict, mean: float | None = None, reported: dict | None = None) -> dict:
+def run_columns(histogram, batches, below: dict, mean: float | None = None, reported: dict | None = None,
+                under: dict | None = None) -> dict:
     """The row's intervals of its latency percentiles and mean (uncertainty.interval_columns:
     low, high, and the level, CONFIDENCE where given, else NaN: "not enough") and its
     effective samples (lat_effective_samples), from the load generator's report: `histogram`
     [(upper µs, count), ...], `batches` its 20 [samples, mean µs], `below` {"p99": [each
-    batch's samples at or below the run's p99], ...}, `mean` the run's exact mean, `reported`
+    batch's samples at or below the run's p99], ...}, `under` the same strictly below (where
+    the generator reports it), `mean` the run's exact mean, `reported`
     {"p99": µs} the run's percentiles (kept inside their interval: a bucket's middle)."""
     columns = {"lat_effective_samples": math.nan}
     for name in (*PERCENTILES, MEAN):
@@ -167,12 +180,17 @@ def run_columns(histogram, batches, below: dict, mean: float | None = None, repo
     if len(counts) < 2 or len(counts) % 2 or not total or "p50" not in (below or {}):
         return columns
     counts = pairs(counts)
-    effective = float(effective_samples(pairs(below["p50"]), counts))
+    under = under or {}
+
+    def paired_under(name):
+        return pairs(under[name]) if name in under else None
+
+    effective = float(effective_samples(pairs(below["p50"]), counts, paired_under("p50")))
     columns["lat_effective_samples"] = effective
     for name, q in PERCENTILES.items():
         if name not in below:
             continue
-        low, high, given = share_interval(pairs(below[name]), counts, q, effective)
+        low, high, given = share_interval(pairs(below[name]), counts, q, effective, under=paired_under(name))
         if not given:
             continue
         first, last = histogram_values(histogram, np.ravel(ranks(low, high, total)))
@@ -195,7 +213,7 @@ DRIFT_T = 3.36        # Student's t at 0.995 with 8 degrees of freedom: a 1% two
 DRIFT_LEAST = 0.10    # ... and the halves' shares at or below the median 10 points apart
 
 
-def drift(below_median: np.ndarray, counts: np.ndarray):
+def drift(below_median: np.ndarray, counts: np.ndarray, under_median: np.ndarray | None = None):
     """Whether the run's first half and its second disagree: (the first half's share at or
     below the run's median, the second's, drifted).  Over the BATCHES batches, the shares of
     the first five against the last five, Welch's t with their own spreads: drifted where
@@ -204,7 +222,7 @@ def drift(below_median: np.ndarray, counts: np.ndarray):
     median: a run too short for that cannot tell a drift from its own correlation, and says
     "not enough" for its intervals instead."""
     counts = np.asarray(counts, dtype=float)
-    shares = np.asarray(below_median, dtype=float) / np.maximum(counts, 1)
+    shares = shares_of(below_median, counts, under_median)
     half = shares.shape[-1] // 2
     k1, mean1, sd1 = _spread(shares[..., :half], counts[..., :half])
     k2, mean2, sd2 = _spread(shares[..., half:], counts[..., half:])

@@ -352,7 +352,7 @@ def _fill_client(row: dict, client: ClientRun) -> float:
     row.update(rows.from_summary(summary))
     reported = {p: row[f"lat_{p}_us"] for p in uncertainty.PERCENTILES}
     row.update(batches.run_columns(row["lat_histogram"], row.get("lat_batches"), row.get("lat_batch_below"),
-                                   row.get("lat_mean_us"), reported))
+                                   row.get("lat_mean_us"), reported, row.get("lat_batch_under")))
     row["client_cpus"] = list(client.cpus) if client.cpus else sorted(os.sched_getaffinity(0))
     row["lost_connections"] = row["connections_failed"] + row["connections_lost"] + row["idle_failed"]
     if row["requests_planned"]:  # a stuck server's failed point says how much it still served

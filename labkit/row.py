@@ -175,6 +175,7 @@ COLUMNS = tuple(Column(*spec) for spec in (
     # {"p99": [count, ...], ...}: the percentiles' intervals and the run's effective samples
     # (labkit.batches: how much the batches' shares vary is how far a percentile may be off)
     ("lat_batch_below",          {},       "latency_batch_below",           dict),
+    ("lat_batch_under",          {},       "latency_batch_under",           dict),  # ... strictly below its bucket
     ("lat_effective_samples",    NAN),     # the run's samples as independent ones (labkit.batches)
     *((column, NAN) for column in uncertainty.interval_columns(f"lat_{uncertainty.MEAN}_us")),
     ("lat_samples",              0,        "latency_us.samples",            int),

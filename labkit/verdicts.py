@@ -96,7 +96,9 @@ def _drift(row: dict) -> str:
     if not below or not counts or len(below) != len(counts) or len(below) % 2:
         return ""
     paired = batches.pairs([int(n or 0) for n, _ in counts])
-    first, second, drifted = batches.drift(batches.pairs(below), paired)
+    under = (row.get("lat_batch_under") or {}).get("p50")
+    under = batches.pairs(under) if under and len(under) == len(below) else None
+    first, second, drifted = batches.drift(batches.pairs(below), paired, under)
     if not drifted:
         return ""
     median = _number(row.get("lat_p50_us"))

@@ -84,14 +84,16 @@ def cell(model: str, rho: float, n: int, seed: int) -> dict:
         runs = lindley(rng, model, rho, n, 250)
         in_batches = runs.reshape(250, GENERATOR_BATCHES, m)
         counts = batches.pairs(np.full((250, GENERATOR_BATCHES), m))
-        below = {}
+        below, under = {}, {}
         for q in QUANTILES:
             rank = math.ceil(q * n)
             estimate = np.partition(runs, rank - 1, axis=1)[:, rank - 1]
             below[q] = (in_batches <= estimate[:, None, None]).sum(axis=2)
-        effective = batches.effective_samples(batches.pairs(below[0.5]), counts)
+            under[q] = (in_batches < estimate[:, None, None]).sum(axis=2)
+        effective = batches.effective_samples(batches.pairs(below[0.5]), counts, batches.pairs(under[0.5]))
         for q in QUANTILES:
-            low, high, given = batches.share_interval(batches.pairs(below[q]), counts, q, effective)
+            low, high, given = batches.share_interval(batches.pairs(below[q]), counts, q, effective,
+                                                      under=batches.pairs(under[q]))
             first, last = batches.ranks(low, high, n)
             at_or_below, strictly = (runs <= true[q]).sum(axis=1), (runs < true[q]).sum(axis=1)
             held = (at_or_below >= first) & (strictly <= last - 1)  # X(first) <= truth <= X(last)

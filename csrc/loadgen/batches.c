@@ -16,7 +16,8 @@
  *
  *   - latency_batch_below[p][b] counts batch b's samples in the buckets up to the one that
  *     holds the whole run's percentile p (latency_us.p), so it adds up over the batches to
- *     the run's own count at or below its percentile;
+ *     the run's own count at or below its percentile; latency_batch_under[p][b] the same
+ *     without that bucket;
  *
  * A queue's latencies are correlated, one request's with the next's, so the spread of a
  * run's samples says little about how far its percentile may be off; the percentiles of
@@ -105,26 +106,36 @@ void print_batch_quantiles(const struct outcome *out)
 }
 
 /* "latency_batch_below": {"p50": [count of batch 0, ... of batch 19], "p90", "p99", "p999"}:
- * each batch's samples at or below the whole run's percentile (its bucket included); how
- * much those shares vary from batch to batch is how far the run's percentile may be off
- * (labkit/batches.py). */
-void print_batch_below(const struct outcome *out)
+ * each batch's samples at or below the whole run's percentile (its bucket included), and
+ * "latency_batch_under" the same strictly below that bucket.  How much the shares vary from
+ * batch to batch is how far the run's percentile may be off (labkit/batches.py); the two
+ * together place a bucket that holds many samples (a near-constant latency) at its middle,
+ * so that it does not swing a batch's share from 0 to 1. */
+static void print_batch_counts(const struct outcome *out, const char *key, bool inclusive)
 {
     static const double percentiles[] = { 50, 90, 99, 99.9 };
     static const char *const names[] = { "p50", "p90", "p99", "p999" };
-    printf("\"latency_batch_below\":{");
+    printf("\"%s\":{", key);
     for (size_t p = 0; p < sizeof percentiles / sizeof percentiles[0]; p++) {
-        size_t last = out->corrected.total > 0 ? hist_bucket(hist_percentile(&out->corrected, percentiles[p])) : 0;
+        size_t end = 0;  /* the buckets counted: [0, end) */
+        if (out->corrected.total > 0)
+            end = hist_bucket(hist_percentile(&out->corrected, percentiles[p])) + (inclusive ? 1 : 0);
         printf("%s\"%s\":[", p ? "," : "", names[p]);
         for (int b = 0; b < BATCHES; b++) {
-            uint64_t below = 0;
-            for (size_t i = 0; out->corrected.total > 0 && i <= last; i++)
-                below += out->batch[b].count[i];
-            printf("%s%llu", b ? "," : "", (unsigned long long)below);
+            uint64_t counted = 0;
+            for (size_t i = 0; i < end; i++)
+                counted += out->batch[b].count[i];
+            printf("%s%llu", b ? "," : "", (unsigned long long)counted);
         }
         putchar(']');
     }
     printf("},");
+}
+
+void print_batch_below(const struct outcome *out)
+{
+    print_batch_counts(out, "latency_batch_below", true);
+    print_batch_counts(out, "latency_batch_under", false);
 }
 
 /* Open loop only (null otherwise): requests_due_in_window and the window's bounds in ns after
