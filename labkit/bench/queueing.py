@@ -60,7 +60,6 @@ def calibrate(duration: float = DURATION, replications: int = REPLICATIONS, spin
     runs, floors, rates = [], [], []
     for replication in range(replications):
         floor = ground_truth.measure_floor(pinned, duration=duration, seed=seed_of(len(POINTS), replication))
-        _add_cpu_shared(floor.row)
         floors.append(floor)
         if save and floor.row:
             store.append(path, dict(floor.row, bench="queueing", part="floor", replication=replication,
@@ -78,7 +77,6 @@ def calibrate(duration: float = DURATION, replications: int = REPLICATIONS, spin
             row = measured_point(ServerSpec("epoll", "spin"),
                                  ground_truth.spin_load(rates[point], duration, arrivals, dist, spin_us, seed), pinned)
             row["seed"] = seed  # the one the generator was given, whatever its report says
-            _add_cpu_shared(row)
             replayed = calibration.replay(row, floor, seed)
             row.update(bench="queueing", part="point", point=point, replication=replication, utilisation=rho,
                        floor_us=floor.floor_us, floor_overhead_us=floor.overhead_us,
@@ -98,21 +96,6 @@ def calibrate(duration: float = DURATION, replications: int = REPLICATIONS, spin
     if save:
         frame.attrs["saved_to"] = str(path)
     return frame
-
-
-def _add_cpu_shared(row: dict) -> None:
-    """The CPU-shared self-check, where labkit.cpu_sharing exists and measure.point's verdicts
-    do not carry it yet."""
-    try:
-        from labkit import cpu_sharing
-    except ImportError:
-        return
-    verdicts = dict(row.get("verdicts") or {})
-    if "cpu_shared" not in verdicts:
-        reason = cpu_sharing.reason(row)
-        if reason:
-            verdicts["cpu_shared"] = reason
-            row["verdicts"] = verdicts
 
 
 def summarise(runs: list[dict], spin_us: float = SPIN_US):
