@@ -149,7 +149,9 @@ def color(model: str) -> str:
 def readable(value: float) -> str:
     """A number as a person reads it: 20,160 and 0.0083, never 2.016e+04; integers as
     integers, "—" for none, ∞ for an unbounded one such as a queue's mean past ρ = 1
-    (`table.style.format(plots.readable)`)."""
+    (`table.style.format(plots.readable)`); words in a table ("not enough") as they are."""
+    if isinstance(value, str):
+        return value
     if pd.isna(value):
         return "—"
     if math.isinf(value):
