@@ -253,6 +253,8 @@ def _release(args) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from . import repeat_until
+
     top = argparse.ArgumentParser(prog="labkit", description="The concurrent-servers lab from a terminal.")
     commands = top.add_subparsers(dest="command", required=True)
 
@@ -293,7 +295,8 @@ def parser() -> argparse.ArgumentParser:
     sweep.add_argument("--until", metavar="METRIC:PERCENT",
                        help="repeat each point past --repeats until the median of METRIC is known to within PERCENT "
                             "at 95%%, e.g. lat_p99_us:10 (6 repeats at the least; netperf's -I)")
-    sweep.add_argument("--most", type=int, default=10, help="--until: repeats per point at the most (default 10)")
+    sweep.add_argument("--most", type=int, default=repeat_until.Target.most,
+                       help=f"--until: repeats per point at the most (default {repeat_until.Target.most})")
     sweep.add_argument("--budget", type=float, metavar="MINUTES",
                        help="start no point once this many minutes have passed; a next run measures the rest")
     sweep.set_defaults(run=_sweep)

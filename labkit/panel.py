@@ -189,7 +189,8 @@ class ControlPanel:
                                          layout=w.Layout(width="190px"), style={"description_width": "90px"})
         self.target = w.BoundedFloatText(value=0, min=0, max=99, step=1, description="target (±%)",
                                          layout=w.Layout(width="190px"), style={"description_width": "90px"})
-        self.most = w.BoundedIntText(value=10, min=repeat_until.LEAST_FOR_95, max=100, description="at most",
+        self.most = w.BoundedIntText(value=repeat_until.Target.most, min=repeat_until.LEAST_FOR_95, max=100,
+                                     description="at most",
                                      layout=w.Layout(width="160px"), style={"description_width": "60px"})
         self.estimate_line = w.HTML()
         self.target_line = w.HTML()
@@ -214,8 +215,8 @@ class ControlPanel:
                                         "starts once it is spent; Run again for the rest</span>")]),
             w.HBox([self.target, self.most, w.HTML(
                 "<span style='color:#666'>repeat each point until the median of the plotted figure is known "
-                f"to ± this many percent at 95% (0: just the repeats above; {repeat_until.LEAST_FOR_95} repeats "
-                "at the least), at most this many repeats</span>")]),
+                f"to ± this many percent at 95% (0: just the repeats above; the first {repeat_until.FIRST} "
+                "repeats size each point), at most this many repeats</span>")]),
             self.estimate_line,
             w.HBox([self.run_button, self.progress, self.status]),
             self.target_line, self.said,
