@@ -8,7 +8,10 @@ chart, several models side by side, and their system calls per request by name.
 A flame chart is an icicle drawn upwards: the process at the bottom, each frame above the
 one that called it, each as wide as the share of samples it was on the stack for.  A wide
 box high up is a function that is itself expensive; a wide tower is a call path that is.
-Kernel frames are orange, the program's and its libraries' blue.
+Kernel frames are orange, the program's and its libraries' blue.  A chart is titled by what
+its stacks hold (perf.stacks.scope_for): "kernel and user stacks", or "user stacks only" and
+why (perf_event_paranoid, kernel.kptr_restrict), so a chart without kernel frames never reads
+as one whose server spent no time in the kernel.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from labkit.errors import LabError
+from labkit.perf.stacks import FREQUENCY_HZ, KERNEL_AND_USER, USER_ONLY
 
 KERNEL, USER, ROOT = "#E76F34", "#4c78a8", "#919191"  # each 3:1 or more on white (WCAG 1.4.11)
 MOST_FRAMES = 3000  # boxes drawn per chart: the narrowest beyond it are left out (too thin to see)
@@ -88,19 +92,32 @@ def side_by_side(df: pd.DataFrame, models=None, where: dict | None = None) -> go
     fig = make_subplots(rows=1, cols=len(drawn), specs=[[{"type": "domain"}] * len(drawn)],
                         subplot_titles=[_subtitle(_median_point(with_stacks[with_stacks["model"] == m]))
                                         for m in drawn], horizontal_spacing=0.01)
-    scopes = set()
+    scopes = []
     for i, model in enumerate(drawn, start=1):
         row = _median_point(with_stacks[with_stacks["model"] == model])
-        scopes.add(row.get("stacks_scope", ""))
+        scopes.append(row.get("stacks_scope", ""))
         fig.add_trace(_trace(row["server_stacks"]), row=1, col=i)
-    title = "Where the server's time goes (cpu-clock samples; orange: kernel, blue: the program)"
-    notes = [s for s in scopes if s and s != "kernel and user stacks"]
+    title, notes = title_for(scopes)
     if missing:
         notes.append(f"no stacks for {', '.join(missing)}")
-    fig.update_layout(title=dict(text=title, subtitle=dict(text="; ".join(notes))), height=600,
-                      margin=dict(l=5, r=5, t=110 if notes else 95, b=5))
+    fig.update_layout(title=dict(text=title, subtitle=dict(text="<br>".join(notes))), height=600,
+                      margin=dict(l=5, r=5, t=95 + 15 * len(notes), b=5))
     fig.update_annotations(yshift=8)  # the model names, above their charts
     return fig
+
+
+def title_for(scopes) -> tuple[str, list[str]]:
+    """The side-by-side chart's title and the lines under it, from its rows' stacks_scope
+    (perf.stacks.scope_for: "what the stacks hold; the fix"): the title says what they hold,
+    "kernel and user stacks" only where every chart holds them; the fix goes below."""
+    scopes = list(dict.fromkeys(s for s in scopes if s))
+    held = scopes[0].split("; ")[0] if len(scopes) == 1 else "stacks of different scopes" if scopes else ""
+    user_only = bool(scopes) and all(s.startswith(USER_ONLY) for s in scopes)
+    lines = [f"cpu-clock samples, about {FREQUENCY_HZ:,} per second of the server's CPU time; "
+             + ("blue: the program (no kernel frames)" if user_only else "orange: kernel, blue: the program")]
+    lines += [s.split("; ", 1)[1] for s in scopes if "; " in s] if len(scopes) == 1 else \
+        [s for s in scopes if s != KERNEL_AND_USER]
+    return "Where the server's time goes" + (f": {held}" if held else ""), lines
 
 
 def _subtitle(row: pd.Series) -> str:

@@ -197,7 +197,8 @@ def delayed_ack_note(release: str | None = None, thresh: float | None = None) ->
     (tcp_cleanup_rbuf), so Nagle's second write waits for the delayed-ACK timer, which leaves
     the mode and starts the count again (tcp_delack_timer_handler).  The threshold is the
     sysctl where there is one, else 1, except 3 in mainline 5.1 to 5.18 (commit 4a41f453bedf,
-    reverted by 4d8f24eeedc5, which the stable kernels took in August 2022)."""
+    reverted by 4d8f24eeedc5, which the stable kernels took in August 2022).  Then whether a
+    route's rto_min shortens the delay on this kernel (rto_min_note)."""
     import platform
     import re
 
@@ -210,14 +211,36 @@ def delayed_ack_note(release: str | None = None, thresh: float | None = None) ->
     elif version is not None and (5, 1) <= version <= (5, 18):
         return (f"Linux {release}: a 5.1 to 5.18 kernel needs 3 quick replies (counted coarsely, in jiffies) "
                 "before it delays ACKs, unless it is a stable update that took the 2022 revert to 1: some "
-                "exchanges stall, or none; read the histogram")
+                f"exchanges stall, or none; read the histogram. {rto_min_note(version)}")
     else:
         n, source = 1, "no tcp_pingpong_thresh, so the threshold is 1"
     if n <= 1:
-        return (f"Linux {release} ({source}): every write-write-read exchange after the first should stall "
+        said = (f"Linux {release} ({source}): every write-write-read exchange after the first should stall "
                 "on the delayed-ACK timer, about 40 ms on loopback")
-    return (f"Linux {release} ({source}): about one exchange in {n} should stall on the delayed-ACK timer, "
-            "the others not; read the p99 and the histogram")
+    else:
+        said = (f"Linux {release} ({source}): about one exchange in {n} should stall on the delayed-ACK timer, "
+                "the others not; read the p99 and the histogram")
+    return f"{said}. {rto_min_note(version)}"
+
+
+def rto_min_note(version: tuple[int, int] | None) -> str:
+    """Whether a route's rto_min shortens the delayed ACK on a kernel of `version` (major,
+    minor).  Since mainline Linux 6.7 (commit "tcp: derive delack_max from rto_min",
+    tcp_delack_max) a route whose rto_min is locked caps the delayed-ACK timer one jiffy
+    below that rto_min; `ip route ... rto_min 5ms` always locks it (iproute2 6.1 shows
+    "rto_min lock 5ms").  The timer fires on a tick, so the stall lasts about the rto_min in
+    whole ticks: on the lab's 6.18 kernel (250 Hz) loopback stalled 44 ms by default, 8 ms
+    with an rto_min of 5 ms (2 ticks) and 20 ms with 20 ms.  On 6.6 and earlier the route's
+    rto_min leaves the delayed ACK alone."""
+    if version is None:
+        return ("Whether a route's lower rto_min shortens the delay depends on the kernel: from Linux 6.7 on, "
+                "not before; this kernel's version could not be read")
+    if version >= (6, 7):
+        return ("From Linux 6.7 a route's rto_min, which `ip route ... rto_min 5ms` sets and locks, also caps "
+                "the delayed-ACK timer one jiffy below it (tcp_delack_max): the stall then lasts about that "
+                "rto_min, in whole ticks of the kernel's clock")
+    return ("Before Linux 6.7 a route's lower rto_min does not shorten the delayed ACK: it stays about 40 ms "
+            "(tcp_delack_max, which derives it from a locked rto_min, came in 6.7)")
 
 
 def syn_retries() -> float:

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from labkit import uncertainty
+from labkit import flame, uncertainty
 
 import waits
 from quickrun import PLOTLY, QUICK_RUN_LIMIT_S, run_quick
@@ -201,7 +201,9 @@ def test_02_with_800_idle_connections_each_model_spends_its_time_in_its_own_kern
         assert not any("do_select" in stack or "do_sys_poll" in stack for stack in where["epoll"]["server_stacks"])
         assert "pselect6" in where["select"]["server_syscalls_per_request"]
         assert "epoll_wait" in where["epoll"]["server_syscalls_per_request"]
-    figure_in(outputs(run.nb, "test-flame-graph"))
+    flames = figure_in(outputs(run.nb, "test-flame-graph"))
+    titled = flame.title_for([r["stacks_scope"] for r in where.values()])[0]  # what perf could sample and name
+    assert flames["layout"]["title"]["text"] == titled
     assert "pselect6" in shown_html(outputs(run.nb, "test-syscall-counts"))
 
 

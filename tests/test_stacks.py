@@ -17,6 +17,7 @@ from labkit.perf import stacks
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
 RECORDED = Path(__file__).parent / "data" / "perf" / "script_epoll_echo.txt"
+KPTR_RESTRICTED = Path(__file__).parent / "data" / "perf" / "script_dd_kptr_restrict_1.txt"
 
 
 def test_a_recorded_perf_script_folds_into_stacks_outermost_first():
@@ -105,3 +106,55 @@ def test_side_by_side_draws_one_chart_per_model_and_names_the_ones_without():
     assert list(table.index) == ["select", "epoll"]
     assert table.loc["select", "select"] == 0.5 and table.loc["epoll", "select"] == 0.0
     assert math.isclose(table.loc["epoll", "read"], 1.0)
+
+
+@pytest.mark.parametrize("paranoid, kptr, root, kernel, title", [
+    (1, 0, False, True, "Where the server's time goes: kernel and user stacks"),
+    (1, 1, False, False, "Where the server's time goes: user stacks only: the kernel's addresses are hidden "
+                         "(kernel.kptr_restrict = 1)"),
+    (2, 0, False, False, "Where the server's time goes: user stacks only: perf_event_paranoid is 2, so the "
+                         "kernel's frames are not sampled"),
+    (2, 1, True, True, "Where the server's time goes: kernel and user stacks"),  # root has CAP_SYSLOG
+    (-1, 2, True, False, "Where the server's time goes: user stacks only: the kernel's addresses are hidden "
+                         "(kernel.kptr_restrict = 2)"),
+])
+def test_the_charts_title_says_what_perf_could_sample_and_name(paranoid, kptr, root, kernel, title):
+    sampled, scope = stacks.scope_for(paranoid, kptr, root)
+    assert sampled is kernel
+    said, lines = flame.title_for([scope])
+    assert said == title
+    assert ("orange: kernel" in lines[0]) is kernel and "per second of the server's CPU time" in lines[0]
+    if not kernel:  # the fix, below the title
+        assert "sudo sysctl" in lines[1]
+
+
+def test_kernel_frames_perf_could_not_name_are_kernel_frames_and_the_title_says_so():
+    # `perf script` where the kernel's addresses are hidden from it (as --kallsyms of an empty file
+    # gives): each kernel frame "[unknown]", in [kernel.kallsyms] or in no known object at all
+    script = ("epoll 1234/1234\n"
+              "\tffffffff821ed4e6 [unknown] ([kernel.kallsyms])\n"
+              "\tffffffff81000130 [unknown] ([unknown])\n"
+              "\t           f8350 __GI___libc_write (/usr/lib/x86_64-linux-gnu/libc.so.6)\n\n")
+    folded = perf.fold(script)
+    assert dict(folded) == {"epoll;__GI___libc_write;" + stacks.UNNAMED_KERNEL: 1}  # a run of them is one
+    scope = stacks.named_scope(stacks.KERNEL_AND_USER, folded)
+    assert flame.title_for([scope])[0] == "Where the server's time goes: kernel and user stacks, the kernel's " \
+                                          "frames unnamed"
+    trace = flame.chart(folded, "epoll").data[0]
+    assert dict(zip(trace.ids, trace.marker.colors))["epoll;__GI___libc_write;" + stacks.UNNAMED_KERNEL] \
+        == flame.KERNEL  # orange, as the kernel's
+    named = perf.fold(RECORDED.read_text())
+    assert stacks.named_scope(stacks.KERNEL_AND_USER, named) == stacks.KERNEL_AND_USER
+
+
+def test_a_users_perf_where_kptr_restrict_is_1_samples_the_kernel_but_cannot_name_it():
+    folded = perf.fold(KPTR_RESTRICTED.read_text())  # a real run: the kernel's frames "[unknown] ([unknown])"
+    assert sum(folded.values()) == 12
+    assert folded["dd;__GI___libc_write;" + stacks.UNNAMED_KERNEL] == 3
+    assert not any(frame.endswith("_[k]") and frame != stacks.UNNAMED_KERNEL
+                   for stack in folded for frame in stack.split(";"))
+    assert "the kernel's frames unnamed" in stacks.named_scope(stacks.KERNEL_AND_USER, folded)
+    # what the sampler would have done there: user stacks only, and the title says why
+    sampled, scope = stacks.scope_for(1, 1, root=False)
+    assert not sampled and flame.title_for([scope])[0].endswith(
+        "user stacks only: the kernel's addresses are hidden (kernel.kptr_restrict = 1)")

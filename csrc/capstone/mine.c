@@ -50,8 +50,8 @@
  * out of descriptors, SIGTERM (status 0 within a second), what your server
  * uses (next to no CPU while its clients are silent; its descriptors and
  * memory back where they were after connections come and go, through every
- * kind of close), and the protocol, split, reset and come-and-go cases
- * again in the ASan+UBSan build (make SAN=1).
+ * kind of close), and the protocol, pipelining, split, reset and come-and-go
+ * cases again in the ASan+UBSan build (make SAN=1).
  *
  * Designs to choose from (notebooks/07_your_server.ipynb walks through them):
  *  (a) threads plus epoll: one acceptor thread, N event-loop threads, each
@@ -61,8 +61,10 @@
  *  (c) io_uring with multishot accept (Linux 5.19), multishot recv (6.0)
  *      and a ring of provided buffers (5.19) (liburing: -luring is linked
  *      when the machine has liburing; see uring.c).  io_uring may be
- *      refused: kernel.io_uring_disabled (6.6 and later) at 1 or 2, or a
- *      container's seccomp profile (Docker 25.0 and later, containerd 2.0).
+ *      refused: kernel.io_uring_disabled (6.6 and later) at 2, or at 1 to a
+ *      process without CAP_SYS_ADMIN outside kernel.io_uring_group (-1 by
+ *      default: no group), or a container's seccomp profile (Docker 25.0
+ *      and later, containerd 2.0).
  *      A multishot recv goes on taking bytes while session_read_buf()
  *      offers 0, so the session's back-pressure is lost: keep what you hold,
  *      and cancel or stop re-arming that recv until the session has room,

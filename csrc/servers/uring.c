@@ -17,9 +17,11 @@
  * arrive for a closed (and maybe reused) descriptor.
  *
  * Each turn reaps every completion first and only then starts the next
- * operations: the completion ring is empty when new work is queued, and a
- * kernel holding completions it could not post (IORING_FEAT_NODROP: the
- * enter fails with EBUSY) is answered by reaping, not by giving up.  Accept
+ * operations: the completion ring is empty when new work is queued.  A
+ * kernel with IORING_FEAT_NODROP holds the completions the ring had no room
+ * for, and io_uring_enter(2) may then fail with EBUSY; it fails with
+ * EAGAIN when the kernel is short of resources.  Whenever a submit fails
+ * with either, the loop reaps and tries again; it never gives up.  Accept
  * is single-shot, re-armed once per connection (multishot accept, Linux
  * 5.19, would leave one armed).  Needs liburing (the Makefile skips this
  * model without it) and a kernel that allows io_uring (some containers and
@@ -70,7 +72,7 @@ static struct io_uring_sqe *next_sqe(struct server *sv)
     struct io_uring_sqe *sqe;
     while ((sqe = io_uring_get_sqe(&sv->ring)) == NULL) {
         int r = io_uring_submit(&sv->ring);
-        if (r == -EBUSY || r == -EAGAIN) /* kernels before 5.19 refuse submissions while completions overflow */
+        if (r == -EBUSY || r == -EAGAIN) /* as in serve()'s loop: reap, then submit again */
             reap(sv);
     }
     return sqe;
@@ -232,7 +234,7 @@ static int serve(const struct server_config *cfg)
 
     while (!sv.stopping) {
         int got = io_uring_submit_and_wait(&sv.ring, 1);
-        /* EBUSY, EAGAIN: the kernel holds completions the ring had no room for; reap, then again */
+        /* EBUSY (completions held back) or EAGAIN (no resources just now): reap, then again */
         if (got < 0 && got != -EINTR && got != -EBUSY && got != -EAGAIN) {
             errno = -got;
             die_errno("io_uring_submit_and_wait");

@@ -8,13 +8,18 @@
  * each request's service time from a declared distribution (fixed or
  * exponential, loadgen --spin-us, --spin-dist), so a single-threaded server
  * under Poisson arrivals is an M/D/1 or M/M/1 queue whose waiting time
- * queueing theory gives in advance (labkit/queueing.py).
+ * queueing theory gives in advance (labkit/queue_theory.py).
  *
- * The time is wall-clock time spent on the CPU, busy: the loop asks
- * CLOCK_MONOTONIC until the time has passed, never sleeps, and so occupies
- * the server's CPU and its loop for all of it, as real work would.  (Were the
- * thread descheduled meanwhile, the request would still end on time: pin the
- * server to a CPU of its own, as the lab does, and that does not happen.)
+ * The time is elapsed time, spent busy: the loop asks CLOCK_MONOTONIC until
+ * the time has passed, never sleeps, and so occupies the server's CPU and
+ * its loop for all of it, as real work would.  Were the thread descheduled
+ * meanwhile, the request would end at its time all the same, or as soon as
+ * the thread is back on a CPU if that is later: the spin does not add the
+ * time it lost.  Pinning (as the lab does) limits where the server runs, not
+ * what else runs on that CPU: kernel threads, softirqs (the network's
+ * receive work among them) and unpinned processes may still take it, and
+ * their time is then inside the declared spin, which theory's server never
+ * shares.
  */
 #include "session.h"
 

@@ -252,6 +252,15 @@ def cases(groups=None) -> list[tuple[Case, bool]]:
     return chosen
 
 
+def sanitized_phrase() -> str:
+    """What the ASan+UBSan build runs again, in the words of the capstone's contract
+    (csrc/capstone/mine.c's header, held to it by a test): SANITIZED_GROUPS, then the
+    come-and-go cases of resources.SANITIZED."""
+    words = [{"resets": "reset"}.get(group, group) for group in SANITIZED_GROUPS]
+    words += ["come-and-go"] if resources.SANITIZED else []
+    return f"the {', '.join(words[:-1])} and {words[-1]} cases"
+
+
 def run_binaries(plain: Path | None, sanitized: Path | None, groups=None, size: Size = VISIBLE,
                  workers: int | None = 2) -> Report:
     """The battery on built binaries (either may be None when no case of its kind is chosen)."""

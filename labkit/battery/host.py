@@ -3,9 +3,11 @@ measurable here", never the server's failure.
 
 Two refusals are known.  An ASan build reserves terabytes of address space at start, which
 an address-space limit (`ulimit -v`) forbids; and io_uring may be switched off for
-everyone (kernel.io_uring_disabled = 2, Linux 6.6 and later), for users outside one group
-(= 1), or by a seccomp profile (Docker 25.0 and later refuses io_uring_setup with EPERM),
-where a correct io_uring server cannot even start."""
+everyone, root included (kernel.io_uring_disabled = 2, Linux 6.6 and later), for all but
+processes with CAP_SYS_ADMIN and the members of the group kernel.io_uring_group names (= 1;
+that group is -1 by default, none: io_uring_allowed), or by a seccomp profile (Docker 25.0
+and later refuses io_uring_setup with EPERM), where a correct io_uring server cannot even
+start."""
 
 from __future__ import annotations
 
@@ -45,6 +47,27 @@ def _links_io_uring(path: str, _mtime_ns: int) -> bool:
     return b"io_uring_queue_init" in data or b"io_uring_setup" in data
 
 
+def _sysctl(name: str) -> str | None:
+    path = Path("/proc/sys") / name
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def io_uring_disabled_meaning(setting: str | None, group: str | None) -> str:
+    """What kernel.io_uring_disabled = `setting` refuses, with kernel.io_uring_group = `group`
+    (io_uring_allowed in io_uring/io_uring.c, Linux 6.6): 2, everyone; 1, all but a process
+    with CAP_SYS_ADMIN or in that group (-1, the default, names no group)."""
+    if setting == "2":
+        return "kernel.io_uring_disabled is 2: io_uring is refused to everyone, root included"
+    if setting == "1":
+        who = ("no group may (kernel.io_uring_group is -1, its default)" if group in (None, "-1") else
+               f"and members of group {group} (kernel.io_uring_group)")
+        return f"kernel.io_uring_disabled is 1: only a process with CAP_SYS_ADMIN may use io_uring, {who}"
+    return f"kernel.io_uring_disabled is {setting}"
+
+
 def io_uring_refused() -> str | None:
     """Why a server of this process's (its children's) may not use io_uring here, or None.
     Asked of the kernel itself: io_uring_setup with one entry, which a seccomp profile or the
@@ -56,9 +79,8 @@ def io_uring_refused() -> str | None:
         os.close(fd)
         return None
     err = ctypes.get_errno()
-    sysctl = Path("/proc/sys/kernel/io_uring_disabled")
-    setting = sysctl.read_text().strip() if sysctl.exists() else None
-    why = (f"kernel.io_uring_disabled is {setting}" if setting not in (None, "0") else
+    setting, group = (_sysctl(f"kernel/io_uring_{name}") for name in ("disabled", "group"))
+    why = (io_uring_disabled_meaning(setting, group) if setting not in (None, "0") else
            "the kernel has no io_uring (built without it)" if err == errno.ENOSYS else
            "a seccomp profile forbids it (a container's)")
     return (f"not measurable here: this host refuses io_uring (io_uring_setup failed with "

@@ -4,8 +4,12 @@ TCP_NODELAY off the body waits for the ACK of the line, which the server may del
 the two writes become one (writev, single).  The delay: an ATO the kernel sets from the gaps
 between arriving segments (tcp_event_data_recv), capped when the timer is armed at
 max(smoothed RTT, 40 ms) and at 200 ms (tcp_send_delayed_ack; TCP_DELACK_MIN and
-TCP_DELACK_MAX): about 40 ms on loopback.  40 ms is a default that TCP_QUICKACK, a route's
-quickack or a lower rto_min can undercut.  Which exchanges stall: the ACK is delayed only in
+TCP_DELACK_MAX): about 40 ms on loopback.  40 ms is a default that TCP_QUICKACK or a route's
+quickack can undercut, and from Linux 6.7 a route's locked rto_min (`ip route ... rto_min 5ms`
+always locks it), which caps the timer one jiffy below it (tcp_delack_max, commit "tcp: derive
+delack_max from rto_min"): the stall then lasts about that rto_min, in whole ticks (measured
+on 6.18 at 250 Hz: 44 ms by default, 8 ms at rto_min 5ms); on 6.6 and earlier rto_min leaves
+it at about 40 ms (kernel_view.rto_min_note).  Which exchanges stall: the ACK is delayed only in
 pingpong mode, entered after a threshold of quick replies (tcp_event_data_sent) and left
 when the timer fires (tcp_delack_timer_handler); out of it the server's read sends the ACK
 at once (tcp_cleanup_rbuf).  With a threshold of 1 (before Linux 5.1, and from 5.19) every

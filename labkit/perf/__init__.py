@@ -15,7 +15,8 @@ What perf_event_paranoid really allows a user without root or CAP_PERFMON
   -1  as 0, and raw tracepoints too (perf's mlock limit is also lifted)
    0  own processes and whole CPUs (perf stat -a), kernel included; no raw
       tracepoints
-   1  own processes, kernel part included; not whole CPUs
+   1  own processes, kernel part included; not whole CPUs.  Sampled kernel
+      frames get names only where kernel.kptr_restrict is 0 as well (stacks)
    2  own processes, user-space part only: perf retries every event with ":u"
       (exclude kernel).  task-clock still counts kernel time, but
       page-faults:u misses the faults the kernel takes while copying into the
