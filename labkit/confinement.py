@@ -25,8 +25,9 @@ CAPABILITIES = {
     "CAP_NET_ADMIN": (12, "links between namespaces: veth pairs, tc qdiscs (netem), the delay line's set-up"),
     "CAP_SYS_ADMIN": (21, "network namespaces (unshare, ip netns), and perf past perf_event_paranoid "
                           "on kernels before 5.8"),
-    "CAP_PERFMON": (38, "perf past perf_event_paranoid (Linux 5.8 and newer): kernel stacks and the "
-                        "syscall tracepoints of the flame charts"),
+    "CAP_PERFMON": (38, "perf past perf_event_paranoid (Linux 5.8 and newer): kernel samples and the "
+                        "syscall tracepoints of the flame charts (the kernel frames' names need CAP_SYSLOG too, "
+                        "or kernel.kptr_restrict 0 with perf_event_paranoid 1 or less)"),
 }
 
 
