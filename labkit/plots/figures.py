@@ -23,7 +23,7 @@ from labkit.errors import LabError
 from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, point_axes, point_interval,
                    point_label, require, self_check_flags, self_check_titles, series_of, setting, shared_cpus_note,
                    summarize, value_text, varying_axes, waits_for_exercise, why_missing)
-from .marks import add_unmeasurable, add_unmeasurable_bars, checked_marks
+from .marks import add_unmeasurable, add_unmeasurable_bars, below_the_data, checked_marks
 from .style import (DASHES, FAILED_COLOR, PATTERNS, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
                     escape, finish, label, not_measurable, room_above, set_title, wrap)
 
@@ -456,11 +456,7 @@ def add_failures(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, col=No
     failed = summary[summary["failed"] > 0]
     if failed.empty:
         return
-    measured = summary["median"].dropna()
-    low, high = (float(measured.min()), float(measured.max())) if not measured.empty else (0.0, 1.0)
-    log_axis = fig.layout.yaxis.type == "log"
-    below = low / 1.6 if log_axis and low > 0 else low - 0.08 * ((high - low) or abs(low) or 1.0)
-    y = failed["median"].fillna(below)
+    y = failed["median"].fillna(below_the_data(fig, summary))
     fig.add_trace(go.Scatter(
         x=failed[x], y=y, mode="markers+text", name="failed",
         text=["failed" if pd.isna(m) else "" for m in failed["median"]], textposition="middle right",

@@ -25,6 +25,16 @@ def checked_marks(saturated, flagged, shape: str, colour: str, size: int = 8) ->
 UNMEASURED = "not measurable"  # the name of a figure's trace of points never run (alt_text reads it)
 
 
+def below_the_data(fig: go.Figure, summary: pd.DataFrame) -> float:
+    """A height under every measured point of `summary` (its medians), where a point with no
+    value of its own is drawn: a bit lower on a linear axis, a factor lower on a log one."""
+    measured = summary["median"].dropna()
+    low, high = (float(measured.min()), float(measured.max())) if not measured.empty else (0.0, 1.0)
+    if fig.layout.yaxis.type == "log" and low > 0:
+        return low / 1.6
+    return low - 0.08 * ((high - low) or abs(low) or 1.0)
+
+
 def add_unmeasurable(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, col=None,
                      x_noun: str = "clients") -> None:
     """Draw every point never run, because it waits for an unsolved exercise (summarize's
@@ -33,10 +43,7 @@ def add_unmeasurable(fig: go.Figure, summary: pd.DataFrame, x: str, row=None, co
     waiting = summary[(summary["waiting"] > 0) & summary["median"].isna()]
     if waiting.empty:
         return
-    measured = summary["median"].dropna()
-    low, high = (float(measured.min()), float(measured.max())) if not measured.empty else (0.0, 1.0)
-    log_axis = fig.layout.yaxis.type == "log"
-    below = low / 1.6 if log_axis and low > 0 else low - 0.08 * ((high - low) or abs(low) or 1.0)
+    below = below_the_data(fig, summary)
     fig.add_trace(go.Scatter(
         x=waiting[x], y=[below] * len(waiting), mode="markers+text", name=UNMEASURED,
         text=[UNMEASURED] * len(waiting), textposition="middle right", textfont=dict(color=UNMEASURED_GREY),
