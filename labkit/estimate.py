@@ -8,7 +8,8 @@ Invariants: each point to measure takes as long as the same point took on this m
 that.  Before any point of the experiment ran here, a cost model bounds it instead: a
 start-up per point plus its requests (clients x requests) times a cost per request, the
 cost the middle half of other experiments' rows on this machine give (wall time less the
-start-up, over the requests completed), else COST_PER_REQUEST_S; an open loop takes its
+start-up, over the requests completed) of the same service, else the lab's measured range for
+that service (COST_PER_REQUEST_S: echo's and top's differ a hundredfold); an open loop takes its
 duration plus the start-up.  Repeats a target may add (labkit.repeat_until) are counted as
 a range, from the fewest it runs to its `most` per point.  Rows keep each point's wall time
 (`point_wall_s`, labkit.sweep), so the first sweep teaches the next one its length.
@@ -26,7 +27,13 @@ from dataclasses import dataclass
 # (proc_top and echo_scale with 1 to 500 clients); a request 17 to 50 us (echo, 64 B, epoll)
 # to 1.1 to 1.4 ms (top: a scan of /proc).
 START_UP_S = (0.14, 0.5)
-COST_PER_REQUEST_S = (15e-6, 1.5e-3)
+COST_PER_REQUEST_S = {"echo": (15e-6, 50e-6), "top": (1.1e-3, 1.5e-3)}
+ANY_SERVICE_S = (15e-6, 1.5e-3)  # a service measured above by none of these (sink, spin): the whole range
+
+
+def cost_per_request(service: str | None) -> tuple[float, float]:
+    """The lab's measured range of a request's cost for `service` (ANY_SERVICE_S where none was)."""
+    return COST_PER_REQUEST_S.get(service or "", ANY_SERVICE_S)
 
 
 @dataclass(frozen=True)
@@ -116,18 +123,24 @@ def _cost_model(others: list[dict]):
     """(took, basis) before any point of the experiment ran here: start-up plus requests x a
     cost per request, from `others` (rows of other experiments here) or COST_PER_REQUEST_S;
     basis is None where there is nothing to bound (no point whose requests are known)."""
-    costs = sorted((_wall(row) - START_UP_S[0]) / row["requests_ok"] for row in others
-                   if _wall(row) == _wall(row) and not row.get("duration")
-                   and isinstance(row.get("requests_ok"), int) and row["requests_ok"] > 0)
-    costs = [cost for cost in costs if cost > 0]
-    if len(costs) >= 4:
-        quartiles = statistics.quantiles(costs, n=4, method="inclusive")
-        per_request = (quartiles[0], quartiles[2])
-        source = f"the cost per request of {len(costs)} points of other experiments here"
-    else:
-        per_request = COST_PER_REQUEST_S
-        source = (f"{per_request[0] * 1e6:.0f} us to {per_request[1] * 1e3:.1f} ms a request, the lab's "
-                  f"measured range")
+    sources: dict[str | None, str] = {}
+
+    def per_request(service: str | None) -> tuple[float, float]:
+        """The cost per request of `service`'s points: the middle half of other experiments' rows of
+        it here (4 or more), else the lab's measured range for it."""
+        costs = sorted((_wall(row) - START_UP_S[0]) / row["requests_ok"] for row in others
+                       if _wall(row) == _wall(row) and not row.get("duration") and row.get("service") == service
+                       and isinstance(row.get("requests_ok"), int) and row["requests_ok"] > 0)
+        costs = [cost for cost in costs if cost > 0]
+        if len(costs) >= 4:
+            quartiles = statistics.quantiles(costs, n=4, method="inclusive")
+            sources[service] = f"the cost per request of {len(costs)} {service} points of other experiments here"
+            return quartiles[0], quartiles[2]
+        low, high = cost_per_request(service)
+        sources[service] = (f"{_cost_text(low)} to {_cost_text(high)} a request"
+                            f"{f' of {service}' if service in COST_PER_REQUEST_S else ''}, the lab's measured range")
+        return low, high
+
     def took(planned) -> tuple[float, float]:
         duration = planned.point.get("duration")
         if duration:
@@ -135,13 +148,20 @@ def _cost_model(others: list[dict]):
         requests = _requests(planned)
         if requests is None:
             return math.nan, math.nan
-        return START_UP_S[0] + requests * per_request[0], START_UP_S[1] + requests * per_request[1]
+        load = getattr(planned, "load", None)
+        low, high = per_request(getattr(load, "service", None) or planned.point.get("service"))
+        return START_UP_S[0] + requests * low, START_UP_S[1] + requests * high
 
     def basis() -> str:
+        said = "; ".join(dict.fromkeys(sources.values())) or "its requests"
         return (f"nothing of this experiment measured here yet: a bound from its requests, "
-                f"{START_UP_S[0]:g} to {START_UP_S[1]:g} s a point to start and {source}")
+                f"{START_UP_S[0]:g} to {START_UP_S[1]:g} s a point to start and {said}")
 
     return took, basis
+
+
+def _cost_text(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} us" if seconds < 1e-3 else f"{seconds * 1e3:.1f} ms"
 
 
 def _requests(planned) -> int | None:

@@ -37,12 +37,16 @@ ESTIMATES = [
     ([{"clients": 1, "duration": 30}], EARLIER, (30.0, 30.0), "from 4 points"),
     # another machine's rows say nothing of this one's: the cost model bounds it (start-up + 1 request)
     ([{"clients": 1}], [row(5.0, host="elsewhere", clients=1)],
-     (estimate.START_UP_S[0] + estimate.COST_PER_REQUEST_S[0], estimate.START_UP_S[1] + estimate.COST_PER_REQUEST_S[1]),
+     (estimate.START_UP_S[0] + estimate.ANY_SERVICE_S[0], estimate.START_UP_S[1] + estimate.ANY_SERVICE_S[1]),
      "nothing of this experiment measured here yet: a bound from its requests"),
     # rows saved before the wall time was kept: the same; 10 clients x 100 requests each
     ([{"clients": 10, "requests": 100}], [{"clients": 1, "env_hostname": "here"}],
-     (estimate.START_UP_S[0] + 1000 * estimate.COST_PER_REQUEST_S[0],
-      estimate.START_UP_S[1] + 1000 * estimate.COST_PER_REQUEST_S[1]), "the lab's measured range"),
+     (estimate.START_UP_S[0] + 1000 * estimate.ANY_SERVICE_S[0],
+      estimate.START_UP_S[1] + 1000 * estimate.ANY_SERVICE_S[1]), "the lab's measured range"),
+    # an echo point: echo's own range, not the whole lab's (a top request costs a hundred times more)
+    ([{"clients": 10, "requests": 100, "service": "echo"}], [],
+     (estimate.START_UP_S[0] + 1000 * estimate.COST_PER_REQUEST_S["echo"][0],
+      estimate.START_UP_S[1] + 1000 * estimate.COST_PER_REQUEST_S["echo"][1]), "a request of echo"),
     # an open loop: its duration and the start-up
     ([{"clients": 10, "duration": 3.0}], [], (estimate.START_UP_S[0] + 3, estimate.START_UP_S[1] + 3), "a bound"),
     # a point whose requests are not known: nothing to bound it by
@@ -68,15 +72,19 @@ def test_the_estimate_in_words():
 
 def test_before_any_point_of_the_experiment_ran_here_other_experiments_rows_give_the_cost_per_request():
     start = estimate.START_UP_S[0]
-    # 4 points of another experiment: 1, 2, 2 and 4 ms a request (wall time less the start-up)
-    others = [{"experiment": "other", "env_hostname": "here", "point_wall_s": start + n * cost, "requests_ok": n}
-              for n, cost in ((100, 0.001), (200, 0.002), (50, 0.002), (10, 0.004))]
-    others += [{"experiment": "other", "env_hostname": "here", "point_wall_s": 9.0, "requests_ok": 10, "duration": 9},
-               {"experiment": "other", "env_hostname": "elsewhere", "point_wall_s": 99.0, "requests_ok": 1}]
-    took = estimate.estimate([Planned({"clients": 10, "requests": 10})], [], "here", others=others)
+    # 4 top points of another experiment: 1, 2, 2 and 4 ms a request (wall time less the start-up)
+    others = [{"experiment": "other", "env_hostname": "here", "point_wall_s": start + n * cost, "requests_ok": n,
+               "service": "top"} for n, cost in ((100, 0.001), (200, 0.002), (50, 0.002), (10, 0.004))]
+    others += [{"experiment": "other", "env_hostname": "here", "point_wall_s": 9.0, "requests_ok": 10, "duration": 9,
+                "service": "top"},
+               {"experiment": "other", "env_hostname": "elsewhere", "point_wall_s": 99.0, "requests_ok": 1,
+                "service": "top"},
+               *({"experiment": "other", "env_hostname": "here", "point_wall_s": start + 0.001, "requests_ok": 100,
+                  "service": "echo"} for _ in range(4))]  # echo's points say nothing of a top request
+    took = estimate.estimate([Planned({"clients": 10, "requests": 10, "service": "top"})], [], "here", others=others)
     # the middle half of 1, 2, 2, 4 ms: 1.75 to 2.5 ms, x 100 requests
     assert (took.low_s, took.high_s) == pytest.approx((start + 0.175, estimate.START_UP_S[1] + 0.25))
-    assert "the cost per request of 4 points of other experiments here" in took.basis
+    assert "the cost per request of 4 top points of other experiments here" in took.basis
 
 
 def test_the_repeats_a_target_may_add_are_counted_as_a_range():
@@ -108,8 +116,8 @@ def test_a_budget_starts_no_point_once_spent_and_a_next_run_measures_the_rest(tm
     results = tmp_path / "r.jsonl"
     before = sweep.how_long(plan, results)  # 4 points of 2 or 3 clients x 1 request: the cost model's bound
     assert (before.low_s, before.high_s) == pytest.approx(
-        (4 * estimate.START_UP_S[0] + 10 * estimate.COST_PER_REQUEST_S[0],
-         4 * estimate.START_UP_S[1] + 10 * estimate.COST_PER_REQUEST_S[1]))
+        (4 * estimate.START_UP_S[0] + 10 * estimate.COST_PER_REQUEST_S["top"][0],
+         4 * estimate.START_UP_S[1] + 10 * estimate.COST_PER_REQUEST_S["top"][1]))
     assert "a bound from its requests" in before.sentence()
     until = sweep.how_long(plan, results, until=Target("throughput_rps", 0.1))  # 1 planned repeat, 6 to 20
     assert (until.to_measure, until.most) == (24, 80)
