@@ -8,6 +8,9 @@ PYTHON       ?= $(firstword $(foreach py,/usr/bin/python3 /usr/bin/python3.13 /u
                   /usr/bin/python3.11 python3 python3.13 python3.12 python3.11,\
                   $(shell $(py) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null && echo $(py))))
 JUPYTER_ARGS ?=
+# `make lab` in a container (container/lab.sh: Podman or Docker) where the host is not Linux,
+# or on Linux on request: make lab CONTAINER=1.  CONTAINER=0 keeps any host on the recipe below.
+CONTAINER    ?= $(if $(filter Linux,$(shell uname -s)),0,1)
 PYTEST_ARGS  ?=
 # Two pytest-xdist workers per CPU (at most 16): the parallel phase's tests wait much of
 # their time (on kernels starting, timers, sockets, a browser), so one worker per CPU left
@@ -30,17 +33,20 @@ endif
 
 # The steps depend on each other's side effects (apt installs gcc before the build).
 .NOTPARALLEL:
-.PHONY: help setup system build lab test lock clean distclean
+.PHONY: help setup system build lab test lock clean distclean container-check arm64-check
 
 help:
 	@echo "make lab        set up, build, then open JupyterLab on notebooks/"
 	@echo "                  (remote or headless: make lab JUPYTER_ARGS='--no-browser --ip=127.0.0.1')"
+	@echo "make lab CONTAINER=1  the same in a container (Podman or Docker; the default off Linux)"
 	@echo "make test       set up, build, then run the tests (PYTEST_ARGS='-m \"not browser\"' to narrow)"
 	@echo "make setup      system packages (scripts/setup-system.sh), .venv, the 'labkit' Jupyter kernel"
 	@echo "make build      compile the C servers and load generator into build/bin/"
 	@echo "make lock       write requirements.txt anew: the newest versions pyproject.toml admits"
 	@echo "make clean      remove build/ and caches (keeps .venv and data/results/)"
 	@echo "make distclean  clean, and remove .venv too"
+	@echo "make container-check  build the container's image and check the lab in it (slow; Podman, as root)"
+	@echo "make arm64-check      cross-compile the C for aarch64 and run its tests under qemu-user"
 
 setup: system $(STAMP) $(KERNEL) $(LAB_SETTINGS)
 
@@ -92,12 +98,25 @@ $(HUB_PROXY): tests/hub/package.json tests/hub/package-lock.json
 # JupyterLab's file browser shows the user's whole lab, not notebooks/ alone: the C files a
 # student edits and hands in (csrc/servers/mine.c, ...) are beside the notebooks.  Its root is
 # the user's lab (labkit.paths.HOME: this checkout, or a shared install's LABKIT_HOME).
+ifeq ($(CONTAINER),1)
+lab:
+	@bash container/lab.sh
+else
 lab: setup build
 	@echo "JupyterLab prints a URL with ?token=...: open that URL in your browser."
 	@echo "Stop it with Ctrl-C (twice)."
 	@home=$$($(VENV)/bin/python -c 'from labkit import paths; print(paths.HOME)'); \
 	echo "JupyterLab's file browser: $$home (notebooks/ for the notebooks, csrc/ for the C)"; \
 	$(VENV)/bin/jupyter lab $(ALLOW_ROOT) $(JUPYTER_ARGS) --ServerApp.root_dir="$$home"
+endif
+
+# Slow, so not in make test: the container's image built and the lab checked in it
+# (container/check.sh), and the C cross-compiled for aarch64 and tested under qemu-user.
+container-check:
+	@bash container/check.sh
+
+arm64-check:
+	@bash scripts/arm64-check.sh
 
 # The suite in three phases (tests/conftest.py says why), after ruff (its rules in
 # pyproject.toml; a finding fails the run, the tests run still).  First, alone, the tests

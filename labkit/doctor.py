@@ -16,7 +16,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from labkit import confinement, netlink, orphans, paths, perf, system
+from labkit import confinement, netlink, orphans, paths, perf, syscall_probe, system
 from labkit.errors import LabError
 
 OK, WARN, FAIL = "ok", "warn", "fail"
@@ -162,13 +162,26 @@ def check_capabilities() -> Check:
 
 
 def check_seccomp() -> Check:
+    """A seccomp filter (a container's profile): which of the calls the lab needs it refuses,
+    each tried for real (labkit.syscall_probe), and how to let each through."""
     mode = confinement.seccomp()
     if mode is None or mode.mode == "none":
         return Check("seccomp", OK, "no seccomp filter" if mode else "the kernel has no seccomp")
-    return Check("seccomp", WARN, f"seccomp mode {mode.mode} ({mode.filters} filter(s), where the kernel says): "
-                 "the container's profile decides which "
-                 "system calls work, perf_event_open and unshare among them; the perf and namespaces "
-                 "checks show which do", "a profile that allows perf_event_open and unshare (README)")
+    where = f"seccomp mode {mode.mode} ({mode.filters} filter(s), where the kernel says)"
+    refused = [r for r in syscall_probe.refusals() if r.by == "seccomp"]
+    if not refused:
+        return Check("seccomp", OK, f"{where}: it lets through what the lab tries, io_uring_setup, "
+                     "perf_event_open and unshare")
+    said = "; ".join(f"{r.call} ({r.error}): no {syscall_probe.CALLS[r.call]}" for r in refused)
+    fixes = []
+    if any(r.call != "unshare" for r in refused):
+        fixes.append("run the container with the lab's profile, which allows io_uring and perf_event_open: "
+                     "--security-opt seccomp=container/seccomp.json (make lab CONTAINER=1 and "
+                     ".devcontainer/devcontainer.json do)")
+    if any(r.call == "unshare" for r in refused):
+        fixes.append("grant the container CAP_SYS_ADMIN (--cap-add=SYS_ADMIN): Docker's and containerd's "
+                     "default profiles allow unshare only to a container that holds it")
+    return Check("seccomp", WARN, f"{where} refuses {said}", "; ".join(fixes) + " (a hub: docs/deploy.md)")
 
 
 def check_nofile() -> Check:

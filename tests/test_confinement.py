@@ -49,7 +49,7 @@ def test_capabilities_dropped_by_setpriv_are_reported_missing_with_their_cost():
     assert seen["caps"] == {"CAP_NET_ADMIN": False, "CAP_SYS_ADMIN": True, "CAP_PERFMON": False}
     status, detail = seen["checks"]["capabilities"]
     assert status == "warn" and "not held: CAP_NET_ADMIN, CAP_PERFMON" in detail
-    assert "no links between namespaces" in detail and "kernel stacks" in detail
+    assert "no links between namespaces" in detail and "kernel samples" in detail
     assert read_back()["checks"]["capabilities"][0] == ("ok" if os.geteuid() == 0 else "warn")
 
 
@@ -82,7 +82,8 @@ def test_a_seccomp_filter_is_reported_as_one():
     if Path("/proc/self/status").read_text().count("Seccomp_filters"):  # Linux 5.9 and newer
         assert seen["seccomp"]["filters"] == 1
     status, detail = seen["checks"]["seccomp"]
-    assert status == "warn" and "seccomp mode filter" in detail and "perf_event_open and unshare" in detail
+    # a filter that lets everything through refuses nothing the lab tries (tests/test_container.py: refusals)
+    assert status == "ok" and "seccomp mode filter" in detail and "perf_event_open and unshare" in detail
 
 
 @contextlib.contextmanager
