@@ -39,6 +39,7 @@ RESOURCE_BUGS = {
     # a connected socket is writable almost always: a level-triggered loop that always asks wakes for ever
     "always watches EPOLLOUT": lambda: _planted(
         "(session_out_pending(c->session) > 0 ? EPOLLOUT : 0)", "EPOLLOUT"),
+    "always watches EPOLLIN": lambda: _planted("(room > 0 ? EPOLLIN : 0)", "EPOLLIN"),
     "polls with a zero timeout": lambda: _planted(
         "epoll_wait(w->epfd, events, MAX_EVENTS, -1)", "epoll_wait(w->epfd, events, MAX_EVENTS, 0)"),
     # a descriptor opened for each connection (an epoll instance of its own) and never closed

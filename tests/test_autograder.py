@@ -143,7 +143,7 @@ def platform_points(platform: str, results: dict) -> list[float]:
 def test_a_submission_gets_the_points_labkit_grade_gives_it(course, platform, student):
     root = submit(course, platform, student, course["notebooks"][student])
     started = time.monotonic()
-    results = autograder.run(platform, root, course["lab"], private=False)
+    results = autograder.run(platform, root, course["lab"])
     took = time.monotonic() - started
     print(f"{platform} {student}: {took:.1f} s; labkit grade: {course['grade_s']:.1f} s a submission")
     written = json.loads((root / platforms.PLATFORMS[platform].results).read_text())
@@ -169,7 +169,7 @@ def test_a_submission_gets_the_points_labkit_grade_gives_it(course, platform, st
 def test_a_hostile_submission_cannot_write_its_own_results(course, platform):
     student = f"hostile_{platform}"
     root = submit(course, platform, "hostile", course["notebooks"][student])
-    results = autograder.run(platform, root, course["lab"], private=False)
+    results = autograder.run(platform, root, course["lab"])
     written = json.loads((root / platforms.PLATFORMS[platform].results).read_text())
     assert written == results and "999" not in json.dumps(written)
     assert platform_points(platform, written) == [0.0, 0.0]
@@ -179,7 +179,7 @@ def test_a_hostile_submission_cannot_write_its_own_results(course, platform):
 
 def test_a_hanging_notebook_is_stopped_and_scored_as_labkit_grade_scores_a_timeout(course):
     root = submit(course, "prairielearn", "hanging", course["notebooks"]["hanging"])
-    results = autograder.run("prairielearn", root, course["lab"], private=False)
+    results = autograder.run("prairielearn", root, course["lab"])
     jsonschema.validate(results, PRAIRIELEARN_SCHEMA)
     assert results["gradable"] is True and results["score"] == 0
     assert all(t["points"] == 0 for t in results["tests"])
@@ -191,7 +191,7 @@ def test_no_notebook_or_a_link_in_its_place_is_not_graded_and_says_what_to_uploa
     root = submit(course, platform, "nothing")
     (root / platforms.PLATFORMS[platform].submission / f"{NOTEBOOK}.ipynb").symlink_to(
         course["lab"] / "notebooks" / f"{NOTEBOOK}.ipynb")  # the instructor's own, by a link
-    results = autograder.run(platform, root, course["lab"], private=False)
+    results = autograder.run(platform, root, course["lab"])
     jsonschema.validate(results, SCHEMAS[platform])
     said = json.dumps(results)
     assert f"upload {NOTEBOOK}.ipynb" in said
@@ -203,7 +203,7 @@ def test_no_notebook_or_a_link_in_its_place_is_not_graded_and_says_what_to_uploa
     # check an error saying why); on PrairieLearn not gradable, with that reason
     root = submit(course, platform, "broken")
     (root / platforms.PLATFORMS[platform].submission / f"{NOTEBOOK}.ipynb").write_text('{"cells": [')
-    results = autograder.run(platform, root, course["lab"], private=False)
+    results = autograder.run(platform, root, course["lab"])
     jsonschema.validate(results, SCHEMAS[platform])
     if platform == "prairielearn":
         assert results["gradable"] is False and "not valid notebook JSON" in results["format_errors"][0]
@@ -218,14 +218,33 @@ def test_a_row_counts_as_labkit_says_hand_marked_and_unmeasurable_never_failed()
              "message": "not measurable here: perf is not usable"},
             {"notebook": "06", "check": "knee", "status": "failed", "points": 0, "max_points": 3, "hidden": True,
              "message": "the knee is at 2000/s, not 6000"}]
-    tests = platforms.gradescope_results(rows, "", 1.0)["tests"]
-    assert [(t["name"], t["score"], t["max_score"], t.get("status")) for t in tests] == [
-        ("06: why (to be marked by hand)", 0.0, 2.0, None),
+    unanswered = {**rows[0], "check": "how", "status": "failed", "message": "answer has 3 words", "by_hand": True}
+    scope = platforms.gradescope_results([*rows, unanswered], "", 1.0)
+    assert [(t["name"], t["score"], t["max_score"], t.get("status")) for t in scope["tests"]] == [
         ("06: counters (not measurable here)", 0.0, 0.0, None),
         ("06: knee", 0.0, 3.0, "failed")]
-    learn = platforms.prairielearn_results(rows, "", show_hidden=False)
-    assert [t["max_points"] for t in learn["tests"]] == [2.0, 0.0, 3.0] and learn["score"] == 0
+    # written answers, answered or not, are no tests: listed for the person who marks them
+    assert "written answers, to be marked by hand (not counted in this score): 2, up to 4 points" in scope["output"]
+    assert "06: why (2 points): your answer: ..." in scope["output"]
+    learn = platforms.prairielearn_results([*rows, unanswered], "", show_hidden=False)
+    assert [t["max_points"] for t in learn["tests"]] == [0.0, 3.0] and learn["score"] == 0
+    assert learn["tests"][1]["message"] == "a hidden check: its name and message are not shown"
     assert "2000/s" not in json.dumps(learn) and "2000/s" in json.dumps(platforms.prairielearn_results(rows, "", True))
+
+
+def test_every_text_is_cut_to_the_platforms_limits_and_says_so():
+    """A 1.2 MB message (a check's output, an answer) makes no results.json over PrairieLearn's 1 MB."""
+    huge = "y" * 1_200_000
+    rows = [{"notebook": "01", "check": f"c{i}", "status": "failed", "points": 0, "max_points": 1, "hidden": False,
+             "message": huge} for i in range(3)]
+    rows.append({"notebook": "01", "check": "q1", "status": "by hand", "points": 0, "max_points": 2,
+                 "hidden": False, "message": "answer: " + huge})
+    learn = platforms.prairielearn_results(rows, "graded by labkit: 01\n" + huge)
+    assert len(json.dumps(learn).encode()) <= platforms.MAX_RESULTS_BYTES
+    assert all("cut by the grader" in t["output"] for t in learn["tests"]) and "cut by the grader" in learn["output"]
+    scope = platforms.gradescope_results(rows, huge, 1.0)
+    assert all(len(t["output"]) <= platforms.MAX_TEST_TEXT for t in scope["tests"])
+    assert len(scope["output"]) <= platforms.MAX_OUTPUT_TEXT and "more characters]" in scope["output"]
 
 
 def test_the_gradescope_zip_holds_its_entry_points_and_the_lab(tmp_path):
@@ -375,3 +394,24 @@ def test_a_server_that_does_not_build_or_serve_gets_no_leaderboard_entry_and_say
     stub = leaderboard.measure(skeleton(), 1000)
     assert stub["rate"] is None and leaderboard.entries(stub) == [] and len(stub["steps"]) == 1
     assert "exited" in stub["stopped"] and "not written yet" in stub["stopped"], stub["stopped"]
+
+
+@pytest.mark.parametrize("platform", ["gradescope", "prairielearn"])
+def test_a_notebook_whose_turn_comes_too_late_is_not_run_and_the_results_are_written(course, platform, tmp_path):
+    """The platform kills the grading at autograder.json's platform_timeout_s: with too little of
+    it left for a notebook (here 70 s, less the grader's reserve), the notebook is not run, each
+    of its checks says why, and results.json is written at once."""
+    import shutil
+
+    lab = tmp_path / "lab"
+    shutil.copytree(course["lab"], lab)
+    config = json.loads((lab / autograder.CONFIG).read_text())
+    (lab / autograder.CONFIG).write_text(json.dumps({**config, "platform_timeout_s": autograder.RESERVE_S + 10}))
+    root = submit(course, platform, f"late_{platform}", course["notebooks"]["correct"])
+    started = time.monotonic()
+    results = autograder.run(platform, root, lab)
+    assert time.monotonic() - started < 60
+    jsonschema.validate(results, SCHEMAS[platform])
+    assert json.loads((root / platforms.PLATFORMS[platform].results).read_text()) == results
+    assert platform_points(platform, results) == [0.0, 0.0]
+    assert all("ran out before this notebook's turn" in t["output"] for t in results["tests"] if t["output"])

@@ -8,6 +8,9 @@ it.  These cases look at the server from outside, in /proc (through psutil), ove
 whole process tree (workers, and the children of a fork-per-connection design):
 
 - idle: clients connected and silent; the tree's CPU time over a second or more;
+- back-pressure: an echo client that sends and reads nothing until the server stops taking
+  its input (its output to that client full), then half-closes and still reads nothing;
+  the tree's CPU time over a second or more, at each of the two waits;
 - descriptors: connections come and go through every kind of close (KINDS), then the
   tree holds as many descriptors as before them, for each service;
 - memory: rounds of the same traffic; the tree's resident memory grows in none of them.
@@ -296,6 +299,57 @@ def idle_clients_use_no_cpu(port, size, server):
             f"({100 * used / elapsed:.0f}% of one CPU; read in the kernel's 10 ms ticks)")
 
 
+STALLED_S = 0.5  # back-pressure: no byte taken for this long, the server has stopped reading
+
+
+def _fill(sock: socket.socket, timeout: float) -> int:
+    """Send on the non-blocking `sock` until the server has taken nothing for STALLED_S (its
+    input and the kernel's buffers both ways full); the bytes sent.  A server that takes
+    input for `timeout` without end keeps no bound on its output: that fails."""
+    block, sent, stalled = b"x" * 65536, 0, None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            sent += sock.send(block)
+            stalled = None
+        except BlockingIOError:
+            stalled = stalled or time.monotonic()
+            if time.monotonic() - stalled >= STALLED_S:
+                return sent
+            time.sleep(0.01)
+    raise CaseFailed(f"a client that reads nothing sent {sent:,} bytes in {timeout:g} s and the server took them "
+                     "all: it keeps no bound on what it holds for a client (its output, or its input)")
+
+
+def waits_under_back_pressure(port, size, server):
+    """An echo client sends and never reads: once the server stops taking its input (its
+    output to the client is full, and the kernel's buffers both ways), its tree may use at
+    most IDLE_CPU_SHARE of one CPU over size.idle_seconds; then again after the client
+    half-closes (EOF waiting behind output that cannot go)."""
+    usage = Usage(server.pid)
+    sock = connect(port, size)
+    waits = []
+    try:
+        sock.setblocking(False)
+        sent = _fill(sock, 4 * size.timeout)
+        for when in ("its input full", "after its EOF, with its replies still waiting"):
+            if waits:
+                sock.shutdown(socket.SHUT_WR)
+                time.sleep(0.2)
+            before, started = usage.cpu_s(), time.monotonic()
+            time.sleep(size.idle_seconds)
+            used, elapsed = usage.cpu_s() - before, time.monotonic() - started
+            if used > IDLE_CPU_SHARE * elapsed:
+                raise CaseFailed(f"an echo client sent {sent:,} bytes and read nothing; with {when}, the server "
+                                 f"used {used:.2f} s of CPU in {elapsed:.1f} s ({100 * used / elapsed:.0f}% of one "
+                                 f"CPU; a server that waits in the kernel uses under {100 * IDLE_CPU_SHARE:.0f}%): "
+                                 "it keeps asking for what it cannot take or cannot send")
+            waits.append(f"{used:.2f} s of CPU in {elapsed:.1f} s with {when}")
+    finally:
+        sock.close()
+    return f"a client that read nothing ({sent:,} bytes sent): " + "; ".join(waits)
+
+
 def descriptors_come_back(service: str):
     def run(port, size, server):
         usage = Usage(server.pid)
@@ -363,6 +417,12 @@ CASES = [
          "nearest timer's, never 0; a blocking accept or read. Watch EPOLLOUT (POLLOUT) only while output is "
          "pending: a connected socket is writable almost always, so a level-triggered loop that always asks "
          "wakes at once, for ever. After EOF stop watching EPOLLIN (a socket at EOF stays readable)",
+         server="watched"),
+    Case("echo: no CPU while a client that reads nothing holds the server back", "resources", "echo",
+         waits_under_back_pressure,
+         "watch EPOLLIN (POLLIN) only while the session takes input (session_read_buf offers room): with the "
+         "input full a level-triggered loop that still asks is woken at once, for ever, to read nothing; after "
+         "EOF stop watching EPOLLIN; watch EPOLLOUT only while output is pending, and then wait for it",
          server="watched"),
     *(Case(f"{service}: descriptors back after connections come and go", "resources", service,
            descriptors_come_back(service), _DESCRIPTORS_FIX, server="watched") for service in TRAFFIC),

@@ -11,7 +11,7 @@ def _package(args) -> int:
     from . import package
 
     if args.platform == "gradescope":
-        out = package.gradescope(args.out, args.notebooks, args.timeout)
+        out = package.gradescope(args.out, args.notebooks, args.timeout, args.platform_timeout)
         print(f"Gradescope autograder: {out} (upload it as the assignment's autograder; docs/autograders.md)")
     else:
         out = package.prairielearn(args.out, args.notebooks, args.timeout, args.show_hidden)
@@ -21,9 +21,15 @@ def _package(args) -> int:
 
 
 def _run(args) -> int:
-    from .run import run
+    from .platforms import PLATFORMS, not_gradable
+    from .run import run, write_results
 
-    results = run(args.platform, args.root, args.lab, private=args.lab is not None)
+    try:
+        results = run(args.platform, args.root, args.lab, private=args.lab is not None)
+    except Exception as problem:  # the platform gets results whatever failed: the grader's fault, said so
+        why = f"the grader failed, not the submission ({type(problem).__name__}: {problem}); tell the instructor"
+        write_results(PLATFORMS[args.platform], args.root, not_gradable(PLATFORMS[args.platform], why[:2000]))
+        raise
     print(f"results: {results.get('score')} ({len(results.get('tests', []))} tests)")
     return EXIT_OK
 
@@ -37,11 +43,15 @@ def add(commands) -> None:
         made.add_argument("--out", type=Path, default=Path(default), help=f"where (default {default})")
         made.add_argument("--notebooks", nargs="+", help="notebooks to grade (default: every one with checks)")
         made.add_argument("--timeout", type=float, default=300 if platform == "gradescope" else 600,
-                          help="seconds a notebook may run before it is stopped")
+                          help="seconds a notebook may run before it is stopped (at most: half of what is left of "
+                               "the platform's time bounds it too, docs/autograders.md)")
         if platform == "prairielearn":
             made.add_argument("--show-hidden", action="store_true",
                               help="show hidden checks' names and messages to students at once")
         else:
+            made.add_argument("--platform-timeout", type=float, default=600,
+                              help="the assignment's autograder timeout set on Gradescope, in seconds (default "
+                                   "600, its default): grading ends before it, results written")
             made.set_defaults(show_hidden=False)
         made.set_defaults(run=_package, platform=platform)
     inside = which.add_parser("run", help="inside the platform's container: grade its submission, write results.json")

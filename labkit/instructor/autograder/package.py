@@ -25,6 +25,7 @@ from pathlib import Path
 from .run import CONFIG
 
 PL_TIMEOUT_S = 600  # PrairieLearn's most (docs/externalGrading.md)
+GRADESCOPE_TIMEOUT_S = 600  # Gradescope's default autograder timeout (an assignment's settings may raise it)
 
 GRADESCOPE_SETUP = """#!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image: the lab's system
@@ -68,19 +69,30 @@ def _lab_files(root: Path) -> list[str]:
     return [name for name in _tracked(root) if (root / name).is_file()]
 
 
-def _config(notebooks: list[str] | None, timeout_s: float, show_hidden: bool) -> dict:
+def _config(notebooks: list[str] | None, timeout_s: float, show_hidden: bool, platform_timeout_s: float) -> dict:
     from ... import paths
     from ..grading.check_cells import check_catalog
     import nbformat
 
+    from ...errors import LabError
+
     graded = [p.stem for p in sorted(paths.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
               if check_catalog(nbformat.read(p, as_version=4))]
-    return {"notebooks": notebooks or graded, "profile": "quick", "timeout_s": timeout_s,
+    # a notebook named as a file (01_proc_service.ipynb) or a path is the notebook it names
+    named = [Path(name).name.removesuffix(".ipynb") for name in notebooks or []]
+    unknown = [name for name in named if name not in graded]
+    if unknown:
+        raise LabError(f"no checks to grade in {', '.join(unknown)}",
+                       f"name notebooks with checks: {', '.join(graded)}")
+    return {"notebooks": named or graded, "profile": "quick", "timeout_s": timeout_s,
+            "platform_timeout_s": platform_timeout_s,
             "instructor_dir": "notebooks", "show_hidden": show_hidden}
 
 
-def gradescope(out: Path, notebooks: list[str] | None = None, timeout_s: float = 300) -> Path:
-    """autograder.zip for Gradescope at `out`."""
+def gradescope(out: Path, notebooks: list[str] | None = None, timeout_s: float = 300,
+               platform_timeout_s: float = GRADESCOPE_TIMEOUT_S) -> Path:
+    """autograder.zip for Gradescope at `out`; `platform_timeout_s`: the assignment's autograder
+    timeout as set on Gradescope (the grading ends its work before it: run.py)."""
     from ... import paths
 
     out = Path(out)
@@ -92,7 +104,8 @@ def gradescope(out: Path, notebooks: list[str] | None = None, timeout_s: float =
             archive.writestr(info, text)
         for name in _lab_files(paths.ROOT):
             archive.write(paths.ROOT / name, f"lab/{name}")
-        archive.writestr(f"lab/{CONFIG}", json.dumps(_config(notebooks, timeout_s, False), indent=1) + "\n")
+        config = _config(notebooks, timeout_s, False, platform_timeout_s)
+        archive.writestr(f"lab/{CONFIG}", json.dumps(config, indent=1) + "\n")
     return out
 
 
@@ -110,7 +123,7 @@ def prairielearn(out: Path, notebooks: list[str] | None = None, timeout_s: float
         (lab / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(paths.ROOT / name, lab / name)
     per_notebook = min(float(timeout_s), PL_TIMEOUT_S)
-    (lab / CONFIG).write_text(json.dumps(_config(notebooks, per_notebook, show_hidden), indent=1) + "\n")
+    (lab / CONFIG).write_text(json.dumps(_config(notebooks, per_notebook, show_hidden, PL_TIMEOUT_S), indent=1) + "\n")
     (lab / "run-grader").write_text(PL_ENTRYPOINT)
     os.chmod(lab / "run-grader", 0o755)
     (out / "Dockerfile").write_text(PL_DOCKERFILE)

@@ -29,14 +29,27 @@ from ..grading.submissions import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER
 from .platforms import (GRADESCOPE, PLATFORMS, PRAIRIELEARN, Platform, gradescope_results, not_gradable,
                         prairielearn_results)
 
-CONFIG = "autograder.json"  # beside the lab in the package: its notebooks, profile, timeout
+CONFIG = "autograder.json"  # beside the lab in the package: its notebooks, profile, timeouts
+# The platform kills a grading after platform_timeout_s (autograder.json; Gradescope's default
+# and PrairieLearn's most are 10 minutes).  The notebooks are graded one after another, each
+# notebook's run and its checks' within min(timeout_s, half of the time left), the whole
+# within that less RESERVE_S (the grader's start, labkit doctor's probes, writing results)
+# and, for the capstone on Gradescope, the leaderboard's LIMIT_S: results are always written
+# before the platform's kill, and a notebook whose turn finds under MIN_NOTEBOOK_S left is
+# not run, each of its checks saying why.
+PLATFORM_TIMEOUT_S = 600.0
+RESERVE_S = 60.0
+MIN_NOTEBOOK_S = 20.0
 
 
 def limits_here() -> list[str]:
     """labkit doctor's findings that are not ok, one line each: what this container cannot do."""
-    from ... import doctor
+    try:
+        from ... import doctor
 
-    return [f"{c.name}: {c.detail}" for c in doctor.checks() if c.status != doctor.OK]
+        return [f"{c.name}: {c.detail}" for c in doctor.checks() if c.status != doctor.OK]
+    except Exception as problem:  # noqa: BLE001 -- the results are written all the same
+        return [f"labkit doctor could not run here ({type(problem).__name__}: {problem})"]
 
 
 def _found(submitted: Path, relative: Path, folder: bool = False) -> Path | None:
@@ -82,11 +95,59 @@ def _class_of_one(submitted: Path, notebooks: list[str], into: Path) -> list[str
     return found
 
 
+def _notes(out: Path, notebook: str) -> list[str]:
+    """How the notebook's run ended, as the grading's ledger says it (grade.Ledger)."""
+    try:
+        entries = [json.loads(line) for line in (out / "graded.jsonl").read_text().splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+    return [f"{notebook}: {entry.get('note', '')}" for entry in entries if entry.get("notebook") == notebook][-1:]
+
+
+def _not_run(instructor: Path, notebook: str, why: str) -> list[dict]:
+    """Gradebook rows for a notebook not run: each check of its catalog, 0 points, `why`."""
+    import nbformat
+
+    from ..grading.check_cells import check_catalog
+    from ..grading.outcomes import TIMEOUT
+
+    catalog = check_catalog(nbformat.read(instructor / f"{notebook}.ipynb", as_version=4))
+    return [{"student": "submission", "notebook": notebook, "check": spec.name, "points": 0.0,
+             "max_points": float(spec.max_points), "status": TIMEOUT, "hidden": spec.hidden, "message": why}
+            for spec in catalog]
+
+
+def _written_answers(instructor: Path, notebooks: list[str]) -> set[tuple[str, str]]:
+    """(notebook, check) of every written answer the instructor's notebooks ask for: marked by
+    a person, whatever the student wrote (platforms: no test, answered or not)."""
+    import nbformat
+
+    from ..grading.check_cells import check_catalog
+
+    return {(name, spec.name) for name in notebooks
+            for spec in check_catalog(nbformat.read(instructor / f"{name}.ipynb", as_version=4)) if spec.by_hand}
+
+
+def _earlier(student: Path) -> dict[str, str]:
+    """The student's functions of the C exercises in the notebooks before the capstone's, as
+    grading adopts them into a graded run (grading.grader), for the leaderboard's build."""
+    from ..grading.grader import _earlier_functions
+    from ..grading.submissions import handed_in
+
+    notebook = student / f"{CAPSTONE_NOTEBOOK}.ipynb"
+    return _earlier_functions(handed_in(notebook, CAPSTONE_NOTEBOOK), CAPSTONE_NOTEBOOK)
+
+
 # What of the package's lab only the grader (root) may read: the instructor's notebooks (model
-# answers, hidden checks), the C solutions and the instructor's tests.  A graded run works in an
-# edition of its own (grading.run_lab) and needs none of them; where the container allows no
-# namespaces to hide them, their mode does (grading.sandbox: "every file other users may read").
-PRIVATE = ("notebooks", "csrc", "tests", CONFIG)
+# answers, hidden checks), the C solutions (the reference capstone server among them), the
+# instructor's tests, and build/: the programs, objects and cffi module compiled from those
+# solutions, and the stubbed bases grading copies from (run_lab).  A graded run works in a lab of
+# its own, the edition's sources built (grading.run_lab), and the checks' process in a copy only
+# its uid's group may read (sandbox.prepare_checkdir); neither reads these in place.  Where the
+# container allows no namespaces to hide them (Docker's default capabilities hold no
+# CAP_SYS_ADMIN), their mode does.  What stays readable is what the students' edition holds too
+# (labkit/, data/, the Makefile) and the Python environment (.venv) every run imports from.
+PRIVATE = ("notebooks", "csrc", "tests", "build", CONFIG)
 
 
 def protect(lab: Path) -> list[Path]:
@@ -143,20 +204,36 @@ def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = Non
                                              "(as the students' edition names them)")
             write_results(platform, root, results)
             return results
-        frame, _ = grade.grade(work / "class", work / "out", instructor_dir=instructor, notebooks=found,
-                               profile=config.get("profile", "quick"), timeout_s=float(config.get("timeout_s", 300)),
-                               progress=False)
-        rows = frame.to_dict("records")
         server = work / "class" / "submission" / CAPSTONE_SERVER
         ranked = (platform is GRADESCOPE and CAPSTONE_NOTEBOOK in found and config.get("leaderboard", True)
                   and server.is_file())
+        budget = (float(config.get("platform_timeout_s", PLATFORM_TIMEOUT_S)) - RESERVE_S
+                  - (leaderboard.LIMIT_S if ranked else 0))
+        rows, notes = [], []
+        for name in found:  # one at a time, each within what is left of the platform's time
+            timeout = min(float(config.get("timeout_s", 300)), (budget - (time.monotonic() - started)) / 2)
+            if timeout < MIN_NOTEBOOK_S:
+                rows += _not_run(instructor, name, f"not run: the grader's time on {platform.name} "
+                                 f"({config.get('platform_timeout_s', PLATFORM_TIMEOUT_S):g} s) ran out before "
+                                 "this notebook's turn (grade fewer notebooks per assignment, or raise the "
+                                 "platform's timeout and autograder.json's platform_timeout_s)")
+                continue
+            frame, _ = grade.grade(work / "class", work / "out", instructor_dir=instructor, notebooks=[name],
+                                   profile=config.get("profile", "quick"), timeout_s=timeout, progress=False)
+            rows += frame.to_dict("records")
+            notes += _notes(work / "out", name)
+        written = _written_answers(instructor, found)
+        for row in rows:
+            row["by_hand"] = (row["notebook"], row["check"]) in written
         target = float(config.get("leaderboard_p99_us", leaderboard.TARGET_P99_US))
         rates = tuple(int(rate) for rate in config.get("leaderboard_rates", leaderboard.RATES))
-        measured = leaderboard.run(server.read_text(errors="replace"), target, rates) if ranked else None
+        measured = leaderboard.run(server.read_text(errors="replace"), target, rates,
+                                   _earlier(work / "class" / "submission")) if ranked else None
     limits = limits_here()
     missing = [n for n in notebooks if n not in found]
     preamble = "\n".join([f"graded by labkit: {', '.join(found)}"
                           + (f"; not handed in: {', '.join(missing)}" if missing else ""),
+                          *notes,
                           *(["what this grader's container cannot do (checks that need it are not measurable here, "
                              "not failed):", *(f"  {line}" for line in limits)] if limits else [])])
     if measured is not None:

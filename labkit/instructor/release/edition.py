@@ -181,6 +181,9 @@ INSTRUCTOR_ONLY = {
                          "notebook with its solutions",
     "tests/test_autograder.py": "packs the instructor's notebooks for Gradescope and PrairieLearn and grades with "
                                 "hidden checks in their layouts",
+    "tests/test_platforms.py": "grades the instructor's notebook 01 with its solutions and hidden checks in the "
+                               "platforms' reproduced containers",
+    "tests/platform_image.py": "the same, in images built from a fresh Debian root (run apart)",
 }
 
 

@@ -161,6 +161,37 @@ def end_namespace(unshare_pid: int) -> None:
             pass
 
 
+def container_oom_kills() -> int | None:
+    """The OOM kills the kernel counted in the cgroup this process is in, where it can be read
+    (a container's own, which Docker shows read-only: v2's memory.events at the cgroup
+    namespace's root, v1's memory.oom_control in the memory controller's folder), else None.
+    A run that cannot have a cgroup of its own tells a memory kill by it."""
+    for path, key in ((CGROUP_ROOT / "memory.events", "oom_kill"),
+                      (CGROUP_ROOT / "memory" / "memory.oom_control", "oom_kill")):
+        try:
+            if key in path.read_text():
+                return _counter(path, key)
+        except OSError:
+            continue
+    return None
+
+
+def container_pids_left(reserve: int) -> int | None:
+    """How many more processes and threads the cgroup this process is in allows, less
+    `reserve` (a container's own pids limit, which Docker shows read-only: v2's pids.max at the
+    cgroup namespace's root, v1's in the pids controller's folder); None where there is no limit
+    to read.  A run that cannot have a cgroup of its own is held under it, so the grader keeps
+    `reserve` for its own threads and processes when the run forks all it may."""
+    for folder in (CGROUP_ROOT, CGROUP_ROOT / "pids"):
+        try:
+            most = (folder / "pids.max").read_text().strip()
+            current = int((folder / "pids.current").read_text())
+        except (OSError, ValueError):
+            continue
+        return None if most == "max" else max(1, int(most) - current - reserve)
+    return None
+
+
 def _counter(path: Path, key: str) -> int:
     """The value of `key` in a cgroup's flat-keyed file ("key value" lines); 0 if absent."""
     try:

@@ -31,19 +31,20 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ... import paths
 from ...errors import LabError
 from ..grading import exports, run_lab
 from . import watch
-from ..grading.outcomes import FAILED, FINISHED, FORK_BOMB
+from ..grading.outcomes import FAILED, FINISHED, FORK_BOMB, MEMORY
 from .runner import RUNNER_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
 MIB = 1024 * 1024
 NAMESPACE_END_S = 60.0  # at most, for the kernel to end a stopped run's namespace
+CONTAINER_PIDS_KEPT = 256  # of a container's pids limit, kept for the grader when a run has no cgroup
 
 
 @dataclass
@@ -155,18 +156,25 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes
 
 
 def prepare_checkdir(checkdir: Path, uid: int | None) -> None:
-    """A working directory for the checks process: a copy of the lab it can read and
-    not change (root's, for the reference parser and the C sources), and the
-    folders it writes (scratch builds of the student's C, home, tmp) as its own."""
+    """A working directory for the checks process: a copy of the instructor's lab (the
+    reference parser, the C sources) that `uid` reads through its group and cannot change,
+    which no other user may read (a graded run under another uid beside it, where no
+    namespace hides this folder, gets nothing), and the folders it writes (scratch builds of
+    the student's C, home, tmp) as its own.  The copy's modes are set here, whatever the
+    lab's were: the package's lab is root's alone (autograder.run.protect)."""
     prepare_workdir(checkdir, None, "checks", stubbed=False)
     writable = [checkdir / "lab" / "build" / "exercises", checkdir / "lab" / "build" / "run",
                 *(checkdir / p for p in ("home", "tmp", "runtime", "out"))]
     for folder in writable:
         folder.mkdir(parents=True, exist_ok=True)
     if uid is not None:
-        for folder in [checkdir, *checkdir.rglob("*")]:
-            if folder.is_dir() and not folder.is_symlink():
-                folder.chmod(folder.stat().st_mode | 0o055)  # others may read and enter (no write)
+        # the sandbox runs it with gid = uid (setpriv --regid) and no other group
+        for path in [checkdir, *checkdir.rglob("*")]:
+            if path.is_symlink():
+                continue
+            mode = path.stat().st_mode
+            os.chown(path, 0, uid)
+            path.chmod(0o750 if path.is_dir() or mode & 0o100 else 0o640)
         for folder in writable:
             _chown_tree(folder, uid)
 
@@ -195,9 +203,10 @@ def _unreachable_for_others(targets: list[Path]) -> list[str]:
 
 
 def _check_readable(uid: int, env: dict) -> None:
-    """The venv, its interpreter and the lab must be usable by the grading uid."""
+    """The venv, its interpreter and the lab's package must be usable by the grading uid (a
+    run imports its own copy of labkit, and builds nothing from the lab's build/: run_lab)."""
     commands = _unreachable_for_others(
-        [Path(sys.executable).resolve(), Path(sys.prefix), paths.ROOT / "labkit", paths.BUILD])
+        [Path(sys.executable).resolve(), Path(sys.prefix), paths.ROOT / "labkit"])
     if not commands:
         probe = subprocess.run([sys.executable, "-c", "import papermill, ipykernel, labkit"],
                                user=uid, group=uid, extra_groups=[], env=env, cwd="/",
@@ -274,6 +283,10 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         walls.namespaces = _namespaces_work()
         walls.root = private / f"root-{module.rsplit('.', 1)[-1]}"
         walls.root.mkdir(mode=0o755)
+    if walls.cgroup is None and uid is not None:  # a container's grader: the run stays under its pids limit
+        left = isolation.container_pids_left(CONTAINER_PIDS_KEPT)
+        if left is not None and left < limits.processes:
+            limits = replace(limits, processes=left)
     payload = {**payload, "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
                "cgroup_holds_memory": walls.cgroup is not None,
                "extra_processes": 0 if uid is not None else len(processes_of(os.getuid(), "", None))}
@@ -286,6 +299,8 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         pass_fds = (results_file.fileno(),)
     prefix = walls.prefix()
     crowding = watch.Crowding(limits)
+    # no cgroup of its own (a container's grader): its memory kills are counted by the container's
+    container_ooms = isolation.container_oom_kills() if walls.cgroup is None and uid is not None else None
     started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
@@ -321,6 +336,12 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         runner.wait()
         if walls.cgroup is not None and walls.cgroup.oom_kills() and outcome != FORK_BOMB:
             outcome, message = crowding.over_memory(watch.TASKS)
+        elif container_ooms is not None and outcome == FINISHED and \
+                (isolation.container_oom_kills() or 0) > container_ooms:
+            outcome, message = MEMORY, ("the kernel killed a process of the run for want of memory: the "
+                                        "container it was graded in ran out (its memory limit, all of the "
+                                        "grading's processes together; this run's own limit could not be set "
+                                        "without a cgroup of its own)")
     finally:
         if walls.cgroup is not None:
             walls.cgroup.remove()

@@ -1,0 +1,181 @@
+"""Grading where courses grade, tested in a reproduction of each platform's container
+(tests/platform_container.py says what it reproduces and where it differs): the real
+packages `labkit autograder gradescope|prairielearn` make, unpacked where the platform puts
+them, built in the image, and each grading through the platform's own entry point
+(/autograder/run_autograder, /lab/run-grader) as root with Docker's default capabilities
+(no CAP_SYS_ADMIN: no namespaces, no mounts), no cgroup of its own, the platform's memory,
+CPU, pids and network, killed at the platform's time limit.
+
+Nothing is turned off to pass: the entry point protects the package's lab as it does on the
+platform (`--lab`, the whole lab), and the graded runs go without the walls the container
+does not allow, as they would there.
+
+Notebook 01 is graded: its C exercises' checks compile the student's C in the checks'
+process, which runs under a grading uid, so they fail where the lab's files are root's
+alone and the checks' copy is not given to that uid (issue 63).  The instructor's solutions
+must score every machine point there, as `labkit grade` gives them; a hostile copy of them
+reads what it can of the instructor's files and the build into a written answer (which the
+results show the student), forges results.json, prints a flood, forks and then hangs: it
+must leak nothing, and its results must be written before the platform's limit."""
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+
+import nbformat
+import pytest
+
+import platform_container as pc
+from labkit import paths
+from labkit.instructor.grading.check_cells import check_catalog
+from labkit.instructor.release import edition as release
+
+NOTEBOOK = "01_proc_service"
+PER_NOTEBOOK_S = 120  # the packages' --timeout: 01's whole grading took 50-56 s in the containers
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
+
+
+def solved(name: str):
+    """(the instructor's notebook, the students' edition's with every solution written in)."""
+    teacher = nbformat.read(paths.NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    student, _ = release.release_notebook(copy.deepcopy(teacher), name)
+    solutions = {cell.id: cell.source for cell in teacher.cells if "BEGIN SOLUTION" in cell.source}
+    for cell in student.cells:
+        cell.source = solutions.get(cell.id, cell.source)
+    return teacher, student
+
+
+# Read what a graded run could of the instructor's files and the build, wherever the platform
+# put the package, and hand it in as a written answer: the results show it to the student.
+SNOOP = r'''
+import glob, os
+leaked = []
+for pattern in [f"{lab}/{part}" for lab in ("/autograder/source/lab", "/lab")
+                for part in ("notebooks/**", "csrc/**", "tests/**", "build/**", "autograder.json")] + [
+        "/var/lib/labkit-grade*/**", "/grade/serverFilesCourse/**"]:
+    for path in glob.glob(pattern, recursive=True):
+        try:
+            with open(path, "rb") as handle:
+                leaked.append(f"{path}: {handle.read(40)!r}")
+        except OSError:
+            pass
+answer_q1 = f"SNOOPED {len(leaked)} files " + " | ".join(leaked[:50])
+print(answer_q1[:2000])
+'''
+
+# At the end: forge the platforms' results, flood the output, fork, then never finish.
+WRECK = r'''
+import json, os, sys, time
+forged = {"score": 999, "gradable": True, "tests": [{"name": "forged", "score": 999, "points": 1, "max_points": 1}]}
+for place in ["/autograder/results/results.json", "/grade/results/results.json"]:
+    try:
+        os.makedirs(os.path.dirname(place), exist_ok=True)
+        with open(place, "w") as out:
+            json.dump(forged, out)
+        print("FORGED", place)
+    except OSError as error:
+        print("refused", place, error)
+for _ in range(20):
+    sys.stdout.write("x" * (1 << 20))
+forked = 0
+for _ in range(3000):
+    try:
+        if os.fork() == 0:
+            os.execv("/bin/sleep", ["sleep", "3600"])
+        forked += 1
+    except OSError:
+        break
+print("FORKED", forked)
+time.sleep(100000)
+'''
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """Each platform's real package, made by the command line, unpacked where the platform puts
+    it, its C built in the image (the build's part of setup.sh / the Dockerfile: make build)."""
+    assert os.geteuid() == 0, "the platforms' containers are made as root (namespaces, cgroups, overlays)"
+    out = tmp_path_factory.mktemp("platforms")
+    made = {}
+    for platform, target, named in (("gradescope", out / "autograder.zip", f"{NOTEBOOK}.ipynb"),
+                                    ("prairielearn", out / "prairielearn-grader", NOTEBOOK)):
+        done = subprocess.run([sys.executable, "-m", "labkit", "autograder", platform, "--out", str(target),
+                               "--notebooks", named, "--timeout", str(PER_NOTEBOOK_S)],
+                              cwd=paths.ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        layout = pc.PLATFORMS[platform]
+        image = out / f"{platform}-image"
+        lab = pc.unpack(layout, target, image)
+        config = json.loads((lab / "autograder.json").read_text())
+        assert config["notebooks"] == [NOTEBOOK]  # named as a file, it is still the notebook
+        started = time.monotonic()
+        builder = pc.Platform(**{**layout.__dict__, "memory_bytes": 4096 * pc.MIB, "cpus": 2.0, "pids": None,
+                                 "network": True})
+        built = pc.run(builder, image, command=f"cd /{layout.lab} && make build", kill_s=900, writable_image=True)
+        assert built.returncode == 0, built.output[-3000:]
+        print(f"{platform}: image built in {time.monotonic() - started:.0f} s")
+        made[platform] = image
+    return made
+
+
+def submission(student) -> dict[str, bytes]:
+    return {f"my-lab/{NOTEBOOK}.ipynb": nbformat.writes(student).encode()}
+
+
+def grade_in(platform: str, images, handed: dict[str, bytes]) -> pc.Graded:
+    graded = pc.run(pc.PLATFORMS[platform], images[platform], submission=handed)
+    print(f"{platform}: graded in {graded.elapsed_s:.0f} s (rc {graded.returncode}, killed {graded.killed}, "
+          f"OOM kills {graded.oom_kills})")
+    assert not graded.killed, "the platform killed the container before results were written"
+    assert graded.results is not None, graded.output[-4000:]
+    return graded
+
+
+def scored(platform: str, results: dict) -> dict[str, tuple[float, float]]:
+    """(points, most) by check name, as the results show them."""
+    key = ("score", "max_score") if platform == "gradescope" else ("points", "max_points")
+    return {t["name"].split(": ", 1)[1].split(" (")[0]: (t[key[0]], t[key[1]]) for t in results["tests"]}
+
+
+def test_the_instructors_solutions_score_every_machine_point_on_gradescope(images):
+    teacher, student = solved(NOTEBOOK)
+    graded = grade_in("gradescope", images, submission(student))
+    results = graded.results
+    catalog = check_catalog(teacher)
+    got = scored("gradescope", results)
+    for spec in catalog:
+        if spec.by_hand:  # left to the instructor: no test (never "failed"), listed in the output
+            assert spec.name not in got and f"{NOTEBOOK}: {spec.name} (" in results["output"], spec.name
+        else:
+            assert got[spec.name] == (spec.max_points, spec.max_points), (spec.name, results["tests"])
+    assert {t.get("status") for t in results["tests"]} == {"passed"}, results["tests"]
+    assert results["score"] == sum(spec.max_points for spec in catalog if not spec.by_hand)
+    assert f"{NOTEBOOK}: the notebook ran to its end" in results["output"], results["output"]
+
+
+def test_a_hostile_copy_of_the_solutions_leaks_nothing_and_its_results_are_written_in_time(images):
+    """On PrairieLearn (no network, 1,024 pids): the solutions with the snooping answer and the
+    wrecking cell at the end; every machine point still (the checks ran before it hung), the
+    snoop read none of the instructor's files, the forged results are not the results."""
+    teacher, student = solved(NOTEBOOK)
+    for cell in student.cells:
+        if "answer_q1 =" in cell.source:
+            cell.source = SNOOP
+    student.cells.append(nbformat.v4.new_code_cell(WRECK))
+    graded = grade_in("prairielearn", images, submission(student))
+    results = graded.results
+    said = json.dumps(results)
+    assert "999" not in said and "forged" not in said
+    assert graded.results_bytes <= 1_000_000  # PrairieLearn refuses a larger results.json
+    snooped = [line for line in said.split("\\n") if "SNOOPED" in line]
+    assert snooped and all("SNOOPED 0 files" in line for line in snooped), snooped
+    catalog = check_catalog(teacher)
+    got = scored("prairielearn", results)
+    for spec in catalog:
+        if not spec.by_hand and not spec.hidden:
+            assert got[spec.name] == (spec.max_points, spec.max_points), (spec.name, results["tests"])
+    assert 0 < results["score"] <= 1
+    assert graded.elapsed_s < pc.PRAIRIELEARN.kill_s
