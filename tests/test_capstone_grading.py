@@ -17,11 +17,11 @@ import jsonschema
 import pytest
 
 from capstone_servers import reference, with_bug
+from solved_notebooks import solved
 from labkit import capstone, paths
 from labkit.instructor.autograder import platforms
 from test_autograder import GRADESCOPE_SCHEMA, PRAIRIELEARN_SCHEMA
 from labkit.exercises.catalog import C_EXERCISES
-from labkit.instructor.release import edition as release
 
 CAPSTONE = "07_your_server"
 
@@ -58,19 +58,10 @@ def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_pat
     and earns every point but the slow reader's, visible and hidden, whose message names the
     case and the fix, and says where mine stands; with the reference server it earns every
     point but the written answers'.  Gradescope's leaderboard is measured on the buggy one."""
-    import copy
 
     import nbformat
 
     from labkit.instructor.grading.check_cells import check_catalog
-
-    def solved(name):
-        teacher = nbformat.read(paths.NOTEBOOKS / f"{name}.ipynb", as_version=4)
-        student, _ = release.release_notebook(copy.deepcopy(teacher), name)
-        solutions = {cell.id: cell.source for cell in teacher.cells if "BEGIN SOLUTION" in cell.source}
-        for cell in student.cells:
-            cell.source = solutions.get(cell.id, cell.source)
-        return teacher, student
 
     teacher, student = solved(CAPSTONE)
     submissions = tmp_path / "class"

@@ -18,7 +18,6 @@ reads what it can of the instructor's files and the build into a written answer 
 results show the student), forges results.json, prints a flood, forks and then hangs: it
 must leak nothing, and its results must be written before the platform's limit."""
 
-import copy
 import json
 import os
 import subprocess
@@ -29,23 +28,13 @@ import nbformat
 import pytest
 
 import platform_container as pc
+from solved_notebooks import solved
 from labkit import paths
 from labkit.instructor.grading.check_cells import check_catalog
-from labkit.instructor.release import edition as release
 
 NOTEBOOK = "01_proc_service"
 PER_NOTEBOOK_S = 120  # the packages' --timeout: 01's whole grading took 50-56 s in the containers
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
-
-
-def solved(name: str):
-    """(the instructor's notebook, the students' edition's with every solution written in)."""
-    teacher = nbformat.read(paths.NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    student, _ = release.release_notebook(copy.deepcopy(teacher), name)
-    solutions = {cell.id: cell.source for cell in teacher.cells if "BEGIN SOLUTION" in cell.source}
-    for cell in student.cells:
-        cell.source = solutions.get(cell.id, cell.source)
-    return teacher, student
 
 
 # Read what a graded run could of the instructor's files and the build, wherever the platform
