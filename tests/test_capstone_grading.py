@@ -50,12 +50,13 @@ def autograder(tmp_path, platform: str, handed_in: dict) -> tuple[subprocess.Pop
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
 @pytest.mark.timeout(900)
-def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_path):
+def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers_and_back_pressures(tmp_path):
     """A student hands in the solved notebook 07 with the partial-write bug's server
     (tests/capstone_servers.py), and their earlier notebooks with the C exercises solved: the
     server is built in the grading sandbox from what was handed in, the lab's programs from the
     edition's sources with the student's functions adopted (run_lab),
-    and earns every point but the slow reader's, visible and hidden, whose message names the
+    and earns every point but the slow reader's and the back-pressure case's, visible and hidden,
+    the slow reader's message naming the
     case and the fix, and says where mine stands; with the reference server it earns every
     point but the written answers'.  Gradescope's leaderboard is measured on the buggy one."""
 
@@ -88,7 +89,7 @@ def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_pat
     print(f"07 graded by both autograders side by side in {time.monotonic() - started:.0f} s")
 
     # Gradescope, the buggy server: a test per check in the catalog's order, tagged with its
-    # status; every point but the slow readers' and the written answers' (0, to be marked by
+    # status; every point but the slow readers', the back-pressure case's and the written answers' (0, to be marked by
     # hand), hidden checks after publishing
     results = json.loads((gradescope[1] / platforms.GRADESCOPE.results).read_text())
     jsonschema.validate(results, GRADESCOPE_SCHEMA)
@@ -100,7 +101,10 @@ def test_grading_gives_the_buggy_server_every_point_but_the_slow_readers(tmp_pat
     status = {check: test["tags"][1] for check, test in tests.items()}
     message = {check: test["output"] for check, test in tests.items()}
     battery_checks = sorted(check for check in tests if check.startswith("battery_"))
-    slow = {"battery_slow_reader", "battery_slow_reader_more_bytes"}
+    # the bug drops what a write could not take, so the server never holds a client back: the slow
+    # reader's cases and the back-pressure case (resources: no CPU while a client reads nothing)
+    # both catch it, visible and hidden
+    slow = {"battery_slow_reader", "battery_slow_reader_more_bytes", "battery_resources", "battery_resources_longer"}
     assert slow <= set(battery_checks), battery_checks
     for check in battery_checks:  # the top cases among them run exercise 1.1's parser, adopted
         assert status[check] == ("failed" if check in slow else "passed"), (check, status[check], message[check])
