@@ -203,8 +203,9 @@ def test_warmup_by_time_excludes_what_was_due_in_it(loadgen, server):
     assert (report["requests_per_client"], report["duration_s"]) == (None, 1)
     assert report["warmup"] == {"seconds": 0.4, "requests": None, "excluded": 200}
     assert report["latency_us"]["samples"] == 300
-    # the plan's halves are exchanges 0..249 and 250..499: the warm-up leaves 50 of the first
-    assert [sum(count for _, count in half) for half in report["histogram_halves"]] == [50, 250]
+    # the halves (and the 20 batches) divide what the warm-up leaves: exchanges 200..349 and 350..499
+    assert [sum(count for _, count in half) for half in report["histogram_halves"]] == [150, 150]
+    assert [count for count, _ in report["latency_batches"]] == [15] * 20
 
 
 def test_lost_connections_are_counted_and_the_others_go_on(loadgen, server):

@@ -2,14 +2,12 @@
  * own figures: what an interval and a self-check that hold for a queue read.
  *
  * Invariants:
- *   - exchange g of planned N is in batch g * BATCHES / N, in every figure here and in
- *     latency_batches; a warm-up exchange is in none;
- *   - level k of latency_batch_quantiles (k = 20, 10, 5) is the plan in k consecutive
- *     batches, batch i of it the BATCHES / k batches from i * BATCHES / k merged, so the
- *     samples of every level add up to latency_us.samples;
- *   - a batch's percentiles are hist_percentile's (nearest rank, the middle of the bucket
- *     that holds it, as latency_us from the histogram): within HIST_PRECISION of the exact
- *     value; null where the batch has no sample;
+ *   - the batches divide the measured part of the plan: exchange g of planned N, the
+ *     measured part starting at F (batches_from), is in batch (g - F) * BATCHES / (N - F),
+ *     in every figure here and in latency_batches; a warm-up exchange is in none.  F is
+ *     the warm-up's count, or, for a warm-up in seconds on an open loop, the exchanges
+ *     the schedule has due before it; 0 otherwise (a closed loop's warm-up in seconds
+ *     leaves its first batches empty: nothing says in advance where it ends);
  *   - requests_due_in_window counts the schedule, not the replies: every exchange due at or
  *     after the measured window's start and at or before its end (the last reply), sent or
  *     not, so a server that keeps up completes that many and one that cannot falls short.
@@ -30,14 +28,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static const int batch_levels[BATCH_LEVELS] = { 20, 10, 5 };  /* each divides BATCHES */
-
 void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns)
 {
     hist_record(&out->corrected, corrected_ns);
     hist_record(&out->uncorrected, uncorrected_ns);
     hist_record(&out->halves[2 * g < planned ? 0 : 1], corrected_ns);
-    long batch = planned > 0 && g >= 0 ? g * BATCHES / planned : 0;
+    long batch = planned > 0 && g > 0 ? g * BATCHES / planned : 0;
     batch = batch < BATCHES ? batch : BATCHES - 1;
     out->batch_sum_ns[batch] += (double)corrected_ns;
     out->batch_count[batch]++;
@@ -64,6 +60,16 @@ static long due_between(const struct arrivals *a, uint64_t from, uint64_t to)
     return arrivals_due_by(a, to) - (from > 0 ? arrivals_due_by(a, from - 1) : 0);
 }
 
+long batches_from(const struct options *o, const struct arrivals *a, long planned)
+{
+    long from = 0;
+    if (o->warmup_requests > 0)
+        from = o->warmup_requests;
+    else if (o->warmup_s > 0 && o->rate_rps > 0)  /* those due before the warm-up's end */
+        from = arrivals_due_by(a, (uint64_t)(o->warmup_s * 1e9) - 1);
+    return from < planned ? from : 0;
+}
+
 void note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns)
 {
     bool window = out->measure_from_ns >= start_ns && out->last_reply_ns > out->measure_from_ns;
@@ -77,32 +83,6 @@ static void print_us(const char *sep, bool given, uint64_t ns)
         printf("%s%.3f", sep, (double)ns / 1e3);
     else
         printf("%snull", sep);
-}
-
-/* "latency_batch_quantiles": {"20": [[samples, p50, p90, p99, p999] (us), ...], "10": ..., "5": ...} */
-void print_batch_quantiles(const struct outcome *out)
-{
-    static const double percentiles[] = { 50, 90, 99, 99.9 };
-    struct histogram *merged = malloc(sizeof *merged);
-    if (!merged)
-        die("out of memory for a histogram");
-    printf("\"latency_batch_quantiles\":{");
-    for (int level = 0; level < BATCH_LEVELS; level++) {
-        int k = batch_levels[level], width = BATCHES / k;
-        printf("%s\"%d\":[", level ? "," : "", k);
-        for (int i = 0; i < k; i++) {
-            hist_init(merged);
-            for (int b = i * width; b < (i + 1) * width; b++)
-                hist_merge(merged, &out->batch[b]);
-            printf("%s[%llu", i ? "," : "", (unsigned long long)merged->total);
-            for (size_t p = 0; p < sizeof percentiles / sizeof percentiles[0]; p++)
-                print_us(",", merged->total > 0, hist_percentile(merged, percentiles[p]));
-            putchar(']');
-        }
-        putchar(']');
-    }
-    printf("},");
-    free(merged);
 }
 
 /* "latency_batch_below": {"p50": [count of batch 0, ... of batch 19], "p90", "p99", "p999"}:

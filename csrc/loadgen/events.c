@@ -214,7 +214,8 @@ static void exchange_end(struct driver *d, struct conn *c)
     if (warming_up) {
         out->warmup_excluded++;
     } else {
-        note_latency(out, c->next * o->clients + c->id, d->run_planned, now - c->due_ns, now - c->sent_ns);
+        note_latency(out, c->next * o->clients + c->id - d->batches_from, d->run_planned - d->batches_from,
+                     now - c->due_ns, now - c->sent_ns);
     }
 
     if (o->reconnect) {
@@ -579,12 +580,13 @@ void drive_events(const struct options *o, const struct net_addr *addr,
     pthread_t *ids = calloc((size_t)threads, sizeof *ids);
     if (!drivers || !parts || !ids)
         die("out of memory for %ld threads", threads);
+    long from = batches_from(o, &run.arrivals, run_planned);
     for (long t = 0; t < threads; t++) {
         outcome_init(&parts[t]);
         drivers[t] = (struct driver){
             .o = o, .w = w, .addr = addr, .out = &parts[t], .run = &run, .thread = t, .threads = threads,
             .open_loop = o->rate_rps > 0,
-            .run_planned = run_planned,
+            .run_planned = run_planned, .batches_from = from,
         };
     }
     for (long t = 1; t < threads; t++)

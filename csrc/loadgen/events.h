@@ -76,6 +76,7 @@ struct driver {
     uint64_t start_ns;             /* when the gate opened; 0 until then */
     long cursor;                   /* open loop: the next exchange of the run to fall due */
     long run_planned;              /* exchanges in the whole run */
+    long batches_from;             /* ... the first the latency batches count (batches.c) */
     uint64_t next_bad_tick;        /* slow/drip: the next read or byte; 0 = none */
     uint64_t sample_period;        /* in flight: the start of the current sampling period */
     uint64_t next_sample;          /* ... and the instant within it; 0 = not sampling */

@@ -39,7 +39,6 @@ extern const char *const bad_kind_names[];
 #define MAX_BUFSIZE 65536L
 #define MAX_REPETITION_BYTES (1L << 20) /* nbufs x bufsize */
 #define BATCHES 20                     /* batches of the plan, each with its mean latency (latency_batches) */
-#define BATCH_LEVELS 3                 /* latency_batch_quantiles: the plan in 20, 10 and 5 batches */
 
 struct options {
     const char *host;
@@ -115,21 +114,20 @@ struct outcome {
      * loop), and from the actual send. */
     struct histogram corrected, uncorrected;
     /* The corrected latencies again, of the exchanges in the first and in the second half
-     * of the run's plan (exchange g of planned N: g < N/2 is the first half; the warm-up
-     * left out of it): the report's histogram_halves, whose agreement says whether the run
+     * of the plan's measured part (as the batches below: g < N/2 is the first half): the report's histogram_halves, whose agreement says whether the run
      * was in a steady state (labkit.verdicts). */
     struct histogram halves[2];
-    /* The corrected latencies once more, summed in BATCHES consecutive batches of the plan
-     * (exchange g of planned N is in batch g * BATCHES / N): the report's latency_batches.
+    /* The corrected latencies once more, summed in BATCHES consecutive batches of the plan's
+     * measured part (batches.c): the report's latency_batches.
      * A queue's waits are correlated, one request's with the next's, so the samples' own
      * standard deviation understates how far their mean may be off; the means of long
      * batches are nearly independent, and their spread bounds it (the batch-means method:
      * labkit.uncertainty.batch_means_interval). */
     double batch_sum_ns[BATCHES];
     uint64_t batch_count[BATCHES];
-    /* ... and each batch's histogram, for its percentiles (latency_batch_quantiles; the
-     * coarser levels are merged from these at report time): BATCHES of them, 1.16 MiB of
-     * address space, of which an events part touches only the pages its samples land in. */
+    /* ... and each batch's histogram, for its counts at or below the run's percentiles
+     * (latency_batch_below): BATCHES of them, 1.16 MiB of address space, of which an events
+     * part touches only the pages its samples land in. */
     struct histogram *batch;
     /* Open loop, persistent connections: how late the generator started each exchange whose
      * connection was free at its due time (sent - due; send_lateness_us). */
@@ -179,14 +177,17 @@ void outcome_free(struct outcome *out);
 void note_bad_reply(struct outcome *out, long connection, const struct exchange *x);
 /* One connect that succeeded after `ns` (not thread-safe: each thread its own outcome). */
 void note_connect(struct outcome *out, uint64_t ns);
-/* One measured exchange's latency: exchange g (0-based) of the run's `planned`, in the
- * order of the plan (g = its index on its connection x clients + the connection's). */
+/* One measured exchange's latency: exchange g (0-based) of the `planned` of the plan's
+ * measured part, in the order of the plan (g = its index on its connection x clients + the
+ * connection's, less batches_from). */
 void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns);
 /* batches.c: a part's latency figures added into the whole; the exchanges of schedule `a`
  * (started at start_ns) due inside the measured window; the report's keys from them. */
 void outcome_add_latencies(struct outcome *into, const struct outcome *part);
+/* The first exchange of the plan the batches count: where the warm-up ends, if known before
+ * the run (batches.c). */
+long batches_from(const struct options *o, const struct arrivals *a, long planned);
 void note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns);
-void print_batch_quantiles(const struct outcome *out);
 void print_batch_below(const struct outcome *out);
 void print_open_loop_checks(const struct options *o, const struct outcome *out, bool window);
 

@@ -22,9 +22,9 @@
  *   send_lateness_us  open loop: {p50, p99, max, samples}, how late the
  *       generator started each exchange whose connection was free at its due
  *       time (one that waited for a reply is left out, and --reconnect's);
- *   latency_batch_quantiles  {"20", "10", "5"}: the plan in that many batches
- *       (latency_batches', merged 2 and 4 at a time), each [samples, p50, p90,
- *       p99, p999] in us from its histogram, null where empty (batches.c);
+ *   latency_batches, latency_batch_below, latency_batch_under  the measured part of
+ *       the plan in 20 batches: each one's [samples, mean us], and its samples at or
+ *       below (under: below) the bucket of the run's p50, p90, p99, p999 (batches.c);
  *   inflight  events: {mean, max, samples, interval_ms, max_exact}, exchanges
  *       in flight sampled every 10 ms (events_inflight.c); null from the threads engine;
  *   connect_us, connect_histogram, connects_over_1s, connects_over_3s,
@@ -476,7 +476,6 @@ int report_outcome(const struct options *o, struct outcome *out)
                (unsigned long long)out->batch_count[b],
                out->batch_count[b] ? out->batch_sum_ns[b] / (double)out->batch_count[b] / 1e3 : 0.0);
     printf("],");
-    print_batch_quantiles(out);
     print_batch_below(out);
     print_parts(out, elapsed);
     print_errors(&out->failures);
