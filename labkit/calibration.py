@@ -46,6 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from labkit import queue_theory, schedule, spin_draws, uncertainty
+from labkit.row import OK
 
 NAN = math.nan
 
@@ -91,7 +92,7 @@ def replay(row: dict, floor, seed: int = 1) -> Replay:
     doc), `floor` (a ground_truth.Floor) outside the queue, its draws from `seed`."""
     served = _number(row.get("requests_ok")) or 0
     cpu = _number(row.get("server_cpu_us_per_request"))
-    if row.get("status", "ok") != "ok" or not served or cpu != cpu or not floor.measured:
+    if row.get("status", OK) != OK or not served or cpu != cpu or not floor.measured:
         return Replay.not_measurable()
     n, drawn = planned(row), _number(row.get("seed"))
     drawn = int(drawn) if drawn == drawn else 1  # none given: the generator's default, 1

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import build, paths
 from .errors import BuildError, LabError
+from labkit.row import ok_rows
 
 MODEL = build.MINE  # the one model the Makefile builds apart
 TEMPLATE = Path("capstone") / "mine.c"   # under csrc/
@@ -174,7 +175,7 @@ def standing(df, metric: str, higher_is_better: bool = True, **where) -> str:
         df = df[df[column] == value] if df is not None and column in df else df
     if df is None or len(df) == 0 or "model" not in df:
         return "nothing was measured"
-    ok = df[df["status"] == "ok"] if "status" in df else df
+    ok = ok_rows(df)
     if metric not in ok or not (ok["model"] == MODEL).any():
         return f"mine has no successful measurement of {metric} here"
     ours = ok[ok["model"] == MODEL]

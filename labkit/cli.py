@@ -145,6 +145,7 @@ def _until(args, experiment):
 
 def _sweep(args) -> int:
     from . import experiments, plots, store, sweep
+    from .row import succeeded
 
     experiment = experiments.get(args.experiment)
     plan = experiment.resolve(args.profile, **_given(args))
@@ -158,11 +159,11 @@ def _sweep(args) -> int:
               f"{frame.attrs['results']} and were reused, not measured again (--no-resume measures them again)",
               file=sys.stderr)
     table = sweep.median_table(frame, experiment.axis_columns, columns=experiment.summary_columns)
-    if not (frame["status"] == "ok").any():
+    if not succeeded(frame).any():
         print("no point was measured successfully")
     print("median of the repeats that succeeded (n of them; failed: how many did not), per point:\n"
           + table.to_string(float_format=plots.readable, na_rep="—", sparsify=False))
-    failed = frame[frame["status"] != "ok"] if not frame.empty else frame
+    failed = frame[~succeeded(frame)] if not frame.empty else frame
     for _, row in failed.iterrows():
         where = " ".join(f"{axis}={row[axis]}" for axis in experiment.axis_columns)
         print(f"FAILED {where} repeat {row['repeat']}: {row['error']}", file=sys.stderr)

@@ -22,6 +22,7 @@ from plotly.subplots import make_subplots
 
 from labkit.errors import LabError
 from labkit.perf.stacks import FREQUENCY_HZ, KERNEL_AND_USER, USER_ONLY
+from labkit.row import ok_rows
 
 KERNEL, USER, ROOT = "#E76F34", "#4c78a8", "#919191"  # each 3:1 or more on white (WCAG 1.4.11)
 MOST_FRAMES = 3000  # boxes drawn per chart: the narrowest beyond it are left out (too thin to see)
@@ -76,7 +77,7 @@ def _median_point(rows: pd.DataFrame) -> pd.Series:
 def side_by_side(df: pd.DataFrame, models=None, where: dict | None = None) -> go.Figure:
     """A flame chart per model (its median repeat at the point `where` picks, e.g. {"clients":
     1000}), side by side; models without stacks are named in the title with the reason."""
-    chosen = df[df["status"] == "ok"]
+    chosen = ok_rows(df)
     for column, value in (where or {}).items():
         chosen = chosen[chosen[column] == value]
     with_stacks = chosen[chosen["server_stacks"].map(lambda s: isinstance(s, dict) and bool(s))] \
@@ -131,7 +132,7 @@ def syscalls_table(df: pd.DataFrame, where: dict | None = None) -> pd.DataFrame:
     """System calls per request by name: one row per model (the median over its repeats),
     one column per call any model made; empty where perf could not count them (the
     reason is in the rows' syscalls_note)."""
-    chosen = df[df["status"] == "ok"]
+    chosen = ok_rows(df)
     for column, value in (where or {}).items():
         chosen = chosen[chosen[column] == value]
     if "server_syscalls_per_request" not in chosen:

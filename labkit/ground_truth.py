@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from labkit import queue_theory, uncertainty
+from labkit.row import ok_rows
 
 FLOOR_RATE = 500  # requests/s of SPIN 0: utilisation near 0
 SPIN_CLIENTS = 20  # connections of every spin load (spin_load)
@@ -113,7 +114,7 @@ def beside_theory(df: pd.DataFrame, floor: Floor) -> pd.DataFrame:
     attrs["shared"]: plots.grid.shared_cpus_note of the runs."""
     from labkit.plots.grid import point_interval, self_check_flags, self_check_titles, shared_cpus_note
 
-    ok = df[df["status"] == "ok"] if "status" in df else df
+    ok = ok_rows(df)
     rows = []
     for (model, arrivals, dist, spin_us, rate), repeats in ok.groupby(
             ["model", "arrivals", "spin_dist", "spin_us", "rate"], sort=True):

@@ -31,6 +31,7 @@ from IPython.utils.capture import capture_output
 from labkit import plots, repeat_until, sweep
 from labkit.errors import LabError
 from labkit.friendly import Note, error_html
+from labkit.row import OK
 
 
 def _summary(df) -> tuple[str, str, list[str]]:
@@ -41,7 +42,7 @@ def _summary(df) -> tuple[str, str, list[str]]:
     if status is None:
         return "success", f"done: {len(df)} points", []
     waiting = plots.waits_for_exercise(df)
-    failed = int(((status != "ok") & ~waiting).sum())
+    failed = int(((status != OK) & ~waiting).sum())
     waits = df[waiting]  # none where the results have no such column (saved before there was one)
     labels = sorted(set(waits["waiting_for_exercise"])) if len(waits) else []
     parts = [f"done: {len(df)} points"] + ([f"{failed} failed"] if failed else []) + \

@@ -25,15 +25,14 @@ import math
 from dataclasses import dataclass
 
 import pandas as pd
+from labkit.row import point_medians
 
 KNEE_SHORTFALL = 0.05  # completions more than 5% short of the offer: the server no longer keeps up
 BINS_PER_DECADE = 10   # connect times are drawn in bins a tenth of a decade wide (1.00 to 1.26 s, ...)
 
 
 def _medians(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    ok = df[df["status"] == "ok"] if "status" in df else df
-    keys = ["model", "rate"]
-    return ok.groupby(keys, sort=True)[columns].median().reset_index()
+    return point_medians(df, ["model", "rate"], columns).reset_index()
 
 
 def knees(df: pd.DataFrame) -> pd.DataFrame:

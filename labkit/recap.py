@@ -25,6 +25,7 @@ from numbers import Number
 import pandas as pd
 
 from labkit.plots import readable
+from labkit.row import ok_rows
 
 NO_SEED = "—"
 
@@ -119,7 +120,7 @@ def median(df, column: str, include_failed: bool = False, **where):
     rows = _matching(df, where)
     if len(rows) == 0:
         return Missing(f"{_point(where)} is not in this run's grid")
-    ok = rows[rows["status"] == "ok"] if "status" in rows.columns and not include_failed else rows
+    ok = rows if include_failed else ok_rows(rows)
     if len(ok) == 0:
         errors = rows["error"].dropna().astype(str) if "error" in rows.columns else []
         said = next((e.strip() for e in errors if e.strip()), "")
@@ -165,7 +166,7 @@ def spread(df, column: str, **where):
     if isinstance(one, Missing):
         return one
     rows = _matching(df, where)
-    rows = rows[rows["status"] == "ok"] if "status" in rows.columns else rows
+    rows = ok_rows(rows)
     values = pd.to_numeric(rows[column], errors="coerce").dropna()
     if len(values) < 2:
         return Missing(f"{len(values)} repeat here; a spread needs 2 or more: raise repeats")

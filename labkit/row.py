@@ -18,6 +18,9 @@ from labkit import uncertainty
 
 NAN = float("nan")
 
+# A row's status: it measured its point, or it failed and its `error` says why.
+OK, FAILED = "ok", "failed"
+
 # The version of these columns' meaning, written in every row ("schema"); a row without one
 # is version 1.  What each version changed, for a reader of older rows:
 SCHEMA = 4
@@ -63,7 +66,7 @@ class Column:
 COLUMNS = tuple(Column(*spec) for spec in (
     # column                     default   summary key                      read
     ("schema",                   SCHEMA),
-    ("status",                   "ok"),
+    ("status",                   OK),
     ("error",                    ""),
     # in a students' edition: the exercise whose stub the point would have run ("1.1"), so it
     # was not measured (labkit.exercises); error says what to do
@@ -254,6 +257,26 @@ def from_summary(summary: dict) -> dict:
 
 def fail(row: dict, reason: str) -> dict:
     """Mark `row` failed, keeping any earlier reason."""
-    row["status"] = "failed"
+    row["status"] = FAILED
     row["error"] = reason if not row["error"] else f"{row['error']}; {reason}"
     return row
+
+
+def succeeded(frame):
+    """Which of a frame's rows measured their point (status OK): a boolean Series; every row
+    where the frame has no status column (a table made by hand)."""
+    if "status" not in frame.columns:
+        return frame.index.to_series(index=frame.index).map(lambda _: True).astype(bool)
+    return frame["status"] == OK
+
+
+def ok_rows(frame):
+    """The rows of `frame` that measured their point."""
+    return frame[succeeded(frame)]
+
+
+def point_medians(frame, keys, columns):
+    """The median of each of `columns` over each point's successful rows, the points grouped
+    by `keys` (in order), as a frame indexed by them: the one way the lab sums up a point's
+    repeats (a point with no successful row is absent)."""
+    return ok_rows(frame).groupby(list(keys), sort=True)[list(columns)].median(numeric_only=True)

@@ -14,6 +14,7 @@ where no process reported (a model that does not count, or one killed before it 
 from __future__ import annotations
 
 import re
+from labkit.row import ok_rows
 
 NAN = float("nan")
 _LINE = re.compile(r"^counters pid=(\d+)((?: \w+=\d+)+)$", re.M)
@@ -57,7 +58,7 @@ def per_worker(df, by=("model", "workers")):
 
     by = [column for column in by if column in df.columns]
     rows = []
-    ok = df[df["status"] == "ok"]
+    ok = ok_rows(df)
     for values, point in ok.groupby(by, sort=True):
         first = point.iloc[0]
         accepted = list(first.get("server_accepted_by_worker") or [])

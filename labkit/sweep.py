@@ -32,7 +32,7 @@ from pathlib import Path
 from . import confinement, cpu_leases, estimate, launcher, repeat_until, store
 from .friendly import say
 from . import measure as measure_module
-from .row import SCHEMA
+from .row import OK, SCHEMA, point_medians, succeeded
 
 # Sweep points this process has measured or read back from a results file, all sweeps
 # together: labkit.exercises.predictions notes it when a prediction is made.
@@ -244,7 +244,7 @@ def _target_rounds(plan, runs: list, until, values):
 
 def _values(latest: dict, keys: list[str], metric: str) -> list:
     """`metric` of each of `keys`' rows that is ok."""
-    return [latest[key].get(metric) for key in keys if key in latest and latest[key].get("status") == "ok"]
+    return [latest[key].get(metric) for key in keys if key in latest and latest[key].get("status") == OK]
 
 
 def how_long(plan, results=None, resume: bool = True, until=None) -> estimate.Estimate:
@@ -262,7 +262,7 @@ def _results_path(plan, results) -> Path:
 
 def _measured_ok(earlier: list[dict]) -> set:
     """The keys of the points measured: a row that is ok and means what this lab's columns mean."""
-    return {row.get("point_key") for row in earlier if row.get("status") == "ok" and row.get("schema", 1) == SCHEMA}
+    return {row.get("point_key") for row in earlier if row.get("status") == OK and row.get("schema", 1) == SCHEMA}
 
 
 def _estimate(plan, runs, pending, earlier: list[dict], path: Path, until=None) -> estimate.Estimate:
@@ -324,8 +324,8 @@ def median_table(frame, axes: list[str], columns=("elapsed_s", "throughput_rps",
     if frame.empty:
         return pd.DataFrame()
     shown = [c for c in columns if c in frame.columns]
-    ok = frame["status"] == "ok"
-    table = frame[ok].groupby(axes)[shown].median(numeric_only=True)
+    ok = succeeded(frame)
+    table = point_medians(frame, axes, shown)
     counts = pd.DataFrame({"n": ok.groupby([frame[a] for a in axes]).sum(),
                            "failed": (~ok).groupby([frame[a] for a in axes]).sum()})
     return counts.join(table).astype({"n": int, "failed": int})

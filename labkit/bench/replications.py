@@ -25,6 +25,7 @@ from labkit.procs import Pinning, ServerSpec
 
 from .common import environment_columns, environment_line, results_file
 from .echo import measured_point
+from labkit.row import OK
 
 REPLICATIONS = 30
 SPIN_US = 200
@@ -69,7 +70,7 @@ def replicate(replications: int = REPLICATIONS, duration: float = DURATION, spin
 def coverage(runs: list[dict], figure: str) -> dict:
     """For `figure` over the ok runs: how many gave their own interval, how many of those
     held the median of all the runs, and that median with its interval over the runs."""
-    ok = [row for row in runs if row.get("status") == "ok" and _number(row.get(figure)) == _number(row.get(figure))]
+    ok = [row for row in runs if row.get("status") == OK and _number(row.get(figure)) == _number(row.get(figure))]
     values = [float(row[figure]) for row in ok]
     low_column, high_column, level = uncertainty.interval_columns(figure)
     given = [row for row in ok if _number(row.get(level)) == _number(row.get(level))]

@@ -26,6 +26,7 @@ from .grid import (axes_of, axis_title, is_numeric, kind_of, nothing_measured, p
 from .marks import add_unmeasurable, add_unmeasurable_bars, below_the_data, checked_marks
 from .style import (DASHES, FAILED_COLOR, PATTERNS, SERIES_COLORS, SYMBOLS, TEMPLATE, annotate, color,
                     escape, finish, label, not_measurable, room_above, set_title, wrap)
+from labkit.row import ok_rows, succeeded
 
 
 def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
@@ -33,7 +34,7 @@ def spans_decades(df: pd.DataFrame, metric: str, decades: float = 2.0) -> bool:
     then a linear axis flattens all but the largest, and the figure takes a log axis."""
     if metric not in df.columns:
         return False
-    rows = df[df["status"] == "ok"] if "status" in df.columns else df
+    rows = ok_rows(df)
     values = pd.to_numeric(rows[metric], errors="coerce")
     values = values[values > 0]
     return len(values) > 1 and values.max() / values.min() >= 10 ** decades
@@ -242,20 +243,20 @@ def metric_by_point(df: pd.DataFrame, metric: str, axes=None, title: str | None 
     set_title(fig, title or f"{label(metric)} {whose}", [] if title else constant)
 
     rows, failures, unmeasured = [], [], []
-    never_run = waits_for_exercise(df) & (df["status"] != "ok")
+    never_run = waits_for_exercise(df) & ~succeeded(df)
     for values, point in df.groupby(["model", *axes], sort=True):
         model, where = values[0], point_label(df, axes, values[1:])
-        used = point if include_failed else point[point["status"] == "ok"]
+        used = point if include_failed else ok_rows(point)
         used = used[pd.to_numeric(used.get("requests_ok"), errors="coerce").fillna(0) > 0] \
             if include_failed and "requests_ok" in used else used
         measured = pd.to_numeric(used[metric], errors="coerce").dropna()
-        failed = point[(point["status"] != "ok") & ~never_run.loc[point.index]]
+        failed = point[~succeeded(point) & ~never_run.loc[point.index]]
         waiting = point[never_run.loc[point.index]]
         median = measured.median() if len(measured) else math.nan
         saturated = bool(used["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in used else False
         low, high, interval = point_interval(used, metric, measured)
-        checked = used[used["status"] == "ok"]
+        checked = ok_rows(used)
         rows.append(dict(model=model, point=where, median=median, low=low, high=high, interval=interval,
                          n=len(measured), saturated=saturated, flags=self_check_flags(checked, metric),
                          checks=", ".join(self_check_titles(checked, metric))))
@@ -347,13 +348,13 @@ def latency_percentiles(df: pd.DataFrame, axes=None, **at) -> go.Figure:
              "max": "lat_max_us"}
     fig = go.Figure()
     fig.update_layout(template=TEMPLATE, xaxis_title="percentile", yaxis_title="response time (µs)")
-    never_run = waits_for_exercise(df) & (df["status"] != "ok")
-    failed = sorted(df.loc[(df["status"] != "ok") & ~never_run, "model"].unique())
+    never_run = waits_for_exercise(df) & ~succeeded(df)
+    failed = sorted(df.loc[~succeeded(df) & ~never_run, "model"].unique())
     waiting = sorted(df.loc[never_run, "model"].unique())
     fig.update_yaxes(type="log")
     kinds, checks, flagged = [], set(), 0
     for i, (model, point) in enumerate(df.groupby("model", sort=False)):
-        ok = point[point["status"] == "ok"]
+        ok = ok_rows(point)
         if ok.empty:
             continue
         measured = [pd.to_numeric(ok[column], errors="coerce") for column in names.values()]
@@ -396,7 +397,7 @@ def latency_histogram(df: pd.DataFrame, by=("strategy", "nodelay"), per_decade: 
     default when the round trip is short) is Nagle's algorithm waiting for a delayed ACK."""
     by = [c for c in by if c in df.columns]
     require(df, ["status", "lat_histogram"])
-    ok = df[df["status"] == "ok"]
+    ok = ok_rows(df)
     groups = list(ok.groupby(by, sort=True)) if by else [((), ok)]
     binned = []
     for values, rows in groups:

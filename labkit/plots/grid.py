@@ -18,6 +18,7 @@ import pandas as pd
 from labkit.errors import LabError
 
 from .style import EVERY_POINT_FAILED, NO_VALUE, escape, label, wrap
+from labkit.row import ok_rows, succeeded
 
 
 def experiment_of(df: pd.DataFrame):
@@ -128,12 +129,12 @@ def summarize(df: pd.DataFrame, metric: str, x: str = "clients", series=()) -> p
     if metric not in df.columns:
         raise LabError(f"the results have no column {metric!r}",
                        "pick one of: " + ", ".join(c for c in df.columns if is_numeric(df[c])))
-    never_run = waits_for_exercise(df) & (df["status"] != "ok")
+    never_run = waits_for_exercise(df) & ~succeeded(df)
     rows = []
     for values, point in df.groupby(keys, sort=True):
-        ok = point[point["status"] == "ok"]
+        ok = ok_rows(point)
         waiting = point[never_run.loc[point.index]]
-        failed = point[(point["status"] != "ok") & ~never_run.loc[point.index]]
+        failed = point[~succeeded(point) & ~never_run.loc[point.index]]
         measured = pd.to_numeric(ok[metric], errors="coerce").dropna()
         saturated = bool(ok["client_saturated"].fillna(False).astype(bool).any()) \
             if "client_saturated" in ok else False
@@ -239,7 +240,7 @@ def why_missing(df: pd.DataFrame, metric: str) -> str:
     waiting = waiting_reason(df)
     if waiting:
         return escape(waiting if len(waiting) <= 320 else waiting[:317] + "...")
-    if "status" in df.columns and (df["status"] != "ok").all():
+    if "status" in df.columns and ~succeeded(df).all():
         errors = [str(e) for e in df["error"].dropna().unique() if str(e).strip()] if "error" in df.columns else []
         shown = "; ".join(e if len(e) <= 160 else e[:157] + "..." for e in errors[:2])
         more = f"; and {len(errors) - 2} other reasons (hover the crosses)" if len(errors) > 2 else ""

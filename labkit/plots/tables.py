@@ -18,6 +18,7 @@ from labkit.perf.parse import NOT_MEASURABLE
 
 from .grid import axis_title, point_axes, require, setting, value_text, varying_axes, waits_for_exercise
 from .style import EVENT_LABELS
+from labkit.row import ok_rows, succeeded
 
 # counters_table's columns, in the order of the seed reports' tables.
 COUNTER_EVENTS = ["task-clock", "cpus-utilized", "context-switches", "cpu-migrations",
@@ -44,7 +45,7 @@ def counters_table(df: pd.DataFrame, side: str = "server", axes=None) -> pd.Data
     require(df, ["model", *every, "status"])
     axes = ["model", *varying_axes(df, every)]
     constant = [setting(df, axis, df[axis].iloc[0]) for axis in every if axis not in axes]
-    ok = df[df["status"] == "ok"]
+    ok = ok_rows(df)
     columns = {}
     for event in COUNTER_EVENTS:
         column = f"{side}_{event}"
@@ -133,7 +134,7 @@ def failed_points(df: pd.DataFrame) -> pd.DataFrame:
     if "status" not in df.columns:
         return df.iloc[0:0]
     cols = [c for c in ("model", *point_axes(df, None), "repeat", "error") if c in df.columns]
-    return df.loc[(df["status"] != "ok") & ~waits_for_exercise(df), cols].reset_index(drop=True)
+    return df.loc[~succeeded(df) & ~waits_for_exercise(df), cols].reset_index(drop=True)
 
 
 def unmeasured_points(df: pd.DataFrame) -> pd.DataFrame:
@@ -142,7 +143,7 @@ def unmeasured_points(df: pd.DataFrame) -> pd.DataFrame:
     if "status" not in df.columns:
         return df.iloc[0:0]
     cols = [c for c in ("model", *point_axes(df, None), "repeat", "error") if c in df.columns]
-    return df.loc[(df["status"] != "ok") & waits_for_exercise(df), cols].reset_index(drop=True)
+    return df.loc[~succeeded(df) & waits_for_exercise(df), cols].reset_index(drop=True)
 
 
 def counters_note(df: pd.DataFrame) -> Note:
@@ -169,7 +170,7 @@ def saturation_warning(df: pd.DataFrame, client_is_subject: bool = False) -> str
         return None
     # a failed point's reason is its error (a server that refused every connection leaves the
     # client busy reconnecting): the warning names only points that measured something
-    measured = df["status"] == "ok" if "status" in df.columns else True
+    measured = succeeded(df)
     saturated = df[df["client_saturated"].fillna(False).astype(bool) & measured]
     if saturated.empty:
         return None

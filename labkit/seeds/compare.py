@@ -17,6 +17,7 @@ from labkit.plots.figures import add_failures
 from labkit.plots.grid import kind_of, summarize, value_text, why_missing
 from labkit.plots.style import SYMBOLS, TEMPLATE, color, label, not_measurable, wrap
 from labkit.plots.tables import with_intervals
+from labkit.row import OK, ok_rows
 
 
 def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clients",),
@@ -37,7 +38,7 @@ def beside(df: pd.DataFrame, seed_table: pd.DataFrame, column: str, index=("clie
     seed_name = seed_table["seed"].iloc[0]
     seed = seed_rows.pivot_table(index=index, columns=columns, values="value", aggfunc="first", dropna=False) * scale
     seed.columns = pd.MultiIndex.from_product([[f"seed {seed_name}" + (f" ({unit})" if unit else "")], seed.columns])
-    ok = df[df["status"] == "ok"]
+    ok = ok_rows(df)
     yours, your_low, your_high, kinds = _medians(ok, index, your_columns or columns, column)
     for frame in (yours, your_low, your_high):
         frame.columns = pd.MultiIndex.from_product([["yours" + (f" ({unit})" if unit else "")], frame.columns])
@@ -137,7 +138,7 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
     seed = seed_table.pivot_table(index=["clients", "exchanges"], columns="model", values="value")
     exchanges = df["exchanges"] if "exchanges" in df.columns else df["requests"]  # rows older than the column
     measured = df.assign(exchanges=exchanges.astype(int), clients=df["clients"].astype(int))
-    ok = measured[measured["status"] == "ok"]
+    ok = ok_rows(measured)
     yours = low = high = pd.DataFrame()
     kinds = set()
     if not ok.empty:
@@ -145,7 +146,7 @@ def observations_table(df: pd.DataFrame, seed_table: pd.DataFrame) -> pd.DataFra
         yours, low, high = yours / 1e6, low / 1e6, high / 1e6
     lost = measured.pivot_table(index=["clients", "exchanges"], columns="model", values="lost_connections",
                                 aggfunc="median")
-    ran = measured.groupby(["clients", "exchanges", "model"])["status"].agg(lambda s: (s == "ok").any())
+    ran = measured.groupby(["clients", "exchanges", "model"])["status"].agg(lambda s: (s == OK).any())
     models = list(dict.fromkeys([*seed.columns, *sorted(measured["model"].unique())]))
     common = [key for key in seed.index if key in lost.index]
     yours_only = [key for key in lost.index if key not in seed.index]
