@@ -87,124 +87,150 @@ def run(plan, results=None, measure=measure_module.point, progress=True, resume:
     left for a next run.  The planned repeats run in rounds (_in_rounds).  `until` (a
     repeat_until.Target): each point is repeated past its planned repeats, in further rounds,
     as its first repeats say it needs; attrs["reached"] says, per point, what was."""
-    import pandas as pd
+    sweep = Sweep(plan, _results_path(plan, results), measure, resume, on_point, budget_s, until, clock)
+    sweep.say_what_it_will_take()
+    sweep.lease_cpus()
+    sweep.measure_all(progress)
+    sweep.say_what_is_left()
+    return sweep.frame()
 
-    experiment = plan.experiment
-    path = _results_path(plan, results)
-    runs = plan.points()
-    earlier = store.read_rows(path)
-    store.check_schema(earlier, path)  # a newer lab's rows are refused before anything is measured
-    measured_ok = _measured_ok(earlier) if resume else set()
 
-    already_running = set(launcher.live_children())
-    run_id = uuid.uuid4().hex[:12]
-    environment = _environment()
-    reused = 0
-    global _points_done
-    points_before = _points_done
-    quota = confinement.cpu_quota()
-    # CPUs the machine chose are leased for the sweep, so that two lab users' sweeps on one
-    # machine do not measure each other (or share them, and say so); the point keys stay.
-    # (none where every point is already measured: nothing will run)
-    pending = [planned for planned in runs if planned.key not in measured_ok]
-    to_measure = bool(pending)
-    _say_what_waits(pending)
-    if pending:
-        took = _estimate(plan, runs, pending, earlier, path, until)
-        say(took.sentence() + (f"; time budget {estimate.duration_text(budget_s)}" if budget_s else ""))
-    lease = cpu_leases.CpuLease.take() if plan.pinning.from_machine and to_measure else None
-    pinning = lease.pinning if lease else plan.pinning
-    if lease:
-        runs = [dataclasses.replace(planned, pinning=pinning) for planned in runs]
-        if lease.shared:
-            say(f"note: {pinning.note}")  # a sentence: wraps between words in a notebook
-    extras: list = []  # the repeats a target adds, as it adds them: the progress's total grows
-    advance, close = _progress_reporter(progress, lambda: len(runs) + len(extras), experiment.axis_columns)
-    started, unmeasured = clock(), 0
-    latest = {row.get("point_key"): row for row in earlier} if resume else {}  # each key's newest row
-    reached = []
+class Sweep:
+    """One run of a plan over its results file: the steps run() takes, in order.
 
-    def spent() -> bool:
-        return budget_s is not None and clock() - started >= budget_s
+    Invariants: a point whose key has an ok row of this SCHEMA in the file is reused, never
+    measured again (unless resume is off); each row is stored the moment it is measured; once
+    the budget is spent no point starts; whatever the sweep started stops if it is
+    interrupted, and the rows stored stay."""
 
-    def take(planned) -> None:
+    def __init__(self, plan, path: Path, measure, resume: bool, on_point, budget_s, until, clock):
+        self.plan, self.path, self.measure, self.on_point = plan, path, measure, on_point
+        self.budget_s, self.until, self.clock = budget_s, until, clock
+        self.earlier = store.read_rows(path)
+        store.check_schema(self.earlier, path)  # a newer lab's rows are refused before anything is measured
+        self.measured_ok = _measured_ok(self.earlier) if resume else set()
+        self.latest = {row.get("point_key"): row for row in self.earlier} if resume else {}  # each key's newest
+        self.runs = plan.points()
+        self.pending = [planned for planned in self.runs if planned.key not in self.measured_ok]
+        self.extras: list = []  # the repeats a target adds, as it adds them: the progress's total grows
+        self.reached: list = []
+        self.reused = self.unmeasured = 0
+        self.points_before = _points_done
+        self.already_running = set(launcher.live_children())
+        self.lease, self.pinning = None, plan.pinning
+        quota = confinement.cpu_quota()
+        self.stamp = {  # what every row of this sweep records of where and how it ran
+            "run_id": uuid.uuid4().hex[:12], "profile": plan.profile,
+            "cpu_quota": quota.cpus if quota and quota.cpus is not None else None,  # CPUs' worth; None: none
+            **_environment()}
+
+    def say_what_it_will_take(self) -> None:
+        """The exercises some points wait for, and how long the points to measure take here."""
+        _say_what_waits(self.pending)
+        if self.pending:
+            took = _estimate(self.plan, self.runs, self.pending, self.earlier, self.path, self.until)
+            say(took.sentence() + (f"; time budget {estimate.duration_text(self.budget_s)}" if self.budget_s else ""))
+
+    def lease_cpus(self) -> None:
+        """CPUs the machine chose are leased for the sweep, so that two lab users' sweeps on one
+        machine do not measure each other (or share them, and say so); the point keys stay.
+        None where every point is already measured: nothing will run."""
+        if not (self.plan.pinning.from_machine and self.pending):
+            return
+        self.lease = cpu_leases.CpuLease.take()
+        self.pinning = self.lease.pinning
+        self.runs = [dataclasses.replace(planned, pinning=self.pinning) for planned in self.runs]
+        if self.lease.shared:
+            say(f"note: {self.pinning.note}")  # a sentence: wraps between words in a notebook
+
+    def measure_all(self, progress) -> None:
+        """The planned repeats in rounds, then the rounds a target adds; the lease given back."""
+        advance, close = _progress_reporter(progress, lambda: len(self.runs) + len(self.extras),
+                                            self.plan.experiment.axis_columns)
+        self.started = self.clock()
+        with launcher.InterruptsNoted() as interrupts:
+            try:
+                for planned in _in_rounds(self.runs):
+                    interrupts.check()
+                    self._take(planned, advance)
+                if self.until is not None:
+                    for more in _target_rounds(self.plan, self.runs, self.until, self._values):
+                        if self._spent():
+                            break
+                        interrupts.check()
+                        self.extras.append(more)
+                        self._take(more, advance)
+                    self.reached = [(repeats[0].point, self.until.judge(self._values([r.key for r in repeats])))
+                                    for repeats in _by_point([*self.runs, *self.extras])]
+            except BaseException:
+                # KeyboardInterrupt included: whatever this sweep started stops, the rows
+                # written so far stay, and the interrupt goes on to the caller.
+                launcher.stop_all(keep=self.already_running)
+                raise
+            finally:
+                close()
+                if self.lease:
+                    self.lease.close()
+
+    def say_what_is_left(self) -> None:
+        if self.unmeasured:
+            say(f"time budget of {estimate.duration_text(self.budget_s)} spent: {self.unmeasured} of "
+                f"{len(self.pending)} point(s) not measured; run the sweep again to measure them (the points "
+                "measured are kept and not run again)")
+        if self.until is not None:
+            say(repeat_until.summary(self.until, self.reached, self.plan.experiment.axis_columns))
+
+    def frame(self):
+        """The rows of this sweep's points, each point's newest; attrs: reused (points already in
+        the results file, not measured again), points_before (points this process had measured or
+        reused before this sweep), experiment (the declaration the plots read the axes from)."""
+        import pandas as pd
+
+        wanted = {planned.key for planned in (*self.runs, *self.extras)}
+        frame = pd.DataFrame([row for row in store.read_rows(self.path) if row.get("point_key") in wanted])
+        if not frame.empty:
+            frame = frame.drop_duplicates("point_key", keep="last").reset_index(drop=True)
+        frame.attrs.update(reused=self.reused, planned=len(self.runs), results=str(self.path),
+                           points_before=self.points_before, experiment=self.plan.experiment,
+                           unmeasured=self.unmeasured, reached=self.reached)
+        return frame
+
+    def _spent(self) -> bool:
+        return self.budget_s is not None and self.clock() - self.started >= self.budget_s
+
+    def _values(self, keys) -> list:
+        return _values(self.latest, keys, self.until.metric)
+
+    def _take(self, planned, advance) -> None:
         """Measure `planned` and store its row, or reuse its row, or leave it to the budget."""
-        nonlocal reused, unmeasured
         global _points_done
-        if planned.key in measured_ok:
-            reused += 1
+        if planned.key in self.measured_ok:
+            self.reused += 1
             _points_done += 1
             advance({**planned.point, "repeat": planned.repeat, "status": "skipped (already measured)"})
             return
-        if spent():
-            unmeasured += 1
+        if self._spent():
+            self.unmeasured += 1
             return
-        began = clock()
-        row = {**planned.point, **measure(planned)}  # what was measured wins (server_cpus: the CPUs it had)
+        began = self.clock()
+        row = {**planned.point, **self.measure(planned)}  # what was measured wins (server_cpus: the CPUs it had)
         row.update({
-            "point_wall_s": clock() - began,  # start to stop of the point, its server's start-up included
-            "experiment": experiment.name,
+            "point_wall_s": self.clock() - began,  # start to stop of the point, its server's start-up included
+            "experiment": self.plan.experiment.name,
             "repeat": planned.repeat,
             "point_key": planned.key,
             "seed": planned.load.options.get("seed"),  # the generator's: plan.repeat_seed, or the experiment's own
-            "run_id": run_id,
             "timestamp": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "profile": plan.profile,
-            "pinning_note": pinning.note,
-            "cpus_shared": lease.shared if lease else [],  # with another lab run's lease
-            "cpu_quota": quota.cpus if quota and quota.cpus is not None else None,  # CPUs' worth; None: none
-            **environment,
+            "pinning_note": self.pinning.note,
+            "cpus_shared": self.lease.shared if self.lease else [],  # with another lab run's lease
+            **self.stamp,
         })
-        store.append(path, row)
-        latest[planned.key] = row
+        store.append(self.path, row)
+        self.latest[planned.key] = row
         _points_done += 1
         advance(row)
-        if on_point is not None:
-            on_point(row)
-
-    with launcher.InterruptsNoted() as interrupts:
-        try:
-            for planned in _in_rounds(runs):
-                interrupts.check()
-                take(planned)
-            if until is not None:
-                def values(keys):
-                    return _values(latest, keys, until.metric)
-
-                for more in _target_rounds(plan, runs, until, values):
-                    if spent():
-                        break
-                    interrupts.check()
-                    extras.append(more)
-                    take(more)
-                reached = [(repeats[0].point, until.judge(values([r.key for r in repeats])))
-                           for repeats in _by_point([*runs, *extras])]
-        except BaseException:
-            # KeyboardInterrupt included: whatever this sweep started stops, the rows
-            # written so far stay, and the interrupt goes on to the caller.
-            launcher.stop_all(keep=already_running)
-            raise
-        finally:
-            close()
-            if lease:
-                lease.close()
-
-    if unmeasured:
-        say(f"time budget of {estimate.duration_text(budget_s)} spent: {unmeasured} of {len(pending)} point(s) "
-            "not measured; run the sweep again to measure them (the points measured are kept and not run again)")
-    if until is not None:
-        say(repeat_until.summary(until, reached, experiment.axis_columns))
-    wanted = {planned.key for planned in (*runs, *extras)}
-    rows = [row for row in store.read_rows(path) if row.get("point_key") in wanted]
-    frame = pd.DataFrame(rows)
-    if not frame.empty:
-        frame = frame.drop_duplicates("point_key", keep="last").reset_index(drop=True)
-    # reused: how many points were already in the results file and were not measured again;
-    # points_before: how many points this process had measured or reused before this sweep began;
-    # experiment: the declaration the plots read the axes from
-    frame.attrs.update(reused=reused, planned=len(runs), results=str(path), points_before=points_before,
-                       experiment=experiment, unmeasured=unmeasured, reached=reached)
-    return frame
+        if self.on_point is not None:
+            self.on_point(row)
 
 
 def _in_rounds(runs: list) -> list:
