@@ -4,7 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-const char *const arrival_kind_names[] = { "even", "poisson" };
+const char *const arrivals_kind_names[] = { "even", "poisson" };
 
 /* splitmix64 (Steele, Lea and Flood 2014): a stream of well-mixed 64-bit
  * values from one seed, each step independent of the others. */
@@ -16,7 +16,7 @@ static uint64_t splitmix64(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-int arrivals_init(struct arrivals *a, enum arrival_kind kind, double rate, long planned, unsigned long seed)
+int arrivals_init(struct arrivals *a, enum arrivals_kind kind, double rate, long planned, unsigned long seed)
 {
     *a = (struct arrivals){ .kind = kind, .ns_per_request = 1e9 / rate, .planned = planned };
     if (kind == ARRIVALS_EVEN || planned <= 0)

@@ -20,13 +20,13 @@
 
 #include <stdint.h>
 
-enum arrival_kind { ARRIVALS_EVEN, ARRIVALS_POISSON };
-extern const char *const arrival_kind_names[];
+enum arrivals_kind { ARRIVALS_EVEN, ARRIVALS_POISSON };
+extern const char *const arrivals_kind_names[];
 
 #define ARRIVALS_MAX_POISSON 20000000L   /* exchanges of a Poisson schedule: 160 MB */
 
 struct arrivals {
-    enum arrival_kind kind;
+    enum arrivals_kind kind;
     double ns_per_request;         /* the mean gap, 1e9 / rate */
     long planned;                  /* exchanges in the run */
     uint64_t *at_ns;               /* poisson: each one's due time from the start */
@@ -34,7 +34,7 @@ struct arrivals {
 
 /* The schedule of `planned` exchanges at `rate` per second; 0, or -1 when a
  * Poisson schedule would not fit in memory. */
-int arrivals_init(struct arrivals *a, enum arrival_kind kind, double rate, long planned, unsigned long seed);
+int arrivals_init(struct arrivals *a, enum arrivals_kind kind, double rate, long planned, unsigned long seed);
 void arrivals_free(struct arrivals *a);
 /* When exchange g (0 <= g < planned) is due, in ns from the start. */
 uint64_t arrivals_at(const struct arrivals *a, long g);

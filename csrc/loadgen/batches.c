@@ -28,7 +28,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns)
+void batches_note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns,
+                          uint64_t uncorrected_ns)
 {
     hist_record(&out->corrected, corrected_ns);
     hist_record(&out->uncorrected, uncorrected_ns);
@@ -40,7 +41,7 @@ void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_
     hist_record(&out->batch[batch], corrected_ns);
 }
 
-void outcome_add_latencies(struct outcome *into, const struct outcome *part)
+void batches_add_latencies(struct outcome *into, const struct outcome *part)
 {
     hist_merge(&into->corrected, &part->corrected);
     hist_merge(&into->uncorrected, &part->uncorrected);
@@ -70,7 +71,7 @@ long batches_from(const struct options *o, const struct arrivals *a, long planne
     return from < planned ? from : 0;
 }
 
-void note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns)
+void batches_note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns)
 {
     bool window = out->measure_from_ns >= start_ns && out->last_reply_ns > out->measure_from_ns;
     out->due_in_window = window ? due_between(a, out->measure_from_ns - start_ns, out->last_reply_ns - start_ns)
@@ -112,7 +113,7 @@ static void print_batch_counts(const struct outcome *out, const char *key, bool 
     printf("},");
 }
 
-void print_batch_below(const struct outcome *out)
+void batches_print_below(const struct outcome *out)
 {
     print_batch_counts(out, "latency_batch_below", true);
     print_batch_counts(out, "latency_batch_under", false);
@@ -120,7 +121,7 @@ void print_batch_below(const struct outcome *out)
 
 /* Open loop only (null otherwise): requests_due_in_window and the window's bounds in ns after
  * the first exchange's due time (null without a window); send_lateness_us. */
-void print_open_loop_checks(const struct options *o, const struct outcome *out, bool window)
+void batches_print_open_loop(const struct options *o, const struct outcome *out, bool window)
 {
     bool open_loop = o->rate_rps > 0 && o->engine == ENGINE_EVENTS;
     bool due = open_loop && window && out->due_in_window >= 0;

@@ -5,6 +5,8 @@
  *   CONNECTING --connected--> HELD --exchange due--> BUSY --reply--> HELD ...
  *        \______________________\_______________________\--> CLOSED
  *
+ * (the phases of enum conn_phase, events.h: CONN_CONNECTING, CONN_HELD ...)
+ *
  * This file is the loop: connecting (at most MAX_CONNECTING in flight), an
  * exchange (closed loop back to back; open loop on the run's schedule, its
  * latency counted from when it was due), dispatching events, the one timerfd,
@@ -36,7 +38,7 @@
 
 /* ------------------------------------------------------------- helpers */
 
-void set_interest(struct driver *d, struct conn *c, uint32_t events)
+void events_set_interest(struct driver *d, struct conn *c, uint32_t events)
 {
     if (c->interest == events)
         return;
@@ -47,9 +49,9 @@ void set_interest(struct driver *d, struct conn *c, uint32_t events)
 }
 
 /* Close the socket, if any (a connect in flight no longer counts). */
-void drop_socket(struct driver *d, struct conn *c)
+void events_drop_socket(struct driver *d, struct conn *c)
 {
-    if (c->phase == CONNECTING)
+    if (c->phase == CONN_CONNECTING)
         d->connecting--;
     if (c->fd >= 0)
         close(c->fd); /* also takes it out of the epoll set */
@@ -58,79 +60,80 @@ void drop_socket(struct driver *d, struct conn *c)
 
 /* A connection (--reconnect: a client slot) is done for good; `failure` (0 if
  * none) is counted by name. */
-void conn_retire(struct driver *d, struct conn *c, int failure)
+void events_retire(struct driver *d, struct conn *c, int failure)
 {
-    if (c->phase == CLOSED)
+    if (c->phase == CONN_CLOSED)
         return;
-    if (c->role == BAD) {
+    if (c->role == CONN_BAD) {
         /* Counted apart: a bad connection never fails the run. */
         if (failure)
-            tally_add(&d->run->out->bad_failures, failure);
-        if (c->phase == CONNECTING)
+            outcome_add_failure(&d->run->out->bad_failures, failure);
+        if (c->phase == CONN_CONNECTING)
             d->out->bad_failed_to_connect++;
         else if (failure)
             d->out->bad_closed_by_server++;
         else
             d->out->bad_open_at_end++;
     } else if (failure) {
-        tally_add(&d->run->out->failures, failure);
+        outcome_add_failure(&d->run->out->failures, failure);
     }
-    if (c->role == IDLE) {
+    if (c->role == CONN_IDLE) {
         if (failure)
             d->out->idle_failed++;
-        else if (c->phase == HELD)
+        else if (c->phase == CONN_HELD)
             d->out->idle_ok++;
-    } else if (c->role == ACTIVE) {
+    } else if (c->role == CONN_ACTIVE) {
         if (d->o->reconnect) {
             /* A slot: ok if none of its connects failed, lost if one of its
              * connections failed once connected. */
-            c->connect_failed |= failure && c->phase == CONNECTING;
-            c->exchange_lost |= failure && c->phase == BUSY;
+            c->connect_failed |= failure && c->phase == CONN_CONNECTING;
+            c->exchange_lost |= failure && c->phase == CONN_BUSY;
             d->out->connected += !c->connect_failed;
             d->out->lost += c->exchange_lost;
-        } else if (failure && c->phase != CONNECTING) {
+        } else if (failure && c->phase != CONN_CONNECTING) {
             d->out->lost++;
         }
         d->active_open--;
         atomic_fetch_sub(&d->run->active_open, 1);
     }
-    drop_socket(d, c);
-    c->phase = CLOSED;
+    events_drop_socket(d, c);
+    c->phase = CONN_CLOSED;
 }
 
 /* When exchange g of the run is due (open loop). */
-uint64_t due_time(const struct driver *d, long g)
+uint64_t events_due_time(const struct driver *d, long g)
 {
     return d->start_ns + arrivals_at(&d->run->arrivals, g);
 }
 
 /* Close a connection because of `failure` (0 if none), counted by name.  With
  * --reconnect, an active slot's failure ends only the exchange under way. */
-void conn_close(struct driver *d, struct conn *c, int failure)
+void events_close(struct driver *d, struct conn *c, int failure)
 {
-    if (failure && c->role == ACTIVE && d->o->reconnect && (c->phase == CONNECTING || c->phase == BUSY))
-        exchange_failed(d, c, failure);
+    if (failure && c->role == CONN_ACTIVE && d->o->reconnect
+        && (c->phase == CONN_CONNECTING || c->phase == CONN_BUSY))
+        events_reconnect_failed(d, c, failure);
     else
-        conn_retire(d, c, failure);
+        events_retire(d, c, failure);
 }
 
 /* ------------------------------------------------------------- connect */
 
 static void exchange_begin(struct driver *d, struct conn *c, uint64_t due);
 
-void start_connect(struct driver *d, struct conn *c, const struct net_addr *addr)
+void events_connect(struct driver *d, struct conn *c, const struct net_addr *addr)
 {
     c->connect_ns = now_ns();
     c->fd = net_connect_addr(addr, true);
-    c->phase = CONNECTING;
+    c->phase = CONN_CONNECTING;
     d->connecting++;
     if (c->fd < 0) {
-        conn_close(d, c, errno);
+        events_close(d, c, errno);
         return;
     }
     struct epoll_event ev = { .events = EPOLLOUT, .data.u64 = (uint64_t)(c - d->conns) };
     if (epoll_ctl(d->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0) {
-        conn_close(d, c, errno);
+        events_close(d, c, errno);
         return;
     }
     c->interest = EPOLLOUT;
@@ -140,17 +143,17 @@ void start_connect(struct driver *d, struct conn *c, const struct net_addr *addr
 static void connect_done(struct driver *d, struct conn *c)
 {
     if (net_connect_result(c->fd) < 0) {
-        conn_close(d, c, errno);
+        events_close(d, c, errno);
         return;
     }
-    note_connect(d->out, now_ns() - c->connect_ns);
+    outcome_note_connect(d->out, now_ns() - c->connect_ns);
     if (net_set_nodelay(c->fd, d->o->nodelay) < 0) {
-        conn_close(d, c, errno);
+        events_close(d, c, errno);
         return;
     }
     d->connecting--;
-    c->phase = HELD;
-    if (c->role == ACTIVE) {
+    c->phase = CONN_HELD;
+    if (c->role == CONN_ACTIVE) {
         d->out->connections_opened++;
         if (d->o->reconnect) {
             exchange_begin(d, c, c->due_ns);  /* the exchange it was opened for */
@@ -161,7 +164,7 @@ static void connect_done(struct driver *d, struct conn *c)
     /* Held connections only listen: the server may close them (lost) but
      * never speak first.  Bad ones watch only for the close (whatever the
      * server says to them is for later, and silent ones never read it). */
-    set_interest(d, c, c->role == BAD ? EPOLLRDHUP : EPOLLIN);
+    events_set_interest(d, c, c->role == CONN_BAD ? EPOLLRDHUP : EPOLLIN);
 }
 
 /* --------------------------------------------------------- an exchange */
@@ -177,11 +180,11 @@ static void conn_send(struct driver *d, struct conn *c)
         if (put >= 0) {
             exchange_did_send(&c->x, (size_t)put);
         } else if (errno != EAGAIN && errno != EINTR) {
-            conn_close(d, c, errno);
+            events_close(d, c, errno);
             return;
         }
     }
-    set_interest(d, c, EPOLLIN | (exchange_unsent(&c->x, iov) ? EPOLLOUT : 0));
+    events_set_interest(d, c, EPOLLIN | (exchange_unsent(&c->x, iov) ? EPOLLOUT : 0));
 }
 
 static void exchange_begin(struct driver *d, struct conn *c, uint64_t due)
@@ -189,7 +192,7 @@ static void exchange_begin(struct driver *d, struct conn *c, uint64_t due)
     uint64_t now = now_ns();
     exchange_start(&c->x, d->w, c->id, c->next);
     d->out->requests_sent++;
-    c->phase = BUSY;
+    c->phase = CONN_BUSY;
     c->due_ns = due ? due : now;
     c->sent_ns = now;
     c->deadline_ns = now + (uint64_t)(d->o->timeout_s * 1e9);
@@ -214,28 +217,28 @@ static void exchange_end(struct driver *d, struct conn *c)
     if (warming_up) {
         out->warmup_excluded++;
     } else {
-        note_latency(out, c->next * o->clients + c->id - d->batches_from, d->run_planned - d->batches_from,
+        batches_note_latency(out, c->next * o->clients + c->id - d->batches_from, d->run_planned - d->batches_from,
                      now - c->due_ns, now - c->sent_ns);
     }
 
     if (o->reconnect) {
-        reconnect_next(d, c);  /* close (FIN): the reply is all read */
+        events_reconnect_next(d, c);  /* close (FIN): the reply is all read */
         return;
     }
-    c->phase = HELD;
+    c->phase = CONN_HELD;
     if (++c->next == c->planned) {
-        conn_close(d, c, 0);
+        events_close(d, c, 0);
         return;
     }
     if (!d->open_loop) {
         exchange_begin(d, c, 0);
         return;
     }
-    uint64_t due = due_time(d, c->next * o->clients + c->id);
+    uint64_t due = events_due_time(d, c->next * o->clients + c->id);
     if (due <= now)
         exchange_begin(d, c, due);  /* overdue: it waited for this reply */
     else
-        set_interest(d, c, EPOLLIN); /* release_due() starts it on time */
+        events_set_interest(d, c, EPOLLIN); /* release_due() starts it on time */
 }
 
 /* Readable (or hung up) during an exchange: take one read. */
@@ -243,12 +246,12 @@ static void busy_readable(struct driver *d, struct conn *c)
 {
     ssize_t got = recv(c->fd, d->buf, sizeof d->buf, MSG_DONTWAIT);
     if (got == 0) {
-        conn_close(d, c, FAIL_EOF);
+        events_close(d, c, FAIL_EOF);
         return;
     }
     if (got < 0) {
         if (errno != EAGAIN && errno != EINTR)
-            conn_close(d, c, errno);
+            events_close(d, c, errno);
         return;
     }
     struct iovec iov[2];
@@ -258,8 +261,8 @@ static void busy_readable(struct driver *d, struct conn *c)
         st = REPLY_BAD;
     }
     if (st == REPLY_BAD) {
-        note_bad_reply(d->run->out, c->id, &c->x);
-        conn_close(d, c, FAIL_BADREPLY);
+        outcome_note_bad_reply(d->run->out, c->id, &c->x);
+        events_close(d, c, FAIL_BADREPLY);
     } else if (st == REPLY_DONE) {
         exchange_end(d, c);
     }
@@ -273,38 +276,38 @@ static void held_readable(struct driver *d, struct conn *c)
     ssize_t got = recv(c->fd, &byte, 1, MSG_DONTWAIT);
     if (got < 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    conn_close(d, c, got == 0 ? FAIL_EOF : got < 0 ? errno : FAIL_BADREPLY);
+    events_close(d, c, got == 0 ? FAIL_EOF : got < 0 ? errno : FAIL_BADREPLY);
 }
 
 static void dispatch(struct driver *d, struct conn *c, uint32_t events)
 {
-    if (c->phase == CLOSED)
+    if (c->phase == CONN_CLOSED)
         return;
-    if (c->role == BAD && c->phase != CONNECTING) {
-        bad_event(d, c, events);
+    if (c->role == CONN_BAD && c->phase != CONN_CONNECTING) {
+        events_bad_event(d, c, events);
         return;
     }
     switch (c->phase) {
-    case CONNECTING:
+    case CONN_CONNECTING:
         connect_done(d, c);
         break;
-    case HELD:
+    case CONN_HELD:
         held_readable(d, c);
         break;
-    case BUSY: {
+    case CONN_BUSY: {
         /* Read first: an ERR reply explains a failure better than the
          * EPIPE that sending into the closed connection would give. */
         long next = c->next;
         if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
             busy_readable(d, c);
-        if (c->phase == BUSY && c->next == next && (events & (EPOLLOUT | EPOLLERR)))
+        if (c->phase == CONN_BUSY && c->next == next && (events & (EPOLLOUT | EPOLLERR)))
             conn_send(d, c);
         break;
     }
-    case MISBEHAVING:
-    case APART:
-    case QUEUED:
-    case CLOSED:
+    case CONN_MISBEHAVING:
+    case CONN_APART:
+    case CONN_QUEUED:
+    case CONN_CLOSED:
         break;
     }
 }
@@ -319,11 +322,11 @@ static void sweep(struct driver *d, uint64_t now)
     bool run_over = d->open_loop && d->run->deadline_ns && now >= d->run->deadline_ns;
     for (long i = 0; i < d->total; i++) {
         struct conn *c = &d->conns[i];
-        if ((c->phase == CONNECTING || c->phase == BUSY) && c->deadline_ns <= now)
-            conn_close(d, c, ETIMEDOUT);  /* --reconnect: that exchange; the slot goes on */
-        if (run_over && c->role == ACTIVE && c->phase != CLOSED) {
+        if ((c->phase == CONN_CONNECTING || c->phase == CONN_BUSY) && c->deadline_ns <= now)
+            events_close(d, c, ETIMEDOUT);  /* --reconnect: that exchange; the slot goes on */
+        if (run_over && c->role == CONN_ACTIVE && c->phase != CONN_CLOSED) {
             d->out->deadline_hit = true;
-            conn_retire(d, c, ETIMEDOUT); /* --reconnect: the slot, and all it still owes */
+            events_retire(d, c, ETIMEDOUT); /* --reconnect: the slot, and all it still owes */
         }
     }
 }
@@ -333,19 +336,19 @@ static void sweep(struct driver *d, uint64_t now)
  * a free slot queues it for its connect). */
 static void release_due(struct driver *d, uint64_t now)
 {
-    while (d->cursor < d->run_planned && due_time(d, d->cursor) <= now) {
+    while (d->cursor < d->run_planned && events_due_time(d, d->cursor) <= now) {
         long g = d->cursor++, id = g % d->o->clients;
         if (id % d->threads != d->thread)
             continue;  /* another thread's connection: that thread sends it, on the same schedule */
         struct conn *c = &d->conns[id / d->threads];
         if (c->next != g / d->o->clients)
             continue;
-        if (c->phase == HELD) {  /* free when due: how late this loop started it is its own */
-            uint64_t due = due_time(d, g);
+        if (c->phase == CONN_HELD) {  /* free when due: how late this loop started it is its own */
+            uint64_t due = events_due_time(d, g);
             exchange_begin(d, c, due);
             hist_record(&d->out->lateness, c->sent_ns - due);
-        } else if (c->phase == APART) {
-            reconnect_queue(d, c, due_time(d, g));
+        } else if (c->phase == CONN_APART) {
+            events_reconnect_queue(d, c, events_due_time(d, g));
         }
     }
 }
@@ -357,7 +360,7 @@ static void arm_timer(struct driver *d, uint64_t next_sweep)
 {
     uint64_t at = next_sweep;
     if (d->open_loop && d->start_ns && d->cursor < d->run_planned) {
-        uint64_t due = due_time(d, d->cursor);
+        uint64_t due = events_due_time(d, d->cursor);
         if (due < at)
             at = due;
     }
@@ -380,7 +383,7 @@ static void turn(struct driver *d, uint64_t *next_sweep)
 {
     struct epoll_event events[MAX_EVENTS];
     if (d->queued)
-        start_queued(d);
+        events_connect_queued(d);
     arm_timer(d, *next_sweep);
     int n = epoll_wait(d->epfd, events, MAX_EVENTS, -1);
     if (n < 0 && errno != EINTR)
@@ -388,7 +391,7 @@ static void turn(struct driver *d, uint64_t *next_sweep)
     /* In flight, before handling what woke us: every sample instant passed
      * meanwhile, each as of its own instant. */
     for (uint64_t woke = now_ns(); d->next_sample && d->next_sample <= woke;)
-        sample_inflight(d, d->next_sample);
+        events_sample_inflight(d, d->next_sample);
     for (int i = 0; i < n; i++) {
         if (events[i].data.u64 == TIMER_TOKEN) {
             uint64_t expirations;
@@ -403,7 +406,7 @@ static void turn(struct driver *d, uint64_t *next_sweep)
     if (d->open_loop && d->start_ns)
         release_due(d, now);
     if (d->next_bad_tick && now >= d->next_bad_tick)
-        bad_tick(d, now);
+        events_bad_tick(d, now);
     if (now >= *next_sweep) {
         sweep(d, now);
         *next_sweep = now + SWEEP_NS;
@@ -454,7 +457,7 @@ static void connect_range(struct driver *d, long from, long to, long most, uint6
     long next = from;
     while (next < to || d->connecting > 0) {
         while (d->connecting < most && next < to)
-            start_connect(d, &d->conns[next++], d->addr);
+            events_connect(d, &d->conns[next++], d->addr);
         if (d->connecting > 0)
             turn(d, next_sweep);
     }
@@ -487,17 +490,17 @@ static void *run_driver(void *arg)
     out->began_ns = now_ns();
     d->active_open = d->active;
     for (long i = 0; i < d->total; i++) {
-        enum role role = i < d->active ? ACTIVE : i < d->held ? IDLE : BAD;
+        enum conn_role role = i < d->active ? CONN_ACTIVE : i < d->held ? CONN_IDLE : CONN_BAD;
         /* Its active connections are thread, thread + N ... of the run; its idle
          * ones the same of the idle connections, numbered after the active; its
          * bad ones the same of the bad connections, numbered after the idle. */
-        long k = role == ACTIVE ? i : role == IDLE ? i - d->active : i - d->held;
-        long id = (role == ACTIVE ? 0 : role == IDLE ? o->clients : o->clients + o->idle)
+        long k = role == CONN_ACTIVE ? i : role == CONN_IDLE ? i - d->active : i - d->held;
+        long id = (role == CONN_ACTIVE ? 0 : role == CONN_IDLE ? o->clients : o->clients + o->idle)
                 + d->thread + k * d->threads;
         /* --reconnect: an active slot has no connection until its first exchange. */
-        enum phase phase = role == ACTIVE && o->reconnect ? APART : CLOSED;
+        enum conn_phase phase = role == CONN_ACTIVE && o->reconnect ? CONN_APART : CONN_CLOSED;
         d->conns[i] = (struct conn){ .id = id, .fd = -1, .phase = phase, .role = role };
-        d->conns[i].planned = role == ACTIVE ? planned_for(d, id) : 0;
+        d->conns[i].planned = role == CONN_ACTIVE ? planned_for(d, id) : 0;
     }
 
     /* Connect everything, a bounded number at a time (the bound shared out
@@ -522,18 +525,18 @@ static void *run_driver(void *arg)
     d->start_ns = out->first_send_ns = d->run->start_ns;
     d->rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)o->seed * 0xBF58476D1CE4E5B9ull) ^ (uint64_t)(d->thread + 1);
     d->sample_period = d->start_ns;
-    d->next_sample = d->start_ns + next_random(d) % INFLIGHT_INTERVAL_NS;
-    bad_start(d);
+    d->next_sample = d->start_ns + events_random(d) % INFLIGHT_INTERVAL_NS;
+    events_bad_start(d);
     for (long i = 0; i < d->active; i++) {
         struct conn *c = &d->conns[i];
-        if (c->phase != HELD && c->phase != APART)
+        if (c->phase != CONN_HELD && c->phase != CONN_APART)
             continue;
         if (c->planned == 0)
-            conn_retire(d, c, 0);
+            events_retire(d, c, 0);
         else if (d->open_loop)
             continue;  /* release_due() starts (--reconnect: queues) each when due */
         else if (o->reconnect)
-            reconnect_queue(d, c, 0);
+            events_reconnect_queue(d, c, 0);
         else
             exchange_begin(d, c, 0);
     }
@@ -543,7 +546,7 @@ static void *run_driver(void *arg)
         turn(d, &next_sweep);
 
     for (long i = d->active; i < d->total; i++)  /* idle and bad ones */
-        conn_close(d, &d->conns[i], 0);
+        events_close(d, &d->conns[i], 0);
     out->ended_ns = now_ns();
     out->thread_cpu_s = thread_cpu_s() - cpu_at_start;
     double waited = thread_waited_s();
@@ -556,7 +559,7 @@ static void *run_driver(void *arg)
     return NULL;
 }
 
-void drive_events(const struct options *o, const struct net_addr *addr,
+void events_drive(const struct options *o, const struct net_addr *addr,
                   const struct workload *w, struct outcome *out)
 {
     long threads = o->threads;
@@ -632,7 +635,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
         out->began_ns = p->began_ns < out->began_ns ? p->began_ns : out->began_ns;
         out->ended_ns = p->ended_ns > out->ended_ns ? p->ended_ns : out->ended_ns;
         out->last_reply_ns = p->last_reply_ns > out->last_reply_ns ? p->last_reply_ns : out->last_reply_ns;
-        outcome_add_latencies(out, p);
+        batches_add_latencies(out, p);
         outcome_free(&parts[t]);
     }
     out->parts = parts;  /* kept for the report's per_thread; outcome_free frees them */
@@ -645,7 +648,7 @@ void drive_events(const struct options *o, const struct net_addr *addr,
     else
         out->measure_from_ns = run.start_ns;
     if (o->rate_rps > 0)
-        note_due_in_window(out, &run.arrivals, run.start_ns);
+        batches_note_due_in_window(out, &run.arrivals, run.start_ns);
     pthread_barrier_destroy(&run.gate);
     pthread_barrier_destroy(&run.bad_gate);
     arrivals_free(&run.arrivals);

@@ -1,5 +1,5 @@
 /* events.h -- what the files of the event-driven driver (loadgen.h's
- * drive_events) share.  The design, its state machines and the reasons
+ * events_drive) share.  The design, its state machines and the reasons
  * behind them: docs/loadgen-events.md.
  *
  *   events.c            the loop: connect, an exchange, dispatch, the timer, a thread's run
@@ -20,15 +20,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* APART and QUEUED: --reconnect only, a slot with no connection between two exchanges. */
-enum phase { CONNECTING, HELD, BUSY, MISBEHAVING, APART, QUEUED, CLOSED };
-enum role { ACTIVE, IDLE, BAD };
+/* CONN_APART and CONN_QUEUED: --reconnect only, a slot with no connection between two exchanges. */
+enum conn_phase {
+    CONN_CONNECTING, CONN_HELD, CONN_BUSY, CONN_MISBEHAVING, CONN_APART, CONN_QUEUED, CONN_CLOSED
+};
+enum conn_role { CONN_ACTIVE, CONN_IDLE, CONN_BAD };
 
 struct conn {
     long id;                       /* its number in the run (the driver's conns are a subset) */
     int fd;
-    enum phase phase;
-    enum role role;                /* idle: held silent; bad: misbehaving (never exchanges) */
+    enum conn_phase phase;
+    enum conn_role role;           /* idle: held silent; bad: misbehaving (never exchanges) */
     uint32_t interest;             /* the epoll events asked for now */
     long next;                     /* number of this connection's next exchange */
     long planned;                  /* exchanges this connection is to make */
@@ -85,26 +87,26 @@ struct driver {
 };
 
 /* events.c */
-void set_interest(struct driver *d, struct conn *c, uint32_t events);
-void drop_socket(struct driver *d, struct conn *c);
-void conn_retire(struct driver *d, struct conn *c, int failure);
-void conn_close(struct driver *d, struct conn *c, int failure);
-uint64_t due_time(const struct driver *d, long g);
-void start_connect(struct driver *d, struct conn *c, const struct net_addr *addr);
+void events_set_interest(struct driver *d, struct conn *c, uint32_t events);
+void events_drop_socket(struct driver *d, struct conn *c);
+void events_retire(struct driver *d, struct conn *c, int failure);
+void events_close(struct driver *d, struct conn *c, int failure);
+uint64_t events_due_time(const struct driver *d, long g);
+void events_connect(struct driver *d, struct conn *c, const struct net_addr *addr);
 
 /* events_reconnect.c */
-void reconnect_queue(struct driver *d, struct conn *c, uint64_t due);
-void reconnect_next(struct driver *d, struct conn *c);
-void exchange_failed(struct driver *d, struct conn *c, int failure);
-void start_queued(struct driver *d);
+void events_reconnect_queue(struct driver *d, struct conn *c, uint64_t due);
+void events_reconnect_next(struct driver *d, struct conn *c);
+void events_reconnect_failed(struct driver *d, struct conn *c, int failure);
+void events_connect_queued(struct driver *d);
 
 /* events_bad.c */
-void bad_start(struct driver *d);
-void bad_tick(struct driver *d, uint64_t now);
-void bad_event(struct driver *d, struct conn *c, uint32_t events);
+void events_bad_start(struct driver *d);
+void events_bad_tick(struct driver *d, uint64_t now);
+void events_bad_event(struct driver *d, struct conn *c, uint32_t events);
 
 /* events_inflight.c */
-uint64_t next_random(struct driver *d);
-void sample_inflight(struct driver *d, uint64_t at);
+uint64_t events_random(struct driver *d);
+void events_sample_inflight(struct driver *d, uint64_t at);
 
 #endif

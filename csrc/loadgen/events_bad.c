@@ -19,6 +19,8 @@
 #define BAD_IOV 64                    /* silent/slow: request units per sendmsg, at most ... */
 #define BAD_CHUNK (256 * 1024)        /* ... and bytes */
 
+const char *const events_bad_kind_names[] = { "silent", "slow", "drip" };
+
 /* Write as much of the endless request stream as the socket takes now. */
 static void bad_write(struct driver *d, struct conn *c)
 {
@@ -39,7 +41,7 @@ static void bad_write(struct driver *d, struct conn *c)
     ssize_t put = sendmsg(c->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (put < 0) {
         if (errno != EAGAIN && errno != EINTR)
-            conn_close(d, c, errno);
+            events_close(d, c, errno);
         return;
     }
     d->out->bad_bytes_sent += put;
@@ -56,7 +58,7 @@ static bool bad_read(struct driver *d, struct conn *c, size_t most)
     }
     if (got < 0 && (errno == EAGAIN || errno == EINTR))
         return true;
-    conn_close(d, c, got == 0 ? FAIL_EOF : errno);
+    events_close(d, c, got == 0 ? FAIL_EOF : errno);
     return false;
 }
 
@@ -71,23 +73,23 @@ static void bad_drip(struct driver *d, struct conn *c)
         d->out->bad_bytes_sent++;
         x->sent = (at + 1) % unit;
     } else if (put < 0 && errno != EAGAIN && errno != EINTR) {
-        conn_close(d, c, errno);
+        events_close(d, c, errno);
     }
 }
 
 /* The gate opened: every bad connection of this thread starts misbehaving. */
-void bad_start(struct driver *d)
+void events_bad_start(struct driver *d)
 {
     for (long i = d->held; i < d->total; i++) {
         struct conn *c = &d->conns[i];
-        if (c->phase != HELD)
+        if (c->phase != CONN_HELD)
             continue;
-        c->phase = MISBEHAVING;
+        c->phase = CONN_MISBEHAVING;
         exchange_start(&c->x, d->w, c->id, 0);
         if (d->o->bad_kind == BAD_DRIP) {
-            set_interest(d, c, EPOLLIN | EPOLLRDHUP);
+            events_set_interest(d, c, EPOLLIN | EPOLLRDHUP);
         } else {
-            set_interest(d, c, EPOLLOUT | EPOLLRDHUP);
+            events_set_interest(d, c, EPOLLOUT | EPOLLRDHUP);
             bad_write(d, c);
         }
     }
@@ -96,11 +98,11 @@ void bad_start(struct driver *d)
 }
 
 /* Every --bad-interval: slow ones read a little, drip ones send a byte. */
-void bad_tick(struct driver *d, uint64_t now)
+void events_bad_tick(struct driver *d, uint64_t now)
 {
     for (long i = d->held; i < d->total; i++) {
         struct conn *c = &d->conns[i];
-        if (c->phase != MISBEHAVING)
+        if (c->phase != CONN_MISBEHAVING)
             continue;
         if (d->o->bad_kind == BAD_SLOW)
             bad_read(d, c, BAD_SLOW_READ);
@@ -112,9 +114,9 @@ void bad_tick(struct driver *d, uint64_t now)
     d->next_bad_tick = d->start_ns + ((now - d->start_ns) / interval + 1) * interval;
 }
 
-void bad_event(struct driver *d, struct conn *c, uint32_t events)
+void events_bad_event(struct driver *d, struct conn *c, uint32_t events)
 {
-    if (c->phase == MISBEHAVING && d->o->bad_kind == BAD_DRIP && (events & EPOLLIN)
+    if (c->phase == CONN_MISBEHAVING && d->o->bad_kind == BAD_DRIP && (events & EPOLLIN)
         && !bad_read(d, c, sizeof d->buf))
         return;
     if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
@@ -123,9 +125,9 @@ void bad_event(struct driver *d, struct conn *c, uint32_t events)
         socklen_t len = sizeof err;
         if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
             err = errno;
-        conn_close(d, c, err ? err : FAIL_EOF);
+        events_close(d, c, err ? err : FAIL_EOF);
         return;
     }
-    if (c->phase == MISBEHAVING && (events & EPOLLOUT))
+    if (c->phase == CONN_MISBEHAVING && (events & EPOLLOUT))
         bad_write(d, c);
 }

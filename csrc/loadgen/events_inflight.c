@@ -7,7 +7,7 @@
  */
 #include "loadgen/events.h"
 
-uint64_t next_random(struct driver *d)
+uint64_t events_random(struct driver *d)
 {
     d->rng ^= d->rng << 13;
     d->rng ^= d->rng >> 7;
@@ -21,14 +21,14 @@ static long inflight_now(const struct driver *d, uint64_t now)
     long n = 0;
     if (!d->open_loop) {
         for (long i = 0; i < d->active; i++)
-            n += d->conns[i].phase == BUSY || (d->conns[i].phase == CONNECTING && d->o->reconnect);
+            n += d->conns[i].phase == CONN_BUSY || (d->conns[i].phase == CONN_CONNECTING && d->o->reconnect);
         return n;
     }
     /* g_due: the last exchange of the run due by now (-1: none yet). */
     long g_due = now < d->start_ns ? -1 : arrivals_due_by(&d->run->arrivals, now - d->start_ns) - 1;
     for (long i = 0; i < d->active; i++) {
         const struct conn *c = &d->conns[i];
-        if (c->phase == CLOSED || (c->phase == CONNECTING && !d->o->reconnect) || g_due < c->id)
+        if (c->phase == CONN_CLOSED || (c->phase == CONN_CONNECTING && !d->o->reconnect) || g_due < c->id)
             continue;
         long due = (g_due - c->id) / d->o->clients + 1;  /* its exchanges due by now */
         if (due > c->planned)
@@ -53,7 +53,7 @@ static bool warmed_up(const struct driver *d, uint64_t now)
  * and the connections as they were (no event handled since): a thread that
  * was descheduled past `at` must not count the exchanges that fell due while
  * it could not run, or the samples would gather at the ends of its stalls. */
-void sample_inflight(struct driver *d, uint64_t at)
+void events_sample_inflight(struct driver *d, uint64_t at)
 {
     if (warmed_up(d, at)) {
         long n = inflight_now(d, at);
@@ -63,5 +63,5 @@ void sample_inflight(struct driver *d, uint64_t at)
             d->out->inflight_max = n;
     }
     d->sample_period += INFLIGHT_INTERVAL_NS;
-    d->next_sample = d->sample_period + next_random(d) % INFLIGHT_INTERVAL_NS;
+    d->next_sample = d->sample_period + events_random(d) % INFLIGHT_INTERVAL_NS;
 }

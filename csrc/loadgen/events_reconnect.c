@@ -6,7 +6,8 @@
  *     ^                                                       | connected
  *     \------ reply read, or the exchange failed: close <--- BUSY
  *
- * A failure fails that one exchange; the slot goes on (docs/loadgen-events.md).
+ * (the phases of enum conn_phase, events.h: CONN_APART, CONN_QUEUED ...).  A
+ * failure fails that one exchange; the slot goes on (docs/loadgen-events.md).
  */
 #include "loadgen/events.h"
 
@@ -22,58 +23,58 @@
  * starts): wait for a connect slot.  The queue is served at the top of every
  * turn(), never from here, so a run of connects that fail at once is a loop,
  * not a recursion. */
-void reconnect_queue(struct driver *d, struct conn *c, uint64_t due)
+void events_reconnect_queue(struct driver *d, struct conn *c, uint64_t due)
 {
-    c->phase = QUEUED;
+    c->phase = CONN_QUEUED;
     c->due_ns = due;
     d->queue[(d->queue_head + d->queued++) % d->active] = c - d->conns;
 }
 
 /* The exchange is over (its reply read, or failed): its connection is closed;
  * on to the slot's next exchange, queued now if it is due already. */
-void reconnect_next(struct driver *d, struct conn *c)
+void events_reconnect_next(struct driver *d, struct conn *c)
 {
-    drop_socket(d, c);
-    c->phase = APART;
+    events_drop_socket(d, c);
+    c->phase = CONN_APART;
     if (++c->next == c->planned) {
-        conn_retire(d, c, 0);
+        events_retire(d, c, 0);
         return;
     }
     if (!d->open_loop) {
-        reconnect_queue(d, c, 0);
+        events_reconnect_queue(d, c, 0);
         return;
     }
-    uint64_t due = due_time(d, c->next * d->o->clients + c->id);
+    uint64_t due = events_due_time(d, c->next * d->o->clients + c->id);
     if (due <= now_ns())
-        reconnect_queue(d, c, due);  /* overdue: it waited for this one */
+        events_reconnect_queue(d, c, due);  /* overdue: it waited for this one */
     /* else release_due() queues it when it falls due */
 }
 
 /* The exchange failed (its connect, or its connection once connected): only
  * that one exchange; the slot goes on. */
-void exchange_failed(struct driver *d, struct conn *c, int failure)
+void events_reconnect_failed(struct driver *d, struct conn *c, int failure)
 {
-    tally_add(&d->run->out->failures, failure);
-    if (c->phase == CONNECTING)
+    outcome_add_failure(&d->run->out->failures, failure);
+    if (c->phase == CONN_CONNECTING)
         c->connect_failed = true;
     else
         c->exchange_lost = true;
-    reconnect_next(d, c);
+    events_reconnect_next(d, c);
 }
 
 /* --reconnect: connect the queued slots, oldest first, while connect slots
  * are free.  The wait in the queue is not part of a connect's time; in closed
  * loop it is not part of the exchange's either (it counts from here). */
-void start_queued(struct driver *d)
+void events_connect_queued(struct driver *d)
 {
     while (d->queued > 0 && d->connecting < d->most_connecting) {
         struct conn *c = &d->conns[d->queue[d->queue_head]];
         d->queue_head = (d->queue_head + 1) % d->active;
         d->queued--;
-        if (c->phase != QUEUED)
+        if (c->phase != CONN_QUEUED)
             continue;  /* retired meanwhile, at the run's deadline */
         if (!c->due_ns)
             c->due_ns = now_ns();
-        start_connect(d, c, d->addr);
+        events_connect(d, c, d->addr);
     }
 }

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const service_names[] = { "top", "echo", "sink", "spin" };
-const char *const vary_names[] = { "none", "uniform", "log" };
-const char *const spin_dist_names[] = { "fixed", "exp" };
+const char *const workload_service_names[] = { "top", "echo", "sink", "spin" };
+const char *const workload_vary_names[] = { "none", "uniform", "log" };
+const char *const workload_spin_dist_names[] = { "fixed", "exp" };
 
 void exchange_start(struct exchange *x, const struct workload *w, long c, long j)
 {
@@ -177,7 +177,7 @@ enum reply_status exchange_received(struct exchange *x, const char *data, size_t
 }
 
 void workload_make(struct workload *w, enum service service, long k, long size,
-                   enum size_vary vary, unsigned long seed)
+                   enum vary_kind vary, unsigned long seed)
 {
     *w = (struct workload){ .service = service, .k = k, .vary = vary, .seed = seed };
     if (service == SERVICE_TOP || service == SERVICE_SPIN)

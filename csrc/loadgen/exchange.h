@@ -13,20 +13,20 @@
 #define MAX_REPLY_LINE 1024 /* LAB.md: a line over 1 KiB is malformed */
 
 enum service { SERVICE_TOP, SERVICE_ECHO, SERVICE_SINK, SERVICE_SPIN };
-extern const char *const service_names[];
+extern const char *const workload_service_names[];
 
 /* How the echo/sink body size varies between connections: not at all, or
  * drawn per connection from VARY_MIN_SIZE..size, uniformly or log-uniformly
  * (as many 1-10 KB bodies as 1-10 MB ones), reproducibly from a seed. */
-enum size_vary { VARY_NONE, VARY_UNIFORM, VARY_LOG };
-extern const char *const vary_names[];
+enum vary_kind { VARY_NONE, VARY_UNIFORM, VARY_LOG };
+extern const char *const workload_vary_names[];
 #define VARY_MIN_SIZE 1024
 
 /* spin: each request's service time, the mean of --spin-us: the same for all
  * (fixed) or drawn per exchange from the exponential distribution (exp),
  * reproducibly from the seed, the connection and the exchange's number. */
 enum spin_dist { SPIN_FIXED, SPIN_EXP };
-extern const char *const spin_dist_names[];
+extern const char *const workload_spin_dist_names[];
 #define SPIN_MAX_US 1000000L           /* the service's bound on one request */
 
 /* What the exchanges of this run send; read-only, shared by all clients. */
@@ -34,7 +34,7 @@ struct workload {
     enum service service;
     long k;
     size_t size;                   /* echo/sink: the body size, or the largest one */
-    enum size_vary vary;
+    enum vary_kind vary;
     unsigned long seed;
     unsigned char *payload;        /* echo/sink body bytes, `size` of them */
     long spin_us;                  /* spin: the mean service time, microseconds */
@@ -44,7 +44,7 @@ struct workload {
 /* Fill in the request for a service (the payload is malloc'd; dies if it
  * cannot be); workload_free() releases it. */
 void workload_make(struct workload *w, enum service service, long k, long size,
-                   enum size_vary vary, unsigned long seed);
+                   enum vary_kind vary, unsigned long seed);
 void workload_free(struct workload *w);
 /* The body size of connection c's exchanges: the same for every run with
  * the same seed (0 for top and spin). */

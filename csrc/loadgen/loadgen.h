@@ -1,15 +1,34 @@
 /* loadgen.h -- what the load generator's parts share.
  *
- *   loadgen.c   options and setup           exchange.c  one exchange, bytes only
- *   threads.c   thread-per-connection driver events*.c   event-driven driver (epoll; events.h)
+ *   loadgen.c     setup, main                  options.c   the flags, as a table
+ *   threads.c     thread-per-connection driver events*.c   event-driven driver (epoll; events.h)
  *   strategies.c  how the request is written (many writes, writev, one write ...)
- *   report.c    failures, the JSON summary   histogram.c latencies in bounded memory
- *   arrivals.c  the open loop's schedule     batches.c   latencies by batch of the plan,
- *                                                        the open loop's own checks
+ *   exchange.c    one exchange, bytes only     histogram.c latencies in bounded memory
+ *   outcome.c     the outcome's arithmetic     report.c    the JSON summary, printed
+ *   arrivals.c    the open loop's schedule     batches.c   latencies by batch of the plan,
+ *                                                          the open loop's own checks
  *
- * A driver runs the connections described by the options and fills in a
- * struct outcome; report_outcome() prints it.  Both drivers fill in the same fields,
- * so both print the same JSON keys.
+ * A driver runs the connections described by the options and fills in a struct outcome;
+ * outcome_derive() computes the report's figures from it and report_print() prints them.
+ * Both drivers fill in the same fields, so both print the same JSON keys.
+ *
+ * Names, as net_ in csrc/common and ev_ in csrc/loop (tests/test_c_names.py holds them):
+ * every function and variable a file defines for the other files begins with its room's
+ * prefix below (what a file keeps static is its own), and every enum constant begins with
+ * the first word of its enum's tag, in capitals (enum conn_phase: CONN_BUSY ...).
+ *
+ *   prefix                  files
+ *   options_                options.c
+ *   threads_                threads.c
+ *   events_                 events.c, events_bad.c, events_reconnect.c, events_inflight.c
+ *   strategy_               strategies.c
+ *   exchange_, workload_    exchange.c
+ *   outcome_                outcome.c
+ *   report_                 report.c
+ *   batches_                batches.c
+ *   hist_                   histogram.c
+ *   arrivals_               arrivals.c
+ *   (main only)             loadgen.c
  */
 #ifndef LOADGEN_H
 #define LOADGEN_H
@@ -31,7 +50,7 @@ enum strategy { STRATEGY_NONE, STRATEGY_MANY, STRATEGY_WRITEV, STRATEGY_SINGLE, 
 extern const char *const strategy_names[];
 /* --bad-kind: how the misbehaving connections of --bad N misbehave (events_bad.c). */
 enum bad_kind { BAD_SILENT, BAD_SLOW, BAD_DRIP };
-extern const char *const bad_kind_names[];
+extern const char *const events_bad_kind_names[];
 #define BAD_SLOW_READ 1024             /* slow: bytes read per --bad-interval, at most */
 #define MAX_CONNECTING 512             /* events: connects in flight at once (all its threads) */
 #define INFLIGHT_INTERVAL_NS 10000000ull /* events: in-flight sampling period (= its sweep) */
@@ -54,7 +73,7 @@ struct options {
     long threads;                  /* events: event loops, each its own connections (--threads) */
     double rate_rps;               /* open loop: total requests/s; 0 = closed loop */
     double duration_s;             /* open loop: instead of --requests; 0 = not given */
-    enum arrival_kind arrivals;    /* open loop: even or Poisson gaps (arrivals.h) */
+    enum arrivals_kind arrivals;   /* open loop: even or Poisson gaps (arrivals.h) */
     double warmup_s;               /* leave out exchanges meant to start this early ... */
     long warmup_requests;          /* ... or the first this many to complete */
     bool reconnect;                /* events: a new connection per exchange (--reconnect) */
@@ -62,7 +81,7 @@ struct options {
     long bad;                      /* extra misbehaving connections (--bad), connected first */
     enum bad_kind bad_kind;        /* ... silent, slow or drip */
     double bad_interval_s;         /* ... slow: a read, drip: a byte, every this often */
-    enum size_vary vary;           /* echo/sink: body sizes differ per connection */
+    enum vary_kind vary;           /* echo/sink: body sizes differ per connection */
     unsigned long seed;            /* ... drawn reproducibly from this seed */
     long spin_us;                  /* spin: the mean service time per request */
     enum spin_dist spin_dist;      /* ... fixed, or exponential */
@@ -73,7 +92,7 @@ struct options {
 
 /* A failure is an errno value (> 0) or one of the protocol failures below,
  * which have names of their own in the report. */
-enum { FAIL_EOF = -1, FAIL_BADREPLY = -2 };
+enum fail_kind { FAIL_EOF = -1, FAIL_BADREPLY = -2 };
 
 /* Failures by kind (failures are rare, so one lock is plenty). */
 #define MAX_FAILURE_KINDS 64
@@ -83,7 +102,7 @@ struct failure_tally {
     struct { int failure; long count; } entry[MAX_FAILURE_KINDS];
 };
 
-void tally_add(struct failure_tally *t, int failure);
+void outcome_add_failure(struct failure_tally *t, int failure);
 
 /* What a driver measured. */
 struct outcome {
@@ -133,7 +152,7 @@ struct outcome {
      * connection was free at its due time (sent - due; send_lateness_us). */
     struct histogram lateness;
     /* Open loop: exchanges of the plan due inside the measured window, sent or not (-1: not
-     * counted; batches.c note_due_in_window). */
+     * counted; batches.c batches_note_due_in_window). */
     long due_in_window;
     /* The threads driver also keeps every sample, sorted, for exact
      * percentiles; NULL from the events driver. */
@@ -171,36 +190,80 @@ struct outcome {
     struct failure_tally bad_failures;
 };
 
+/* outcome.c: the counts as the run goes ... */
 void outcome_init(struct outcome *out);
 void outcome_free(struct outcome *out);
 /* Quote the first bad reply on stderr; later ones are only counted. */
-void note_bad_reply(struct outcome *out, long connection, const struct exchange *x);
+void outcome_note_bad_reply(struct outcome *out, long connection, const struct exchange *x);
 /* One connect that succeeded after `ns` (not thread-safe: each thread its own outcome). */
-void note_connect(struct outcome *out, uint64_t ns);
+void outcome_note_connect(struct outcome *out, uint64_t ns);
+
+/* ... and what the report derives from them (outcome.c; report.c prints it). */
+struct latency_summary {           /* microseconds; samples 0: none, every figure null */
+    double p50, p90, p99, p999, max, mean;
+    unsigned long long samples;
+};
+struct outcome_figures {           /* has_x (or a bool named for x) false: x was not measured */
+    bool open_loop, all_ok;
+    long requests_failed, requests_not_sent, connections_failed, connections_opened;
+    double elapsed_s;
+    bool has_throughput, has_deadline;
+    double throughput_rps, run_deadline_s;
+    long measured;                 /* exchanges after the warm-up: what completed_rps divides */
+    bool window;                   /* a measured window: its length and rate */
+    double window_s, completed_rps;
+    bool moved;                    /* echo/sink: bodies delivered, first request byte .. last reply */
+    double transfer_s, goodput_gbit_s;
+    bool has_server_reads_mean;    /* sink: the server's reads per exchange */
+    double server_reads_mean;
+    long repetitions_done;         /* strategies: repetitions of the body, completed exchanges' */
+    double send_s, send_gbit_s, write_calls_per_repetition, data_segments_per_repetition,
+           server_reads_per_repetition;
+    bool latency_exact;            /* from every sample kept, or from the histograms */
+    struct latency_summary latency, latency_uncorrected, connect;
+    double batch_mean_us[BATCHES]; /* a batch of 0 samples: 0 here, null in the report */
+};
+struct outcome_figures outcome_derive(const struct options *o, const struct outcome *out);
+struct latency_summary outcome_histogram_summary(const struct histogram *h);
+/* An events thread's CPU time and wait for a CPU, as shares of the run's elapsed time. */
+struct part_shares {
+    bool has_busy, has_waiting;    /* waiting: also false where the kernel did not say */
+    double busy, waiting;
+};
+struct part_shares outcome_part_shares(const struct outcome *part, double elapsed_s);
+
 /* One measured exchange's latency: exchange g (0-based) of the `planned` of the plan's
  * measured part, in the order of the plan (g = its index on its connection x clients + the
  * connection's, less batches_from). */
-void note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns, uint64_t uncorrected_ns);
+void batches_note_latency(struct outcome *out, long g, long planned, uint64_t corrected_ns,
+                          uint64_t uncorrected_ns);
 /* batches.c: a part's latency figures added into the whole; the exchanges of schedule `a`
  * (started at start_ns) due inside the measured window; the report's keys from them. */
-void outcome_add_latencies(struct outcome *into, const struct outcome *part);
+void batches_add_latencies(struct outcome *into, const struct outcome *part);
 /* The first exchange of the plan the batches count: where the warm-up ends, if known before
  * the run (batches.c). */
 long batches_from(const struct options *o, const struct arrivals *a, long planned);
-void note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns);
-void print_batch_below(const struct outcome *out);
-void print_open_loop_checks(const struct options *o, const struct outcome *out, bool window);
+void batches_note_due_in_window(struct outcome *out, const struct arrivals *a, uint64_t start_ns);
+void batches_print_below(const struct outcome *out);
+void batches_print_open_loop(const struct options *o, const struct outcome *out, bool window);
+
+/* options.c: the flags read and checked; a bad one, or a bad combination, ends the
+ * process with exit EXIT_BAD_ARGS and a message on stderr (options_fail). */
+#define EXIT_BAD_ARGS 2
+struct options options_parse(int argc, char **argv);
+_Noreturn void options_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern const char *const options_engine_names[];
 
 /* The drivers: run the whole load, fill in *out. */
-void drive_threads(const struct options *o, const struct net_addr *addr,
+void threads_drive(const struct options *o, const struct net_addr *addr,
                    const struct workload *w, struct outcome *out);
-void drive_events(const struct options *o, const struct net_addr *addr,
+void events_drive(const struct options *o, const struct net_addr *addr,
                   const struct workload *w, struct outcome *out);
-void drive_strategy(const struct options *o, const struct net_addr *addr,
+void strategy_drive(const struct options *o, const struct net_addr *addr,
                     const struct workload *w, struct outcome *out);
 
 /* Print the JSON summary on stdout and a line on stderr; returns the exit
  * code (0: everything succeeded, 1: something failed). */
-int report_outcome(const struct options *o, struct outcome *out);
+int report_print(const struct options *o, struct outcome *out);
 
 #endif

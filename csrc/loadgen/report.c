@@ -1,12 +1,16 @@
-/* report.c -- failures by name, and the one JSON summary on stdout.
+/* report.c -- the one JSON summary on stdout, and its line on stderr.  It prints what
+ * outcome.c derived and computes nothing of its own.
  *
- * Latencies come from the exact samples when the driver kept them (threads)
- * and from the histogram otherwise (events); "latency_source" and
- * "percentile_precision" say which, so a reader knows how far to trust the
- * third digit.
+ * Invariants:
+ *   - stdout gets exactly one JSON object, on one line, its keys in a fixed order;
+ *   - both engines (and the strategies driver) print every key; null where a figure was
+ *     not measured, never a 0 that was not counted;
+ *   - latencies come from the exact samples when the driver kept them (threads) and from
+ *     the histogram otherwise (events); "latency_source" and "percentile_precision" say
+ *     which, so a reader knows how far to trust the third digit;
+ *   - a failure is named by its errno's name (ECONNRESET ...), or EOF and BADREPLY.
  *
- * Keys the "what breaks first" experiment reads (both engines print every key;
- * null where a figure was not measured, never a 0 that was not counted):
+ * Keys the "what breaks first" experiment reads:
  *   requests_sent, requests_not_sent  exchanges begun, and planned but never
  *       begun (their connection failed, or was still busy with earlier ones
  *       when an open-loop run reached its deadline); requests_failed =
@@ -44,9 +48,7 @@
 #include "common/util.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -78,125 +80,36 @@ static const char *failure_name(int failure, char buf[32])
     return buf;
 }
 
-void tally_add(struct failure_tally *t, int failure)
+/* ------------------------------------------------------------ the pieces */
+
+/* A number, or null when it was not given. */
+static void print_optional(const char *key, bool given, double value)
 {
-    pthread_mutex_lock(&t->lock);
-    int i = 0;
-    while (i < t->kinds && t->entry[i].failure != failure)
-        i++;
-    if (i == t->kinds && t->kinds < MAX_FAILURE_KINDS)
-        t->entry[t->kinds++].failure = failure;
-    if (i < t->kinds)
-        t->entry[i].count++;
-    pthread_mutex_unlock(&t->lock);
+    if (given)
+        printf("\"%s\":%.15g,", key, value);
+    else
+        printf("\"%s\":null,", key);
 }
 
-/* ---------------------------------------------------------------- outcome */
-
-void outcome_init(struct outcome *out)
+/* A count (never in exponent form), or null when it was not given. */
+static void print_optional_count(const char *key, bool given, long value)
 {
-    memset(out, 0, sizeof *out);
-    pthread_mutex_init(&out->failures.lock, NULL);
-    pthread_mutex_init(&out->bad_failures.lock, NULL);
-    atomic_init(&out->bad_reply_reported, false);
-    hist_init(&out->corrected);
-    hist_init(&out->uncorrected);
-    hist_init(&out->connect);
-    hist_init(&out->halves[0]);
-    hist_init(&out->halves[1]);
-    /* calloc: zero, as hist_init leaves a histogram, in mmap'd pages mapped when first
-     * written: a part's twenty hold the pages its samples land in, not all 1.16 MiB. */
-    if (!(out->batch = calloc(BATCHES, sizeof *out->batch)))
-        die("out of memory for the latency batches");
-    for (int b = 0; b < BATCHES; b++)
-        out->batch[b].min = UINT64_MAX;
-    hist_init(&out->lateness);
-    out->due_in_window = -1;
-    out->began_ns = out->ended_ns = now_ns();
+    if (given)
+        printf("\"%s\":%ld,", key, value);
+    else
+        printf("\"%s\":null,", key);
 }
 
-void outcome_free(struct outcome *out)
+static void print_latency(const char *key, const struct latency_summary *s)
 {
-    pthread_mutex_destroy(&out->failures.lock);
-    pthread_mutex_destroy(&out->bad_failures.lock);
-    free(out->exact_ns);
-    out->exact_ns = NULL;
-    free(out->batch);
-    out->batch = NULL;
-    free(out->parts);  /* each part was freed when it was added up */
-    out->parts = NULL;
-}
-
-void note_bad_reply(struct outcome *out, long connection, const struct exchange *x)
-{
-    if (!atomic_exchange(&out->bad_reply_reported, true))
-        warn("client %ld: bad reply: %s%s%.200s%s (further bad replies are only counted)",
-             connection, x->why, x->bad_line ? ": '" : "", x->bad_line ? x->bad_line : "",
-             x->bad_line ? "'" : "");
-}
-
-/* Connect times: 0.9 s and 2.9 s are the marks of one and of two or three SYN
- * retransmissions.  Linux's first SYN RTO is TCP_TIMEOUT_INIT, 1 s
- * (include/net/tcp.h); tcp_retransmit_timer() (net/ipv4/tcp_timer.c) then
- * doubles it, so without linear timeouts a connect whose SYN was dropped takes
- * about 1, 3, 7 ... s; since Linux 6.5 the first tcp_syn_linear_timeouts
- * retransmissions (sysctl, default 4) keep 1 s, so it takes about 1, 2, 3, 4,
- * 5, 7, 11 ... s.  Either way a 3 s connect fits under the default
- * --connect-timeout of 5 s (a 7 s one would not). */
-void note_connect(struct outcome *out, uint64_t ns)
-{
-    hist_record(&out->connect, ns);
-    if (ns >= 900000000ull)
-        out->connects_over_1s++;
-    if (ns >= 2900000000ull)
-        out->connects_over_3s++;
-}
-
-/* ------------------------------------------------------------ the report */
-
-const char *const bad_kind_names[] = { "silent", "slow", "drip" };
-
-static const char *const engine_names[] = { "threads", "events" };
-
-static void print_no_latency(const char *key)
-{
-    printf("\"%s\":{\"p50\":null,\"p90\":null,\"p99\":null,\"p999\":null,"
-           "\"max\":null,\"mean\":null,\"samples\":0}", key);
-}
-
-/* Nearest-rank percentile of sorted samples, in microseconds. */
-static double exact_percentile_us(const uint64_t *sorted, size_t n, double p)
-{
-    size_t rank = (size_t)ceil(p / 100.0 * (double)n);
-    if (rank < 1)
-        rank = 1;
-    return (double)sorted[rank - 1] / 1e3;
-}
-
-static void print_exact_latency(const char *key, const uint64_t *sorted, size_t n)
-{
-    if (n == 0)
-        { print_no_latency(key); return; }
-    double sum = 0;
-    for (size_t i = 0; i < n; i++)
-        sum += (double)sorted[i];
-    printf("\"%s\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
-           "\"max\":%.3f,\"mean\":%.3f,\"samples\":%zu}", key,
-           exact_percentile_us(sorted, n, 50), exact_percentile_us(sorted, n, 90),
-           exact_percentile_us(sorted, n, 99), exact_percentile_us(sorted, n, 99.9),
-           (double)sorted[n - 1] / 1e3, sum / (double)n / 1e3, n);
-}
-
-static void print_histogram_latency(const char *key, const struct histogram *h)
-{
-    if (h->total == 0)
-        { print_no_latency(key); return; }
+    if (s->samples == 0) {
+        printf("\"%s\":{\"p50\":null,\"p90\":null,\"p99\":null,\"p999\":null,"
+               "\"max\":null,\"mean\":null,\"samples\":0}", key);
+        return;
+    }
     printf("\"%s\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
            "\"max\":%.3f,\"mean\":%.3f,\"samples\":%llu}", key,
-           (double)hist_percentile(h, 50) / 1e3, (double)hist_percentile(h, 90) / 1e3,
-           (double)hist_percentile(h, 99) / 1e3, (double)hist_percentile(h, 99.9) / 1e3,
-           (double)h->max / 1e3, h->sum / (double)h->total / 1e3,
-           (unsigned long long)h->total);
+           s->p50, s->p90, s->p99, s->p999, s->max, s->mean, s->samples);
 }
 
 /* The non-empty buckets only, as [[highest value in the bucket (us), count], ...]. */
@@ -220,23 +133,31 @@ static void print_histogram_buckets(const struct histogram *h)
     print_buckets(h);
 }
 
-static void print_optional(const char *key, bool given, double value);
-static void print_optional_count(const char *key, bool given, long value);
+static void print_errors_named(const char *key, const struct failure_tally *t)
+{
+    printf("\"%s\":{", key);
+    for (int i = 0; i < t->kinds; i++) {
+        char buf[32];
+        printf("%s\"%s\":%ld", i ? "," : "", failure_name(t->entry[i].failure, buf),
+               t->entry[i].count);
+    }
+    printf("}");
+}
+
+/* ---------------------------------------------------------- the sections */
 
 /* Connect times, from the histogram: percentiles and the non-empty buckets as
  * [lowest, highest value in the bucket (us), count] (a bucket is under 1% wide). */
-static void print_connects(const struct options *o, const struct outcome *out)
+static void print_connects(const struct options *o, const struct outcome *out, const struct outcome_figures *f)
 {
     const struct histogram *h = &out->connect;
-    if (h->total == 0) {
+    const struct latency_summary *s = &f->connect;
+    if (s->samples == 0) {
         printf("\"connect_us\":{\"p50\":null,\"p90\":null,\"p99\":null,\"max\":null,\"mean\":null,"
                "\"samples\":0},");
     } else {
         printf("\"connect_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"max\":%.3f,\"mean\":%.3f,"
-               "\"samples\":%llu},",
-               (double)hist_percentile(h, 50) / 1e3, (double)hist_percentile(h, 90) / 1e3,
-               (double)hist_percentile(h, 99) / 1e3, (double)h->max / 1e3,
-               h->sum / (double)h->total / 1e3, (unsigned long long)h->total);
+               "\"samples\":%llu},", s->p50, s->p90, s->p99, s->max, s->mean, s->samples);
     }
     printf("\"connect_histogram\":[");
     const char *sep = "";
@@ -254,16 +175,14 @@ static void print_connects(const struct options *o, const struct outcome *out)
                          MAX_CONNECTING);
     /* This network namespace's SYN retransmission schedule (null: a kernel without it). */
     long linear = -1;
-    FILE *f = fopen("/proc/sys/net/ipv4/tcp_syn_linear_timeouts", "r");
-    if (f) {
-        if (fscanf(f, "%ld", &linear) != 1)
+    FILE *file = fopen("/proc/sys/net/ipv4/tcp_syn_linear_timeouts", "r");
+    if (file) {
+        if (fscanf(file, "%ld", &linear) != 1)
             linear = -1;
-        fclose(f);
+        fclose(file);
     }
     print_optional_count("syn_linear_timeouts", linear >= 0, linear);
 }
-
-static void print_errors_named(const char *key, const struct failure_tally *t);
 
 /* Events: exchanges in flight; null from the drivers that do not sample. */
 static void print_inflight(const struct options *o, const struct outcome *out)
@@ -288,26 +207,29 @@ static void print_bad(const struct options *o, const struct outcome *out)
     }
     printf("\"bad\":{\"kind\":\"%s\",\"connections\":%ld,\"interval_s\":%.15g,\"open_at_end\":%ld,"
            "\"closed_by_server\":%ld,\"failed_to_connect\":%ld,\"bytes_sent\":%lld,\"bytes_received\":%lld,",
-           bad_kind_names[o->bad_kind], o->bad, o->bad_interval_s, out->bad_open_at_end,
+           events_bad_kind_names[o->bad_kind], o->bad, o->bad_interval_s, out->bad_open_at_end,
            out->bad_closed_by_server, out->bad_failed_to_connect, out->bad_bytes_sent, out->bad_bytes_received);
     print_errors_named("errors", &out->bad_failures);
     printf("},");
 }
 
-static void print_errors(const struct failure_tally *t)
+/* Seed 004's figures, and the counts that explain them. */
+static void print_strategy(const struct options *o, const struct outcome *out, const struct outcome_figures *f)
 {
-    print_errors_named("errors", t);
-}
-
-static void print_errors_named(const char *key, const struct failure_tally *t)
-{
-    printf("\"%s\":{", key);
-    for (int i = 0; i < t->kinds; i++) {
-        char buf[32];
-        printf("%s\"%s\":%ld", i ? "," : "", failure_name(t->entry[i].failure, buf),
-               t->entry[i].count);
-    }
-    printf("}");
+    long reps = f->repetitions_done;
+    printf("\"strategy\":\"%s\",\"nbufs\":%ld,\"bufsize\":%ld,\"repetitions\":%ld,\"nodelay\":%s,",
+           strategy_names[o->strategy], o->nbufs, o->bufsize, o->repetitions, o->nodelay ? "true" : "false");
+    print_optional("send_s", out->requests_ok > 0, f->send_s);
+    print_optional("send_gbit_s", f->send_s > 0, f->send_gbit_s);
+    printf("\"write_calls\":%ld,\"head_write_calls\":%ld,", out->write_calls, out->head_write_calls);
+    print_optional("write_calls_per_repetition", reps > 0, f->write_calls_per_repetition);
+    print_optional_count("segments_out", out->segments_out >= 0, out->segments_out);
+    print_optional_count("data_segments_out", out->data_segments_out >= 0, out->data_segments_out);
+    print_optional_count("retransmitted_segments", out->retransmitted_segments >= 0,
+                         out->retransmitted_segments);
+    print_optional("data_segments_per_repetition", reps > 0 && out->data_segments_out >= 0,
+                   f->data_segments_per_repetition);
+    print_optional("server_reads_per_repetition", reps > 0, f->server_reads_per_repetition);
 }
 
 static void print_rusage(void)
@@ -322,24 +244,6 @@ static void print_rusage(void)
            ru.ru_nvcsw, ru.ru_nivcsw, ru.ru_minflt, ru.ru_majflt, ru.ru_maxrss);
 }
 
-/* A number, or null when it was not given. */
-static void print_optional(const char *key, bool given, double value)
-{
-    if (given)
-        printf("\"%s\":%.15g,", key, value);
-    else
-        printf("\"%s\":null,", key);
-}
-
-/* A count (never in exponent form), or null when it was not given. */
-static void print_optional_count(const char *key, bool given, long value)
-{
-    if (given)
-        printf("\"%s\":%ld,", key, value);
-    else
-        printf("\"%s\":null,", key);
-}
-
 /* The events driver's threads, each: its exchanges, its CPU time and how busy
  * that kept it, how long it waited for a CPU (null: the kernel did not say),
  * its histogram (their sum is the one above). */
@@ -348,122 +252,88 @@ static void print_parts(const struct outcome *out, double elapsed)
     printf("\"per_thread\":[");
     for (long t = 0; t < out->nparts; t++) {
         const struct outcome *p = &out->parts[t];
+        struct part_shares share = outcome_part_shares(p, elapsed);
         printf("%s{\"requests_ok\":%ld,\"connections_ok\":%ld,\"cpu_s\":%.6f,", t ? "," : "", p->requests_ok,
                p->connected, p->thread_cpu_s);
-        print_optional("busy", elapsed > 0, elapsed > 0 ? p->thread_cpu_s / elapsed : 0);
-        print_optional("waiting", elapsed > 0 && p->thread_waited_s >= 0,
-                       elapsed > 0 ? p->thread_waited_s / elapsed : 0);
+        print_optional("busy", share.has_busy, share.busy);
+        print_optional("waiting", share.has_waiting, share.waiting);
         print_histogram_buckets(&p->corrected);
         printf("}");
     }
     printf("],");
 }
 
-int report_outcome(const struct options *o, struct outcome *out)
-{
-    bool open_loop = o->rate_rps > 0;
-    long requests_failed = out->requests_planned - out->requests_ok;
-    long connections_failed = o->clients - out->connected;
-    double elapsed = (double)(out->ended_ns - out->began_ns) / 1e9;
+/* ------------------------------------------------------------ the report */
 
-    printf("{\"service\":\"%s\",\"host\":\"%s\",\"port\":%ld,", service_names[o->service],
+int report_print(const struct options *o, struct outcome *out)
+{
+    struct outcome_figures f = outcome_derive(o, out);
+
+    printf("{\"service\":\"%s\",\"host\":\"%s\",\"port\":%ld,", workload_service_names[o->service],
            o->host, o->port);
-    printf("\"engine\":\"%s\",\"threads\":%ld,\"mode\":\"%s\",", engine_names[o->engine],
-           o->threads, open_loop ? "open" : "closed");
+    printf("\"engine\":\"%s\",\"threads\":%ld,\"mode\":\"%s\",", options_engine_names[o->engine],
+           o->threads, f.open_loop ? "open" : "closed");
     printf("\"clients\":%ld,", o->clients);
     print_optional_count("requests_per_client", o->requests >= 0, o->requests);
-    print_optional("rate_rps", open_loop, o->rate_rps);
+    print_optional("rate_rps", f.open_loop, o->rate_rps);
     print_optional("duration_s", o->duration_s > 0, o->duration_s);
-    if (open_loop)
-        printf("\"arrivals\":\"%s\",", arrival_kind_names[o->arrivals]);
+    if (f.open_loop)
+        printf("\"arrivals\":\"%s\",", arrivals_kind_names[o->arrivals]);
     else
         printf("\"arrivals\":null,");
     if (o->service == SERVICE_TOP)
         printf("\"k\":%ld,\"size_bytes\":null,", o->k);
     else if (o->service == SERVICE_SPIN)
         printf("\"k\":null,\"size_bytes\":null,\"spin_us\":%ld,\"spin_dist\":\"%s\",", o->spin_us,
-               spin_dist_names[o->spin_dist]);
+               workload_spin_dist_names[o->spin_dist]);
     else
         printf("\"k\":null,\"size_bytes\":%ld,", o->size);
     printf("\"timeout_s\":%g,\"connect_timeout_s\":%g,", o->timeout_s, o->connect_timeout_s);
     printf("\"connections_ok\":%ld,\"connections_failed\":%ld,\"connections_lost\":%ld,",
-           out->connected, connections_failed, out->lost);
+           out->connected, f.connections_failed, out->lost);
     printf("\"reconnect\":%s,\"connections_opened\":%ld,", o->reconnect ? "true" : "false",
-           o->reconnect ? out->connections_opened : out->connected);
+           f.connections_opened);
     printf("\"idle_connections\":%ld,\"idle_connections_ok\":%ld,"
            "\"idle_connections_failed\":%ld,", o->idle, out->idle_ok, out->idle_failed);
     printf("\"requests_planned\":%ld,\"requests_ok\":%ld,\"requests_failed\":%ld,",
-           out->requests_planned, out->requests_ok, requests_failed);
-    printf("\"requests_sent\":%ld,\"requests_not_sent\":%ld,", out->requests_sent,
-           out->requests_planned - out->requests_sent);
-    bool deadline = out->deadline_ns > 0 && out->first_send_ns > 0;
-    print_optional("run_deadline_s", deadline,
-                   deadline ? (double)(out->deadline_ns - out->first_send_ns) / 1e9 : 0);
+           out->requests_planned, out->requests_ok, f.requests_failed);
+    printf("\"requests_sent\":%ld,\"requests_not_sent\":%ld,", out->requests_sent, f.requests_not_sent);
+    print_optional("run_deadline_s", f.has_deadline, f.run_deadline_s);
     printf("\"ended_at_deadline\":%s,", out->deadline_hit ? "true" : "false");
     printf("\"warmup\":{");
     print_optional("seconds", o->warmup_s > 0, o->warmup_s);
     print_optional_count("requests", o->warmup_requests > 0, o->warmup_requests);
     printf("\"excluded\":%ld},", out->warmup_excluded);
-    printf("\"elapsed_s\":%.6f,", elapsed);
-    if (elapsed > 0)
-        printf("\"throughput_rps\":%.3f,", (double)out->requests_ok / elapsed);
+    printf("\"elapsed_s\":%.6f,", f.elapsed_s);
+    if (f.has_throughput)
+        printf("\"throughput_rps\":%.3f,", f.throughput_rps);
     else
         printf("\"throughput_rps\":null,");
-    /* Measured: after the warm-up, up to the last reply. */
-    long measured = out->requests_ok - out->warmup_excluded;
-    bool window = out->measure_from_ns > 0 && out->last_reply_ns > out->measure_from_ns && measured > 0;
-    double window_s = window ? (double)(out->last_reply_ns - out->measure_from_ns) / 1e9 : 0;
-    print_optional("measured_window_s", window, window_s);
-    print_optional("completed_rps", window, window ? (double)measured / window_s : 0);
-    printf("\"requests_measured\":%ld,", measured);
-    print_open_loop_checks(o, out, window);
+    print_optional("measured_window_s", f.window, f.window_s);
+    print_optional("completed_rps", f.window, f.completed_rps);
+    printf("\"requests_measured\":%ld,", f.measured);
+    batches_print_open_loop(o, out, f.window);
     print_inflight(o, out);
-    print_connects(o, out);
+    print_connects(o, out, &f);
     print_bad(o, out);
     if (o->service == SERVICE_ECHO || o->service == SERVICE_SINK) {
-        /* Uploads: the bodies delivered, from the first request byte to the last reply. */
-        printf("\"vary\":\"%s\",\"seed\":%lu,\"body_bytes_ok\":%lld,", vary_names[o->vary],
+        printf("\"vary\":\"%s\",\"seed\":%lu,\"body_bytes_ok\":%lld,", workload_vary_names[o->vary],
                o->seed, out->body_bytes_ok);
-        bool moved = out->last_reply_ns > out->first_send_ns && out->first_send_ns > 0;
-        double transfer = moved ? (double)(out->last_reply_ns - out->first_send_ns) / 1e9 : 0;
-        print_optional("transfer_s", moved, transfer);
-        print_optional("goodput_gbit_s", moved, moved ? (double)out->body_bytes_ok * 8 / transfer / 1e9 : 0);
+        print_optional("transfer_s", f.moved, f.transfer_s);
+        print_optional("goodput_gbit_s", f.moved, f.goodput_gbit_s);
     }
-    if (o->strategy != STRATEGY_NONE) {
-        /* Seed 004's figures, and the counts that explain them. */
-        long reps = out->requests_ok * o->repetitions;
-        printf("\"strategy\":\"%s\",\"nbufs\":%ld,\"bufsize\":%ld,\"repetitions\":%ld,\"nodelay\":%s,",
-               strategy_names[o->strategy], o->nbufs, o->bufsize, o->repetitions, o->nodelay ? "true" : "false");
-        double send_s = (double)out->send_ns / 1e9;
-        print_optional("send_s", out->requests_ok > 0, send_s);
-        print_optional("send_gbit_s", send_s > 0, send_s > 0 ? (double)out->body_bytes_ok * 8 / send_s / 1e9 : 0);
-        printf("\"write_calls\":%ld,\"head_write_calls\":%ld,", out->write_calls, out->head_write_calls);
-        print_optional("write_calls_per_repetition", reps > 0, reps ? (double)out->write_calls / (double)reps : 0);
-        print_optional_count("segments_out", out->segments_out >= 0, out->segments_out);
-        print_optional_count("data_segments_out", out->data_segments_out >= 0, out->data_segments_out);
-        print_optional_count("retransmitted_segments", out->retransmitted_segments >= 0,
-                             out->retransmitted_segments);
-        print_optional("data_segments_per_repetition", reps > 0 && out->data_segments_out >= 0,
-                       reps ? (double)out->data_segments_out / (double)reps : 0);
-        print_optional("server_reads_per_repetition", reps > 0, reps ? (double)out->server_reads / (double)reps : 0);
-    }
+    if (o->strategy != STRATEGY_NONE)
+        print_strategy(o, out, &f);
     printf("\"nodelay_on\":%s,", o->nodelay ? "true" : "false");
-    if (o->service == SERVICE_SINK && out->requests_ok > 0)
-        printf("\"sink_server_reads_mean\":%.3f,",
-               (double)out->server_reads / (double)out->requests_ok);
-    if (out->exact_ns) {
-        /* Closed loop only: the send is the intended start, both figures agree. */
+    if (f.has_server_reads_mean)
+        printf("\"sink_server_reads_mean\":%.3f,", f.server_reads_mean);
+    if (f.latency_exact)
         printf("\"latency_source\":\"exact\",\"percentile_precision\":0,");
-        print_exact_latency("latency_us", out->exact_ns, out->exact_count);
-        putchar(',');
-        print_exact_latency("latency_uncorrected_us", out->exact_ns, out->exact_count);
-    } else {
-        printf("\"latency_source\":\"histogram\",\"percentile_precision\":%.4f,",
-               HIST_PRECISION);
-        print_histogram_latency("latency_us", &out->corrected);
-        putchar(',');
-        print_histogram_latency("latency_uncorrected_us", &out->uncorrected);
-    }
+    else
+        printf("\"latency_source\":\"histogram\",\"percentile_precision\":%.4f,", HIST_PRECISION);
+    print_latency("latency_us", &f.latency);
+    putchar(',');
+    print_latency("latency_uncorrected_us", &f.latency_uncorrected);
     putchar(',');
     print_histogram_buckets(&out->corrected);
     printf(",\"histogram_halves\":[");
@@ -473,12 +343,11 @@ int report_outcome(const struct options *o, struct outcome *out)
     printf("],\"latency_batches\":[");  /* [samples, mean (us)] of each batch, in the plan's order */
     for (int b = 0; b < BATCHES; b++)
         printf(out->batch_count[b] ? "%s[%llu,%.3f]" : "%s[0,null]", b ? "," : "",
-               (unsigned long long)out->batch_count[b],
-               out->batch_count[b] ? out->batch_sum_ns[b] / (double)out->batch_count[b] / 1e3 : 0.0);
+               (unsigned long long)out->batch_count[b], f.batch_mean_us[b]);
     printf("],");
-    print_batch_below(out);
-    print_parts(out, elapsed);
-    print_errors(&out->failures);
+    batches_print_below(out);
+    print_parts(out, f.elapsed_s);
+    print_errors_named("errors", &out->failures);
     printf(",\"window\":{\"wall_s\":%.6f,\"cpu_s\":%.6f},", out->window_wall_s, out->window_cpu_s);
     print_rusage();
     printf("}\n");
@@ -486,14 +355,12 @@ int report_outcome(const struct options *o, struct outcome *out)
 
     if (o->bad)
         warn("%ld bad connections (%s): %ld open at the end, %ld closed by the server, %ld failed to connect",
-             o->bad, bad_kind_names[o->bad_kind], out->bad_open_at_end, out->bad_closed_by_server,
+             o->bad, events_bad_kind_names[o->bad_kind], out->bad_open_at_end, out->bad_closed_by_server,
              out->bad_failed_to_connect);
     warn("%ld clients (+%ld idle) x %ld requests (%s, %s engine, %ld thread%s, %s loop): %ld ok, %ld failed, "
          "%ld connections failed, %ld lost, %.3f s", o->clients, o->idle,
-         o->clients ? out->requests_planned / o->clients : 0, service_names[o->service],
-         engine_names[o->engine], o->threads, o->threads == 1 ? "" : "s", open_loop ? "open" : "closed",
-         out->requests_ok,
-         requests_failed, connections_failed, out->lost, elapsed);
-    bool all_ok = requests_failed == 0 && connections_failed == 0 && out->idle_failed == 0;
-    return all_ok ? 0 : 1;
+         o->clients ? out->requests_planned / o->clients : 0, workload_service_names[o->service],
+         options_engine_names[o->engine], o->threads, o->threads == 1 ? "" : "s", f.open_loop ? "open" : "closed",
+         out->requests_ok, f.requests_failed, f.connections_failed, out->lost, f.elapsed_s);
+    return f.all_ok ? 0 : 1;
 }

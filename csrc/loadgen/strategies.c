@@ -251,7 +251,7 @@ static int run_connection(struct client *c, struct writer *w)
         int err = read_reply(w, &x);
         if (err) {
             if (err == FAIL_BADREPLY)
-                note_bad_reply(c->out, c->index, &x);
+                outcome_note_bad_reply(c->out, c->index, &x);
             return err;
         }
         c->last_reply_ns = now_ns();
@@ -304,7 +304,7 @@ static int compare_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-void drive_strategy(const struct options *o, const struct net_addr *addr,
+void strategy_drive(const struct options *o, const struct net_addr *addr,
                     const struct workload *w, struct outcome *out)
 {
     struct client *clients = calloc((size_t)o->clients, sizeof *clients);
@@ -325,13 +325,13 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
         struct client *c = &clients[i];
         pthread_join(c->thread, NULL);
         if (c->failure)
-            tally_add(&out->failures, c->failure);
+            outcome_add_failure(&out->failures, c->failure);
         out->connected += c->connected;
         out->lost += c->lost;
         out->requests_ok += c->requests_ok;
         out->requests_sent += c->requests_sent;
         if (c->connected)
-            note_connect(out, c->connect_ns);
+            outcome_note_connect(out, c->connect_ns);
         out->server_reads += c->server_reads;
         out->body_bytes_ok += c->body_bytes_ok;
         out->write_calls += c->calls;
@@ -346,7 +346,8 @@ void drive_strategy(const struct options *o, const struct net_addr *addr,
         if (c->last_reply_ns > out->last_reply_ns)
             out->last_reply_ns = c->last_reply_ns;
         for (long j = 0; j < c->requests_ok; j++)
-            note_latency(out, j * o->clients + i, out->requests_planned, c->latency_ns[j], c->latency_ns[j]);
+            batches_note_latency(out, j * o->clients + i, out->requests_planned, c->latency_ns[j],
+                                 c->latency_ns[j]);
         memmove(latency + n, c->latency_ns, (size_t)c->requests_ok * sizeof *latency);
         n += (size_t)c->requests_ok;
     }

@@ -194,11 +194,11 @@ static void *client_main(void *arg)
             c->server_reads += x.server_reads;
             c->body_bytes_ok += (long long)x.body_len;
         } else if (failure == FAIL_BADREPLY) {
-            note_bad_reply(run->out, c->index, &x);
+            outcome_note_bad_reply(run->out, c->index, &x);
         }
     }
     if (failure)
-        tally_add(&run->out->failures, failure);
+        outcome_add_failure(&run->out->failures, failure);
     c->lost = c->connected && failure;
     if (fd >= 0)
         close(fd);
@@ -219,7 +219,7 @@ static void run_clients(struct run *run, struct client *clients)
         if (!c->started) {
             /* No thread for this client: count it as a failed connect. */
             c->began_ns = c->ended_ns = now_ns();
-            tally_add(&run->out->failures, err);
+            outcome_add_failure(&run->out->failures, err);
             gate_arrive(&run->gate, false);
         }
     }
@@ -251,7 +251,7 @@ static void collect(struct run *run, const struct client *clients)
         out->requests_ok += c->requests_ok;
         out->requests_sent += c->requests_sent;
         if (c->connect_ns)
-            note_connect(out, c->connect_ns);
+            outcome_note_connect(out, c->connect_ns);
         out->server_reads += c->server_reads;
         out->body_bytes_ok += c->body_bytes_ok;
         if (c->first_send_ns && (!out->first_send_ns || c->first_send_ns < out->first_send_ns))
@@ -262,7 +262,7 @@ static void collect(struct run *run, const struct client *clients)
         if (c->ended_ns > out->ended_ns) out->ended_ns = c->ended_ns;
         const uint64_t *mine = run->latency_ns + i * run->opt->requests;
         for (long j = 0; j < c->requests_ok; j++)  /* exchange j of client i: j x clients + i of the plan */
-            note_latency(out, j * run->opt->clients + i, out->requests_planned, mine[j], mine[j]);
+            batches_note_latency(out, j * run->opt->clients + i, out->requests_planned, mine[j], mine[j]);
         memmove(run->latency_ns + n, mine, (size_t)c->requests_ok * sizeof *mine);
         n += (size_t)c->requests_ok;
     }
@@ -272,7 +272,7 @@ static void collect(struct run *run, const struct client *clients)
     out->exact_count = n;
 }
 
-void drive_threads(const struct options *o, const struct net_addr *addr,
+void threads_drive(const struct options *o, const struct net_addr *addr,
                    const struct workload *w, struct outcome *out)
 {
     struct run run = { .opt = o, .addr = addr, .work = w, .out = out };
