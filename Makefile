@@ -12,11 +12,7 @@ JUPYTER_ARGS ?=
 # or on Linux on request: make lab CONTAINER=1.  CONTAINER=0 keeps any host on the recipe below.
 CONTAINER    ?= $(if $(filter Linux,$(shell uname -s)),0,1)
 PYTEST_ARGS  ?=
-# Two pytest-xdist workers per CPU (at most 16): the parallel phase's tests wait much of
-# their time (on kernels starting, timers, sockets, a browser), so one worker per CPU left
-# 2 CPUs 34% idle; with four, the grading, battery and protocol tests took 193 s, not 266.
-# Three per CPU was slower still on 2 cores (the phase 587 s, not 546 s), and four tests
-# failed: graded runs stopped by their limits under the added load.
+# Two pytest-xdist workers per CPU, at most 16 (why: docs/contributors/testing.md).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$(( 2 * n < 16 ? 2 * n : 16 )))
 
 VENV   := .venv
@@ -33,7 +29,7 @@ endif
 
 # The steps depend on each other's side effects (apt installs gcc before the build).
 .NOTPARALLEL:
-.PHONY: help setup system build lab test lock clean distclean container-check arm64-check
+.PHONY: help setup system build lab test lock clean distclean container-check arm64-check container-image
 
 help:
 	@echo "make lab        set up, build, then open JupyterLab on notebooks/"
@@ -47,6 +43,7 @@ help:
 	@echo "make distclean  clean, and remove .venv too"
 	@echo "make container-check  build the container's image and check the lab in it (slow; Podman, as root)"
 	@echo "make arm64-check      cross-compile the C for aarch64 and run its tests under qemu-user"
+	@echo "make container-image ARCH=arm64  the container's image for amd64 or arm64 (a foreign one through qemu-user)"
 
 setup: system $(STAMP) $(KERNEL) $(LAB_SETTINGS)
 
@@ -118,31 +115,14 @@ container-check:
 arm64-check:
 	@bash scripts/arm64-check.sh
 
-# The suite in three phases (tests/conftest.py says why), after ruff (its rules in
-# pyproject.toml; a finding fails the run, the tests run still).  First, alone, the tests
-# marked `quiet` (the notebook runs whose figures their tests read, machine-wide counts among
-# them).  Then the other tests marked `measuring`, one at a time, beside every other test on
-# pytest-xdist's workers (a file's tests on one worker: they share the fixtures the file makes
-# once; the notebook-by-notebook files a group per notebook), its longest files first
-# (tests/conftest.py: GROUP_SECONDS, BY_NOTEBOOK).  The serial phase runs first in line for the
-# CPUs (scripts/first-in-line.sh: a cgroup of the largest CPU weight; a nice value holds back
-# nothing the tests start in sessions of their own), and the parallel phase takes what it
-# leaves: the serial phase used 0.56 of 2 CPUs alone, and one after the other the two took
-# 914 s on 2 cores.  The serial phase begins with the quick runs its tests read
-# (tests/quickrun.py's MADE_FIRST_IN_LINE: notebooks 04 and 05, 40 s, no longer alone in the
-# quiet phase): their locks are taken before the parallel phase starts, so that its readers
-# of those runs wait for them.  Where there is no such cgroup (not root, no cpu controller)
-# the serial and parallel phases run one after the other.  The parallel phase's output is
-# shown once it ends.  Each phase runs whatever the others' result; all share the notebooks'
-# quick runs (LABKIT_TEST_RUN); the slowest tests of all are listed.  Exit status 5 is
-# pytest's "no test selected here" (PYTEST_ARGS chose other phases' tests).  The suite starts
-# many Python processes (kernels, graded runs, the CLI): they keep labkit's compiled modules
-# beside it (__pycache__, which git ignores) whatever PYTHONDONTWRITEBYTECODE says, rather
-# than each compiling labkit anew (0.62 s to import the notebooks' modules without, 0.53 s
-# with), and read the venv's where pip compiled them.  A cache of the suite's own
-# (PYTHONPYCACHEPREFIX, used before) is empty in a fresh clone: each of the 6,000 modules the
-# suite imports was compiled again (3.75 s to import the notebooks' modules the first time,
-# 1.1 s after), and notebook 06's quick run took 67 s in a fresh clone, 56 s in a used one.
+# The image for one architecture (container/image.sh; default: this machine's).
+container-image:
+	@bash container/image.sh $(ARCH)
+
+# The suite in three phases after ruff (tests/conftest.py): `quiet` alone; then the serial
+# phase first in line for the CPUs (scripts/first-in-line.sh) beside the parallel phase, or
+# one after the other where it cannot be; exit status 5 (nothing selected) is no failure.
+# The reasons and their measurements: docs/contributors/testing.md.
 TEST_RESULTS := build/test-results
 PHASE = $(VENV)/bin/pytest --phase $(1) --junitxml=$(TEST_RESULTS)/$(1).xml
 SERIAL_PHASE := $(call PHASE,serial) -p no:xdist $(PYTEST_ARGS)

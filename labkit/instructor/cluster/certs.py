@@ -41,7 +41,7 @@ CERTS_ENV = "LABKIT_CLUSTER_CERTS"
 DEFAULT_DIR = Path("/etc/labkit/cluster")
 DEFAULT_DAYS = 180
 ORGANISATION = "labkit grading cluster"
-MAKE_THEM = "make the course's certificates with: sudo labkit cluster init DIR (README: grading on a cluster)"
+MAKE_THEM = "make the course's certificates with: sudo labkit cluster init DIR (docs/instructors/cluster.md)"
 
 
 def _x509():

@@ -25,7 +25,8 @@ And on a worker:
   - a task is run only if it calls cluster.grade_remote; any other task's function is
     replaced by one that raises PermissionError, and the attempt is logged.
 
-What this cannot stop (README, "what an attacker can do"): Dask unpickles `ToPickle`
+What this cannot stop (docs/instructors/cluster.md, "What someone on the cluster's network
+can and cannot do"): Dask unpickles `ToPickle`
 objects in any message it reads (distributed.protocol.core.loads), its handshake message
 included, before any handler, so a peer holding a course certificate could run code in the
 process it connects to.

@@ -1,11 +1,11 @@
 """The edition's README.md: docs/students/README.md, with the table of the C exercises (what
-waits for which, from C_EXERCISES) where its marker line is.  The instructor's README is not
-the students': it holds grading, clusters and the LMS (labkit.instructor.release.edition writes this
-one in its place)."""
+waits for which, from C_EXERCISES) where its marker line is.  The instructor's README leads
+every audience into docs/, the instructors' pages among them; the edition's is the students'
+(labkit.instructor.release.edition writes this one in its place)."""
 
 from __future__ import annotations
 
-from ...exercises.catalog import C_EXERCISES
+from ...stubs.catalog import C_EXERCISES
 
 TEMPLATE = "docs/students/README.md"
 MARKER = "<!-- labkit: the C exercises -->"
