@@ -1,4 +1,4 @@
-"""Why labkit exports figures through one long-lived Chromium (labkit.publish.figures.
+"""Why labkit exports figures through one long-lived Chromium (labkit.publish.images.
 StaticRenderer): plotly's fig.write_image (kaleido 1.x) starts a browser for each figure.
 Both ways on the same figures, rounds interleaved so drift hits both, in one run; prints
 each round's seconds per figure, the medians and their ratio.
@@ -22,12 +22,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import plotly.graph_objects as go
 
 from labkit import system
-from labkit.publish import figures
+from labkit.publish import images
 
 
 def long_lived(specs: list[dict]) -> float:
     started = time.monotonic()
-    with figures.StaticRenderer() as renderer:
+    with images.StaticRenderer() as renderer:
         for spec in specs:
             renderer.image(spec, "png")
     return (time.monotonic() - started) / len(specs)

@@ -8,7 +8,7 @@ in the next moment (WINDOW), did any thread of the server, or of the processes i
 run, wait on a run queue for a CPU, or end (its counts end with it), or is it in the kernel
 in uninterruptible sleep ("D": waiting on the machine, a disk, memory reclaim, a kernel lock
 other processes hold; a sanitized server that had exited on SIGTERM was seen there, freeing
-its address space in unlink_file_vma_batch_process, past its 1 s on a busy CI machine)?  A
+its address space in unlink_file_vma_batch_process, past its 1 s on a busy machine)?  A
 server blocked on a read, or on a lock of its own, or sleeping on a timer, does none of these
 and is stuck; one that is computing, or is waiting its turn, is given the bound again, up to
 a cap of wall-clock time.
@@ -17,7 +17,7 @@ The kernel counts both per thread: /proc/PID/task/TID/schedstat holds the nanose
 thread has run and the nanoseconds it has spent runnable, waiting for a CPU (sum_exec_runtime
 and run_delay, proc_pid_schedstat in fs/proc/base.c).  A kernel without sched_info
 (CONFIG_SCHED_INFO) prints "0 0 0" there: nothing is then held back, and a bound is wall
-time as before (tests/test_run_delay.py checks this machine counts the wait).  A hypervisor
+time as before (tests/test_busy_machine.py checks this machine counts the wait).  A hypervisor
 that takes the CPUs away from the whole machine shows as steal time in /proc/stat instead,
 and counts too.
 """

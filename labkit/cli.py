@@ -29,7 +29,7 @@ def _doctor(args) -> int:
         else:
             print("nothing to clean: no process or pid file left behind by labkit")
         return EXIT_OK
-    checks = doctor.checks(args.certs)
+    checks = doctor.findings(args.certs)
     print(doctor.report(checks))
     # A "fail" means the lab cannot build or measure here; warnings still let it run.
     return EXIT_FAILED if any(check.status == doctor.FAIL for check in checks) else EXIT_OK
@@ -240,7 +240,7 @@ def _cluster(args) -> int:
 
 
 def _release(args) -> int:
-    from .exercises import edition as editions
+    from .stubs import which_edition as editions
     from .instructor.release import edition as release
 
     written = release.release(args.out)

@@ -7,10 +7,10 @@ student's code used, never by the wall clock alone.
     spent(returncode)    the child was stopped by that limit's SIGXCPU
     wall(seconds)        the wall-clock backstop for a child that waits rather than loops
 
-Why: a check that gave the student's parser 10 s of wall time failed a correct parser in a
-fresh-clone CI run, where for 35 s nothing ran (a sampler at normal priority missed its 2 s
-wake-ups; the 71 CPU-s /proc/stat counted busy went to no process, as when a virtual
-machine's host takes its CPUs away) while the parser, which needs 0.3 CPU-s, waited.  CPU
+Why: a bound of wall time fails a correct parser on a machine where for tens of seconds
+nothing runs (a sampler at normal priority misses its 2 s wake-ups; the CPU time /proc/stat
+counts busy goes to no process, as when a virtual machine's host takes its CPUs away) while
+the parser, which needs 0.3 CPU-s, waits.  CPU
 time is what an endless loop spends and a busy machine does not: the kernel counts a task's
 run time, not the time it waited for a CPU (and, in a guest built with steal-time
 accounting, CONFIG_PARAVIRT_TIME_ACCOUNTING, not the time the host took the CPU away).

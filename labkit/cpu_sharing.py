@@ -66,7 +66,7 @@ import math
 import os
 import time
 
-from . import run_delay
+from . import busy_machine
 
 NAN = float("nan")
 OTHERS_SHARE = 0.15  # other tasks ran 15% of the server's CPU time in the window, or more
@@ -100,7 +100,7 @@ def tree_cpu_ticks(pid: int) -> float:
     """utime + stime + cutime + cstime (USER_HZ ticks) summed over `pid` and its descendants
     now; NaN when `pid` itself cannot be read."""
     total = 0.0
-    for each in run_delay.tree(pid):
+    for each in busy_machine.tree(pid):
         try:
             with open(f"/proc/{each}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
@@ -123,7 +123,7 @@ class Watch:
         self.start = self.end = None
 
     def _read(self) -> dict:
-        threads = run_delay.schedstats(self.pid)
+        threads = busy_machine.schedstats(self.pid)
         server = tree_cpu_ticks(self.pid)
         lines, now = cpu_lines(self.cpus), time.monotonic()
         return {"threads": threads, "server": server, "lines": lines, "time": now}

@@ -2,7 +2,7 @@
 notebook the lab runs without a person at it (grading, export, the tests) goes through here.
 
     execute(source, output, parameters=..., kernel_name=..., cwd=..., **papermill_options)
-    python -m labkit.notebook_run SOURCE OUTPUT [-p NAME VALUE ...] [-y YAML] [-k KERNEL] [--cwd DIR]
+    python -m labkit.execute SOURCE OUTPUT [-p NAME VALUE ...] [-y YAML] [-k KERNEL] [--cwd DIR]
                                  [--execution-timeout S]
 
 Why not TCP, papermill's default: jupyter_client chooses a kernel's five ports by binding
@@ -10,8 +10,8 @@ each to port 0 and closing it, writes them into the connection file, and the ker
 them when it has started, a second or more later.  Any process may take one of those ports in
 between, and the lab's own load generator opens thousands of connections, each on an
 ephemeral port of the same range: the kernel then dies with "Address already in use" before
-it replies to kernel_info (a CI run of 2026-11-26; papermill issue 511, jupyter_client issue
-154).  jupyter_client's `ipc` transport puts the five channels on Unix-domain sockets instead:
+it replies to kernel_info (papermill issue 511, jupyter_client issue 154).  jupyter_client's
+`ipc` transport puts the five channels on Unix-domain sockets instead:
 here, in a folder made for the run (/tmp/labkit-kernel-<pid>-...), so no other process can be
 holding their names.
 """
@@ -63,8 +63,8 @@ def _value(text: str):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labkit.notebook_run",
-                                     description="papermill, the kernel on Unix sockets (labkit/notebook_run.py)")
+    parser = argparse.ArgumentParser(prog="python -m labkit.execute",
+                                     description="papermill, the kernel on Unix sockets (labkit/execute.py)")
     parser.add_argument("source")
     parser.add_argument("output")
     parser.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"))

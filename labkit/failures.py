@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from . import bench, kernel_view, procs, queueing
+from . import bench, kernel_view, procs, what_breaks
 from .errors import LabError
 from .procs import LoadSpec, Pinning, ServerSpec
 
@@ -360,11 +360,11 @@ def connect_timeout(model: str = "threaded", connect_timeout: float = 1.0, beyon
         still_serves=after, details={"backlog": backlog, "clients": clients})
 
 
-def connect_timeout_why(connect_timeout: float, schedule: queueing.SynSchedule | None = None) -> str:
+def connect_timeout_why(connect_timeout: float, schedule: what_breaks.SynSchedule | None = None) -> str:
     """Case 6's explanation.  The SYN schedule is this kernel's, from
-    labkit.queueing.syn_schedule(), the function notebook 06 marks its connect times with."""
+    labkit.what_breaks.syn_schedule(), the function notebook 06 marks its connect times with."""
     if schedule is None:
-        schedule = queueing.syn_schedule(kernel_view.syn_linear_timeouts(), kernel_view.syn_retries())
+        schedule = what_breaks.syn_schedule(kernel_view.syn_linear_timeouts(), kernel_view.syn_retries())
     return ("The kernel completes handshakes for a listening socket by itself and queues them until "
             "the server calls accept(); the queue holds min(listen()'s backlog, net.core.somaxconn) + 1 "
             "connections (sk_acceptq_is_full() tests with '>'). Once it is full the kernel drops further "

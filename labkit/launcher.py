@@ -81,10 +81,10 @@ class Child:
 
     def exit_status_unless_stuck(self, within: float, cap: float = 10.0) -> int | None:
         """Its exit status once it has ended, waiting up to `within` s, and again while it is
-        held back by a busy machine rather than stuck (run_delay.patiently), up to `cap` s."""
-        from . import run_delay
+        held back by a busy machine rather than stuck (busy_machine.patiently), up to `cap` s."""
+        from . import busy_machine
 
-        return run_delay.exit_status(self.popen, within, cap)
+        return busy_machine.exit_status(self.popen, within, cap)
 
     def kill_group(self) -> None:
         try:
@@ -197,7 +197,7 @@ class _interrupts_kept(_SigintWrapped):
 class InterruptsNoted(_SigintWrapped):
     """A Ctrl-C a loop sees even where Python drops its KeyboardInterrupt: raised while a
     weakref callback or a __del__ of the garbage collector runs, it is printed as "Exception
-    ignored" and lost (CI: a Ctrl-C 0.45 s into a sweep let it run to its end).  The handler
+    ignored" and lost (a Ctrl-C 0.45 s into a sweep can let it run to its end).  The handler
     notes each Ctrl-C, then does what the handler before it did (raise KeyboardInterrupt);
     check(), between steps of the loop, raises a noted one."""
 
@@ -224,7 +224,7 @@ def group_alive(pgid: int) -> bool:
 
 def stop_child(child: Child, timeout: float, signum: int = signal.SIGTERM) -> tuple[int, bool]:
     """`signum` (SIGTERM; perf wants SIGINT to write its counts), wait up to
-    `timeout` (more while a busy machine holds the child back, up to 5 s: run_delay),
+    `timeout` (more while a busy machine holds the child back, up to 5 s: labkit.busy_machine),
     then SIGKILL the group. Returns (exit code, had to kill)."""
     popen = child.popen
     killed = False

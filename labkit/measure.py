@@ -80,11 +80,11 @@ class Run:
 
 def point(run: Run) -> dict:
     """Measure one `run`: its row (labkit.row's columns, status "ok" or "failed").  A point
-    that would run an unsolved exercise's stub (labkit.exercises) is not run: its row says
+    that would run an unsolved exercise's stub (labkit.stubs) is not run: its row says
     which exercise it waits for."""
-    from . import exercises, perf
+    from . import perf, stubs
 
-    wait = exercises.blocking(server=run.server, load=run.load)
+    wait = stubs.blocking(server=run.server, load=run.load)
     if wait is not None:
         row = rows.fail(rows.new(run.server, run.load, list(run.events or perf.DEFAULT_EVENTS)), wait.sentence)
         row["waiting_for_exercise"] = wait.exercise.label

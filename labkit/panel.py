@@ -4,7 +4,7 @@ progress, errors a student can act on, the experiment's figures and the table.
 Everything comes from the experiment's declaration: a field per parameter a
 student chooses (its kind makes the widget and reads it back), the figures it
 offers, its x axis.  Above the Run button the panel says how long the sweep the fields
-describe will take on this machine (labkit.estimate, from what was measured here), and
+describe will take on this machine (labkit.sweep_time, from what was measured here), and
 takes a time budget: no point starts once it is spent, and a next Run measures the rest.
 It also takes a target: each point repeated until the median of the plotted figure is known
 to within that many percent at 95% (labkit.repeat_until), and says after the Run where it

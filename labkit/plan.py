@@ -41,7 +41,7 @@ def point_key(experiment: str, point: dict, repeat: int, version: str | None = N
 
 
 # The largest seed repeat_seed gives: the load generator takes --seed 0 to LONG_MAX
-# (csrc/loadgen/loadgen.c, parse_count), and 2**31 - 1 is within it on every platform.
+# (csrc/loadgen/options.c, the --seed row), and 2**31 - 1 is within it on every platform.
 SEED_MAX = 2 ** 31 - 1
 
 

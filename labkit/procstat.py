@@ -111,7 +111,7 @@ def compile_procstat(name: str, source: Path, header: Path, flags: list[str], ta
     # The glue and the object under names of this compile's own: two processes that find the
     # module missing at once (two graders started together) each build theirs, and the
     # second rename replaces the first's identical file.  With shared names, one's rename
-    # took the other's file away mid-build (a CI run's FileNotFoundError).
+    # would take the other's file away mid-build (a FileNotFoundError).
     handle, glue = tempfile.mkstemp(dir=target.parent, prefix=f"{name}_cffi_", suffix=".c")
     os.close(handle)
     handle, partial = tempfile.mkstemp(dir=target.parent, prefix=f"{target.name}.", suffix=".tmp")

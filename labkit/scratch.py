@@ -145,6 +145,6 @@ class ScratchServer:
 
     def kill(self) -> None:
         """SIGKILL now: for a server a check has seen spinning.  Its loop never reads the
-        stop pipe, and a stop's patience (while it runs it is "held back", run_delay) would
+        stop pipe, and a stop's patience (while it runs it is "held back": labkit.busy_machine) would
         let it burn a CPU for 5 s more: 10 CPU-s per graded notebook 01, before this."""
         self.server.stop(timeout=0.5, signum=signal.SIGKILL)

@@ -14,7 +14,7 @@ every point, then repeat 1 of every point, ..., so that a drift of the machine s
 the points.  The repeats a target adds (labkit.repeat_until) come in further rounds over the
 points that still need one.
 
-Before it measures, a sweep says how long it will take on this machine (labkit.estimate,
+Before it measures, a sweep says how long it will take on this machine (labkit.sweep_time,
 from the wall time each earlier row kept: point_wall_s, the repeats a target may add as a
 range); given a time budget, it starts no point once the budget is spent, and says how many
 are left for the next run to measure.
@@ -29,7 +29,7 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import confinement, cpu_leases, estimate, launcher, repeat_until, store
+from . import confinement, cpu_leases, sweep_time, launcher, repeat_until, store
 from .friendly import say
 from . import measure as measure_module
 from .row import OK, SCHEMA, point_medians, succeeded
@@ -129,7 +129,7 @@ class Sweep:
         _say_what_waits(self.pending)
         if self.pending:
             took = _estimate(self.plan, self.runs, self.pending, self.earlier, self.path, self.until)
-            say(took.sentence() + (f"; time budget {estimate.duration_text(self.budget_s)}" if self.budget_s else ""))
+            say(took.sentence() + (f"; time budget {sweep_time.duration_text(self.budget_s)}" if self.budget_s else ""))
 
     def lease_cpus(self) -> None:
         """CPUs the machine chose are leased for the sweep, so that two lab users' sweeps on one
@@ -174,7 +174,7 @@ class Sweep:
 
     def say_what_is_left(self) -> None:
         if self.unmeasured:
-            say(f"time budget of {estimate.duration_text(self.budget_s)} spent: {self.unmeasured} of "
+            say(f"time budget of {sweep_time.duration_text(self.budget_s)} spent: {self.unmeasured} of "
                 f"{len(self.pending)} point(s) not measured; run the sweep again to measure them (the points "
                 "measured are kept and not run again)")
         if self.until is not None:
@@ -273,7 +273,7 @@ def _values(latest: dict, keys: list[str], metric: str) -> list:
     return [latest[key].get(metric) for key in keys if key in latest and latest[key].get("status") == OK]
 
 
-def how_long(plan, results=None, resume: bool = True, until=None) -> estimate.Estimate:
+def how_long(plan, results=None, resume: bool = True, until=None) -> sweep_time.Estimate:
     """How long run(plan, results, until=until) would take on this machine, before anything runs."""
     path = _results_path(plan, results)
     earlier = store.read_rows(path)
@@ -291,7 +291,7 @@ def _measured_ok(earlier: list[dict]) -> set:
     return {row.get("point_key") for row in earlier if row.get("status") == OK and row.get("schema", 1) == SCHEMA}
 
 
-def _estimate(plan, runs, pending, earlier: list[dict], path: Path, until=None) -> estimate.Estimate:
+def _estimate(plan, runs, pending, earlier: list[dict], path: Path, until=None) -> sweep_time.Estimate:
     """How long measuring `pending` (of the plan's `runs`) takes here, with the repeats
     `until` may add to each point: from the fewest it runs (repeat_until.FIRST) to its most.
     Before any row of the experiment has its wall time, the other results files beside
@@ -305,15 +305,15 @@ def _estimate(plan, runs, pending, earlier: list[dict], path: Path, until=None) 
     if not any(row.get("point_wall_s") for row in mine):
         others = [row for other in sorted(path.parent.glob("*.jsonl")) if other != path
                   for row in store.read_rows(other)]
-    return estimate.estimate(pending, mine, system.environment().get("hostname"), added=added, others=others)
+    return sweep_time.estimate(pending, mine, system.environment().get("hostname"), added=added, others=others)
 
 
 def _say_what_waits(runs) -> None:
     """Before anything runs: each unsolved exercise some of `runs` (measure.Runs) would run
     the stub of, once, with how many points wait for it (measure.point records them so)."""
-    from . import exercises
+    from . import stubs
 
-    waits = [exercises.blocking(server=planned.server, load=planned.load) for planned in runs]
+    waits = [stubs.blocking(server=planned.server, load=planned.load) for planned in runs]
     for sentence in dict.fromkeys(wait.sentence for wait in waits if wait):
         count = sum(1 for wait in waits if wait and wait.sentence == sentence)
         say(f"{count} of {len(runs)} point(s) {sentence}")

@@ -65,7 +65,7 @@ RESOURCE_BUGS = {
 
 def still_watched() -> str:
     """The reference closing a connection without taking it out of its worker's epoll set
-    first, as the template did until 2026-11-29: correct until another process holds the
+    first, as an older template did: correct until another process holds the
     socket as it closes (epoll(7): close() then leaves it in the set), and then the next
     epoll_wait hands the worker the connection it freed."""
     return _planted("    if (w != NULL)\n        epoll_ctl(w->epfd, EPOLL_CTL_DEL, c->fd, NULL);\n",

@@ -24,7 +24,7 @@ import subprocess
 import psutil
 import pytest
 
-from labkit import paths, run_delay
+from labkit import paths, busy_machine
 
 
 @pytest.fixture(scope="session")
@@ -57,7 +57,7 @@ def _live_descendants():
 def _a_browsers_helper(proc, before) -> bool:
     """Whether `proc` was started by a Chromium that ran before the test (a module fixture's,
     tests/test_browser.py): Chromium starts helpers when it likes (its OnDeviceModelService
-    utility came mid-test in CI runs of 2026-11-26 and 27), and they end with the browser.
+    utility may start mid-test), and they end with the browser.
     A process the test started, or a kernel's server under JupyterLab, has no Chromium above it."""
     try:
         for parent in proc.parents():
@@ -89,7 +89,7 @@ def no_leftover_processes():
 
     # 2 s, and more while a busy machine holds the first one back (run_delay: an exiting kernel
     # was seen still there after 2 s, its command line already gone with its memory)
-    if run_delay.patiently(finished, still_running[0].pid, 2.0, cap=10.0):
+    if busy_machine.patiently(finished, still_running[0].pid, 2.0, cap=10.0):
         return
     described = []
     for proc in still_running:
@@ -185,9 +185,8 @@ def _in_this_phase(config, items) -> None:
 
 
 # The parallel phase's longest groups (group_of, below), handed out longest first: seconds
-# each took on one of 4 workers in a make test on 2 cores (2026-11-27, commit 8a7412a, the
-# bundles of BY_NOTEBOOK summed from their notebooks' groups then; the whole phase was 2,485
-# worker-seconds in 651 s).  pytest-xdist hands out groups
+# each takes on one of 4 workers in a make test on 2 cores (the bundles of BY_NOTEBOOK summed
+# from their notebooks' groups; the whole phase is about 2,500 worker-seconds in 650 s).  pytest-xdist hands out groups
 # (pytest_xdist_make_scheduler, below) in collection order: a file's tests are one group, since
 # they share the fixtures the file makes once; make test turns off xdist's reordering by test
 # count, which put the one-test files last (the capstone's grading then began five minutes in
@@ -208,8 +207,8 @@ GROUP_SECONDS = {
 # of eight notebooks took 426 s on one worker, most of the phase, while the others had
 # finished) or a notebook at a time (each group makes the file's module fixtures again on its
 # worker: a JupyterLab and a Chromium, 7.5 CPU-s; an edition, 6 CPU-s, and its C build for
-# 01-03, which run in the edition).  Bundled by the seconds each notebook's tests took (make
-# test of 2026-11-27: release 07 182, 02 73, 03 35, 01 30, `*` 79; browser 03 75, 01 70,
+# 01-03, which run in the edition).  Bundled by the seconds each notebook's tests take (a make
+# test on 2 cores: release 07 182, 02 73, 03 35, 01 30, `*` 79; browser 03 75, 01 70,
 # 07 68, 06 58, 02 56, 05 50, 04 32, 00 20).  A notebook in no bundle is a group of its own.
 BY_NOTEBOOK = {
     "test_release.py": ("07", "01 02 03", "00 04 05 06 *"),
@@ -283,7 +282,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _leave_out_what_waits_for_an_answer(config, items) -> None:
-    from labkit.exercises import edition as editions
+    from labkit.stubs import which_edition as editions
 
     removed, waiting = editions.left_out()
     config.labkit_left_out = (removed, {})

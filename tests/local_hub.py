@@ -112,8 +112,8 @@ def free_ports(count: int) -> list[int]:
     """`count` distinct loopback ports free at this moment, below the kernel's range of
     ephemeral ports (ip_local_port_range).  A port the kernel hands out (a bind to port 0)
     may be handed out again, to a socket that binds port 0 or connects, before the hub binds
-    it: in a CI run a JupyterLab kernel's ZeroMQ socket took the hub's, the hub exited, and
-    the proxy read ZeroMQ's greeting from the port.  Below the range only an explicit bind
+    it: a JupyterLab kernel's ZeroMQ socket can take the hub's, and then the hub exits and
+    the proxy reads ZeroMQ's greeting from the port.  Below the range only an explicit bind
     takes a port."""
     first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     found: list[int] = []

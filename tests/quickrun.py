@@ -42,9 +42,9 @@ import pytest
 
 from labkit import paths
 
-# papermill, the kernel on Unix sockets (labkit/notebook_run.py says why: a TCP port chosen for a
-# kernel was taken by another test's connections before the kernel bound it, in a CI run)
-PAPERMILL = [sys.executable, "-m", "labkit.notebook_run"]
+# papermill, the kernel on Unix sockets (labkit/execute.py says why: a TCP port chosen for a
+# kernel can be taken by another test's connections before the kernel binds it)
+PAPERMILL = [sys.executable, "-m", "labkit.execute"]
 # A hang guard, not a timing: a quick run takes about a minute at most on a quiet 2-core machine
 # (make test lists each one's time among its slowest), and 07's, run in the parallel phase beside
 # three other workers, or any run on a machine another suite shares, may take two or three.
@@ -223,9 +223,9 @@ def _results_in_the_checkout() -> dict:
 
 
 def figures_tell_the_truth(nb, name: str) -> int:
-    """labkit.figure_check on every figure the notebook showed, and its text alternative
+    """labkit.figure_lint on every figure the notebook showed, and its text alternative
     (labkit.plots.alt_text) right after it; the number of figures read."""
-    from labkit import figure_check
+    from labkit import figure_lint
 
     from labkit.plots import alt_text
 
@@ -238,7 +238,7 @@ def figures_tell_the_truth(nb, name: str) -> int:
                 count += 1
                 title = figure.get("layout", {}).get("title", {})
                 title = title.get("text", "") if isinstance(title, dict) else title
-                found += [f"cell {index}, {str(title)[:50]!r}: {problem}" for problem in figure_check.problems(figure)]
+                found += [f"cell {index}, {str(title)[:50]!r}: {problem}" for problem in figure_lint.problems(figure)]
                 after = outputs[at + 1].get("data", {}).get("text/html", "") if at + 1 < len(outputs) else ""
                 if alt_text.CLASS not in after:  # every figure also as text and a table, for a screen reader
                     found.append(f"cell {index}, {str(title)[:50]!r}: no text alternative follows it")

@@ -29,7 +29,7 @@ from pathlib import Path
 import psutil
 
 import waits
-from labkit import run_delay
+from labkit import busy_machine
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build"
@@ -168,7 +168,7 @@ def still_running(proc: psutil.Process) -> bool:
 
 def stop_and_check(server: Server) -> None:
     """SIGTERM must end the server and every process it started with status 0
-    within 1 s (not counting time a busy machine held them back: labkit.run_delay),
+    within 1 s (not counting time a busy machine held them back: labkit.busy_machine),
     with nothing from a sanitizer."""
     proc = server.proc
     if proc.poll() is not None:
@@ -192,7 +192,7 @@ def stop_and_check(server: Server) -> None:
             left = [c for c in left if still_running(c)]
             return not left
 
-        run_delay.patiently(gone, left[0].pid, max(0.05, deadline - time.monotonic()), cap=10.0)
+        busy_machine.patiently(gone, left[0].pid, max(0.05, deadline - time.monotonic()), cap=10.0)
     for child in left:
         child.kill()
     assert not left, f"{server.model}: processes left after SIGTERM: {left}"

@@ -64,7 +64,8 @@ def test_the_description_says_what_the_figure_draws_from_its_own_data(make, says
         at = found + len(sentence)
 
 
-def test_the_table_has_a_row_per_value_with_the_axes_titles_as_headers_and_says_what_is_missing():
+def test_table_rows_headers_and_missing():
+    """The table has a row per value with the axes titles as headers and says what is missing."""
     table = alt_text.data_table(latency_figure())
     assert list(table.columns) == ["series", "clients", "p99 latency (µs)"]
     assert table.values.tolist() == [["epoll", "500", "120"], ["epoll", "2,000", "2,100"], ["select", "500", "300"],
@@ -72,7 +73,8 @@ def test_the_table_has_a_row_per_value_with_the_axes_titles_as_headers_and_says_
                                      ["failed", "2,000", "failed: descriptor 1024 is too high"]]
 
 
-def test_the_disclosure_is_a_details_with_a_captioned_table_of_column_headers():
+def test_disclosure_is_a_captioned_table():
+    """The disclosure is a details with a captioned table of column headers."""
     shown = alt_text.as_html(latency_figure())
     assert shown.startswith(f'<details class="{alt_text.CLASS}"><summary>Figure as text and table: p99 latency vs')
     assert "<caption>p99 latency vs clients</caption>" in shown
@@ -207,7 +209,8 @@ def pdf_tags(pdf: bytes) -> dict:
             "shows_title": bool(catalog["/ViewerPreferences"]["/DisplayDocTitle"])}
 
 
-def test_an_exported_pdf_is_tagged_one_figure_with_the_description_as_its_alternative_text():
+def test_exported_pdf_is_tagged_with_alt_text():
+    """An exported pdf is tagged one figure with the description as its alternative text."""
     fig = latency_figure()
     tags = pdf_tags(alt_text.in_pdf(one_page_pdf(), fig))
     assert tags["marked"] and tags["lang"] == "en" and tags["document"] == "/Document"
@@ -228,7 +231,7 @@ def test_an_exported_page_names_its_plot_and_lists_its_data():
     assert page.index(alt_text.CLASS) < page.index("</body>")
 
 
-def test_the_text_version_carries_each_points_interval_and_the_self_checks_it_failed():
+def test_text_version_has_intervals_and_checks():
     """What a sighted student reads off whiskers and hollow marks (and the hover), the text
     version says too: each point's interval and what it is, and each failed check's reason."""
     rows = [{"model": "epoll", "clients": c, "repeat": r, "status": "ok", "error": "", "lat_p99_us": 100.0 * c + r,

@@ -104,7 +104,7 @@ def top_one_byte_segments(port):
         client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for byte in b"TOP 2\nTOP 6\n":
             client.send(bytes([byte]))
-            time.sleep(0.002)
+            time.sleep(0.002)  # the slow client: one segment per byte
         assert [top_rows(client), top_rows(client)] == [2, 6]
 
 
@@ -115,7 +115,7 @@ def top_reader_that_waits_until_the_output_is_full(port):
     requests = 1000
     sock = small_buffers(port)
     # Each TOP reads /proc/PID/stat of every process on the machine: beside a graded fork bomb
-    # (thousands of processes) one reply took over serverproc.TIMEOUT in a CI run, so each
+    # (thousands of processes) one reply can take over serverproc.TIMEOUT, so each
     # wait here is a hang guard of TOP_REPLY_TIMEOUT; what is asserted is every reply, in order.
     sock.settimeout(TOP_REPLY_TIMEOUT)
     sock.sendall(b"TOP 1000\n" * requests)
@@ -282,7 +282,7 @@ def until_full(pid: int, limit: int, within: float = 0.5) -> None:
         time.sleep(0.001)
 
 
-def test_the_spare_descriptor_sheds_even_while_connection_threads_open_files():
+def test_spare_descriptor_sheds_under_thread_opens():
     """threaded with 64 descriptors, all held: idle clients, and 8 clients asking TOP again and
     again (each answer opens /proc files in that client's thread; refused, the server closes
     and they connect again), while at least 80 more connect and ask TOP 1, each when /proc says

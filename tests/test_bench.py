@@ -10,7 +10,7 @@ import socket
 import pandas as pd
 import pytest
 
-from labkit import bench, build, figure_check, launcher
+from labkit import bench, build, figure_lint, launcher
 from labkit.errors import LabError
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
@@ -181,7 +181,8 @@ def test_waiting_for_an_anchor_to_listen_connects_to_it_only_when_asked(probe, c
     assert len(accepted) == connections
 
 
-def test_the_iperf3_anchor_serves_rounds_back_to_back_and_leaves_no_server(built_bin):
+def test_iperf3_anchor_rounds_and_cleanup(built_bin):
+    """The iperf3 anchor serves rounds back to back and leaves no server."""
     with bench.Iperf3Server(cpus=None) as anchor:
         rates = [anchor.rate(None, seconds=1) for _ in range(3)]
         assert anchor.child is None
@@ -201,7 +202,8 @@ def test_upload_bench_refuses_an_unknown_model(built_bin):
         bench.upload(models=("nope",))
 
 
-def test_scaling_plan_gives_the_generator_at_least_as_many_cpus_as_the_server():
+def test_scaling_plan_gives_generator_enough_cpus():
+    """Scaling plan gives the generator at least as many cpus as the server."""
     plan = bench.scaling_plan([1, 2, 4, 8, 16], list(range(16)))
     assert [(w, len(s), len(c)) for w, s, c in plan] == [(1, 1, 15), (2, 2, 14), (4, 4, 12), (8, 8, 8)]
     assert plan[1][1] == [0, 1] and plan[1][2][0] == 2  # CPUs of their own, never shared
@@ -210,7 +212,8 @@ def test_scaling_plan_gives_the_generator_at_least_as_many_cpus_as_the_server():
     assert "2 CPU(s)" in refused.value.what and "2 CPUs per worker" in refused.value.fix
 
 
-def test_scaling_runs_the_worker_counts_this_machine_holds_and_prints_the_ratio(built_bin):
+def test_scaling_runs_and_prints_the_ratio(built_bin):
+    """Scaling runs the worker counts this machine holds and prints the ratio."""
     result = bench.scaling(workers=(1, 2, 4), clients=40, requests=100, rounds=1)
     cpus = len(os.sched_getaffinity(0))
     assert [p["workers"] for p in result["points"]] == [w for w in (1, 2, 4) if 2 * w <= cpus]
@@ -224,7 +227,8 @@ def test_scaling_runs_the_worker_counts_this_machine_holds_and_prints_the_ratio(
         bench.scaling(model="epoll")
 
 
-def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
+def test_event_cost_names_refusals_not_zeros():
+    """Event cost draws each backend and names a refusal instead of a zero."""
     nan = float("nan")
     frame = pd.DataFrame({
         "backend": ["select", "select", "poll", "poll", "epoll", "epoll"],
@@ -239,7 +243,7 @@ def test_event_cost_draws_each_backend_and_names_a_refusal_instead_of_a_zero():
     assert "select at 2,000" in fig.layout.title.subtitle.text
     # rows saved before each run was kept: no whiskers, and the hover says why
     assert by_name["poll"].customdata[0][0] == "no interval (saved before its runs were kept)"
-    assert figure_check.problems(fig) == []
+    assert figure_lint.problems(fig) == []
 
 
 def test_event_cost_draws_the_median_of_the_runs_with_its_interval():
@@ -255,10 +259,10 @@ def test_event_cost_draws_the_median_of_the_runs_with_its_interval():
     assert [c[0] for c in poll.customdata] == ["94% interval of the median of 5 runs: 0.80 - 1.00 µs",
                                                "one run, no interval"]
     assert "whiskers: 94% interval of the median of 5 runs" in fig.layout.title.subtitle.text
-    assert figure_check.problems(fig) == []
+    assert figure_lint.problems(fig) == []
 
 
-def test_a_backend_that_fails_gets_its_message_and_the_others_are_measured(tmp_path, monkeypatch, built_bin):
+def test_failed_backend_gets_its_message(tmp_path, monkeypatch, built_bin):
     """A students' edition whose poll backend is still exercise 1.2's stub: ev_bench_poll
     exits with the stub's message; poll's rows say so, select and epoll are measured."""
     broken = tmp_path / "bin"
@@ -284,7 +288,7 @@ def test_a_backend_that_fails_gets_its_message_and_the_others_are_measured(tmp_p
     assert "refused" not in fig.layout.title.subtitle.text
 
 
-def test_replications_count_the_runs_whose_own_interval_holds_the_median_of_all():
+def test_replications_count_covering_runs():
     """coverage() on rows as measure.point writes them: two of three runs give a p50 interval,
     one of those holds the median of all three; a run without one is not counted against it."""
     rows = [{"status": "ok", "lat_p50_us": 100.0, "lat_p50_low_us": 95.0, "lat_p50_high_us": 105.0,
@@ -298,7 +302,8 @@ def test_replications_count_the_runs_whose_own_interval_holds_the_median_of_all(
     assert (found["runs"], found["given"], found["held"], found["median"], found["shared"]) == (3, 2, 1, 104.0, 1)
 
 
-def test_replications_runs_one_point_with_a_seed_each_and_prints_the_table(tmp_path, monkeypatch, built_bin):
+def test_replications_prints_the_table(tmp_path, monkeypatch, built_bin):
+    """Replications runs one point with a seed each and prints the table."""
     monkeypatch.setattr(bench.common, "RESULTS_DIR", tmp_path)
     monkeypatch.setattr(bench.replications, "results_file", lambda name, env: tmp_path / f"{name}.jsonl")
     result = bench.replications.replicate(replications=2, duration=1.0)

@@ -24,7 +24,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ import nbformat
 import pytest
 
 from labkit import paths
+from labkit.bench import free_port
 
 from quickrun import OWN_HOME, PLOTLY, run_quick
 
@@ -50,12 +50,6 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(180),
 ]
-
-
-def _free_loopback_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _up_to_the_first_panel(notebook, folder):
@@ -113,7 +107,7 @@ def jupyter_lab(tmp_path_factory):
         pytest.fail("the Jupyter kernel 'labkit' is not registered: run `make setup`", pytrace=False)
     work = tmp_path / "work"
     work.mkdir()
-    port, token = _free_loopback_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     env = {**os.environ,
            # Keep the student's own Jupyter settings and running servers out of the test.
            "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
@@ -534,9 +528,9 @@ def chromium():
 def _warm_up(browser) -> None:
     """Have Chromium start its helper processes now, in the fixture, not during the first
     test: its GPU process and its network and storage services start with the first page
-    drawn, and conftest.no_leftover_processes would take them for the test's leftovers
-    (a CI run of 2026-11-26).  A page drawn once, then its context closed; then wait until
-    Chromium's processes stop coming and going."""
+    drawn, and conftest.no_leftover_processes would take them for the test's leftovers.
+    A page drawn once, then its context closed; then wait until Chromium's processes stop
+    coming and going."""
     import psutil
 
     page = browser.new_page()
@@ -547,7 +541,7 @@ def _warm_up(browser) -> None:
     def chromium_processes() -> set[int]:
         found = set()
         for child in psutil.Process().children(recursive=True):
-            try:  # a helper may end between the listing and the reading of its name (a spinning CI run)
+            try:  # a helper may end between the listing and the reading of its name
                 if "chromium" in child.name():
                     found.add(child.pid)
             except psutil.NoSuchProcess:
@@ -683,7 +677,7 @@ def test_a_feedback_page_passes_axe(chromium, tmp_path):
         page.close()
 
 
-def test_the_axe_check_fails_on_what_it_should_and_only_inside_the_lab_s_outputs(chromium, tmp_path):
+def test_axe_check_scope(chromium, tmp_path):
     """The check the notebooks pass can fail: an unlabelled field and an image without text
     inside an output are named by rule and element; the same outside the outputs (JupyterLab's
     own chrome) is not the lab's, and left out."""

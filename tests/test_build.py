@@ -93,7 +93,7 @@ def test_make_probes_liburing_once_per_build_folder(built_copy):
     assert makefile.make(["-s", "print-.DEFAULT_GOAL"], csrc, build_dir).stdout.strip() == "all"
 
 
-def test_a_build_folder_make_cannot_write_is_probed_each_time_and_says_nothing_of_it(csrc_copy, tmp_path):
+def test_unwritable_build_folder_is_quiet(csrc_copy, tmp_path):
     """An install's build folder, which its users cannot write (here a path under a file,
     which not even root can make): make still finds liburing, and prints only what it was
     asked for (labkit reads `make print-PROCSTAT_SRC`'s output as a path)."""
@@ -241,8 +241,8 @@ def test_procstat_is_compiled_once_per_source_version():
 def test_processes_that_find_procstat_missing_at_once_each_get_it(tmp_path):
     """Eight processes load the parser's module from an empty folder at the same moment, as two
     graders started together do on a fresh build: each compiles its own and renames it into
-    place, and every one of them loads it (shared temporary names once took one's file away
-    mid-build, in a CI run); nothing of the builds is left beside the module."""
+    place, and every one of them loads it (a temporary name shared between them would let
+    one take another's file away mid-build); nothing of the builds is left beside the module."""
     script = ("import sys; from labkit import paths, procstat; from pathlib import Path\n"
               "paths.CFFI_DIR, paths.INSTALL_BUILD = Path(sys.argv[1]), Path(sys.argv[1]).parent / 'none'\n"
               "sys.stdin.read()\n"  # the start line: all eight begin together

@@ -1,4 +1,4 @@
-"""labkit.run_delay: a late process is called stuck only when it neither ran nor waited for a
+"""labkit.busy_machine: a late process is called stuck only when it neither ran nor waited for a
 CPU; one that works, or waits its turn, is given its bound again, up to a cap."""
 
 import os
@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from labkit import run_delay
+from labkit import busy_machine
 import waits
 
 SPIN = [sys.executable, "-c", "while True: pass"]
@@ -48,42 +48,42 @@ def stopped(*procs):
 def test_a_sleeping_process_is_not_held_back_a_spinning_one_is(monkeypatch):
     # The process's own numbers only: a busy host's steal says "held back" of any process, and
     # a sleeper that has printed "ready" may still wait for a CPU
-    # on its way into sleep() (CI's parallel phase, 2026-11-27): asked once it is asleep.
-    monkeypatch.setattr(run_delay, "_steal_ns", lambda: 0)
+    # on its way into sleep() (a busy machine's): asked once it is asleep.
+    monkeypatch.setattr(busy_machine, "_steal_ns", lambda: 0)
     sleeper, spinner = started(SLEEP), started(SPIN)
     try:
-        waits.settled(lambda: [run_delay._schedstat(task) for task in run_delay._tasks(sleeper.pid)], quiet=0.2)
-        assert not run_delay.held_back(sleeper.pid)
-        assert run_delay.held_back(spinner.pid)
+        waits.settled(lambda: [busy_machine._schedstat(task) for task in busy_machine._tasks(sleeper.pid)], quiet=0.2)
+        assert not busy_machine.held_back(sleeper.pid)
+        assert busy_machine.held_back(spinner.pid)
     finally:
         stopped(sleeper, spinner)
 
 
 def test_a_process_in_uninterruptible_sleep_is_held_back_not_stuck(monkeypatch):
-    # A thread in "D" waits on the machine (a server freeing its memory as it exits, seen in CI),
+    # A thread in "D" waits on the machine (a server freeing its memory as it exits),
     # not on its own input; made so here by the state read, since no portable way makes a D sleep.
-    monkeypatch.setattr(run_delay, "_steal_ns", lambda: 0)
+    monkeypatch.setattr(busy_machine, "_steal_ns", lambda: 0)
     sleeper = started(SLEEP)
     try:
-        waits.settled(lambda: [run_delay._schedstat(task) for task in run_delay._tasks(sleeper.pid)], quiet=0.2)
-        assert {run_delay._state(task) for task in run_delay._tasks(sleeper.pid)} == {"S"}
-        assert not run_delay.held_back(sleeper.pid)
-        monkeypatch.setattr(run_delay, "_state", lambda task: "D")
-        assert run_delay.held_back(sleeper.pid)
+        waits.settled(lambda: [busy_machine._schedstat(task) for task in busy_machine._tasks(sleeper.pid)], quiet=0.2)
+        assert {busy_machine._state(task) for task in busy_machine._tasks(sleeper.pid)} == {"S"}
+        assert not busy_machine.held_back(sleeper.pid)
+        monkeypatch.setattr(busy_machine, "_state", lambda task: "D")
+        assert busy_machine.held_back(sleeper.pid)
     finally:
         stopped(sleeper)
 
 
-def test_a_process_sharing_its_cpu_with_another_waits_for_it_and_the_kernel_counts_the_wait():
+def test_shared_cpu_wait_is_counted():
     """Two spinners pinned to one CPU: each waits on the run queue about half the time, which
     /proc/PID/task/TID/schedstat's second field counts (CONFIG_SCHED_INFO)."""
     cpu = sorted(os.sched_getaffinity(0))[0]
     first, second = started(SPIN, [cpu]), started(SPIN, [cpu])
     try:
         task = f"/proc/{first.pid}/task/{first.pid}"
-        ran0, waited0 = run_delay._schedstat(task)
-        time.sleep(0.5)
-        ran, waited = run_delay._schedstat(task)
+        ran0, waited0 = busy_machine._schedstat(task)
+        time.sleep(0.5)  # the window measured
+        ran, waited = busy_machine._schedstat(task)
         assert waited - waited0 > 50_000_000, (ran - ran0, waited - waited0)  # > 50 ms of 500 waiting
     finally:
         stopped(first, second)
@@ -94,26 +94,26 @@ def test_the_threads_of_a_process_and_of_its_children_are_watched():
                       "subprocess.Popen([sys.executable, '-c', 'while True: pass']); print('ready', flush=True); "
                       "time.sleep(60)"])
     try:
-        tasks = run_delay._tasks(parent.pid)
+        tasks = busy_machine._tasks(parent.pid)
         assert len({task.split("/")[2] for task in tasks}) == 2, tasks  # the parent and its spinning child
-        assert run_delay.held_back(parent.pid)  # the parent sleeps; its child runs
+        assert busy_machine.held_back(parent.pid)  # the parent sleeps; its child runs
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         stopped(parent)
 
 
-def test_a_child_that_ends_in_the_window_counts_though_its_cpu_went_with_it():
+def test_child_ending_in_window_counts():
     """A parent waiting for a child that ends within the window (a fork server's connection
-    process finishing its exit, CI 2026-11-27): the child's schedstat is gone with it, and the
+    process finishing its exit): the child's schedstat is gone with it, and the
     parent only slept, yet the tree was at work.  The child here sleeps, so only its ending
     can say so."""
     parent = started([sys.executable, "-c", "import subprocess, sys, time; "
                       "child = subprocess.Popen(['sleep', '0.2']); print('ready', flush=True); child.wait(); "
                       "time.sleep(60)"])
     try:
-        assert len({task.split("/")[2] for task in run_delay._tasks(parent.pid)}) == 2  # the sleep is there
-        assert run_delay.held_back(parent.pid, window=0.5)
-        assert len({task.split("/")[2] for task in run_delay._tasks(parent.pid)}) == 1  # and ended in it
+        assert len({task.split("/")[2] for task in busy_machine._tasks(parent.pid)}) == 2  # the sleep is there
+        assert busy_machine.held_back(parent.pid, window=0.5)
+        assert len({task.split("/")[2] for task in busy_machine._tasks(parent.pid)}) == 1  # and ended in it
     finally:
         os.killpg(parent.pid, signal.SIGKILL)
         stopped(parent)
@@ -125,7 +125,7 @@ def test_a_stuck_process_is_called_stuck_after_its_bound_and_one_window():
         deaf.send_signal(signal.SIGTERM)
         start = time.monotonic()
         assert waits.exit_status(deaf, within=0.5, cap=10.0) is None
-        assert time.monotonic() - start < 0.5 + 2 * run_delay.WINDOW + 2.0  # not the cap
+        assert time.monotonic() - start < 0.5 + 2 * busy_machine.WINDOW + 2.0  # not the cap
     finally:
         stopped(deaf)
 
@@ -141,7 +141,7 @@ def test_a_working_process_is_waited_for_past_its_bound_up_to_the_cap():
     try:
         start = time.monotonic()
         assert waits.exit_status(busy, within=0.2, cap=0.6) is None  # the cap holds
-        assert time.monotonic() - start < 0.6 + run_delay.WINDOW + 2.0
+        assert time.monotonic() - start < 0.6 + busy_machine.WINDOW + 2.0
     finally:
         stopped(busy)
 
@@ -164,7 +164,8 @@ time.sleep(5)
 """
 
 
-def test_the_batterys_client_waits_again_for_a_server_that_computes_not_for_one_that_sleeps():
+def test_battery_waits_for_computing_server():
+    """The batterys client waits again for a server that computes not for one that sleeps."""
     from labkit.battery import client
     from labkit.battery.cases import Size
 

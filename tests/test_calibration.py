@@ -13,7 +13,9 @@ import pandas as pd
 import pytest
 
 from labkit import calibration, ground_truth, queue_theory, schedule, spin_draws
-from test_loadgen import Loadgen, build_loadgen, read_line, run_loadgen, server  # noqa: F401 (fixture)
+import loadgenproc
+from loadgenproc import Loadgen
+from test_loadgen import read_line, server  # noqa: F401 (fixture)
 
 SPIN = 200.0
 LONG = 200_000  # requests: the closed forms' mean within 1% and p99 within 4% for seeds 1 to 5
@@ -67,10 +69,10 @@ def test_the_spin_draws_are_the_generators_count_connection_and_order(server):
             conn.sendall(b"OK %s\n" % line.split()[1])
 
     srv = server(serve)
-    code, report, err = run_loadgen(Loadgen(build_loadgen(), "events"), "--port", srv.port, "--clients", clients,
-                                    "--service", "spin", "--spin-us", int(SPIN), "--spin-dist", "exp",
-                                    "--rate", rate, "--duration", duration, "--arrivals", "poisson",
-                                    "--seed", seed)
+    code, report, err = loadgenproc.run(Loadgen(loadgenproc.binary(), "events"), "--port", srv.port,
+                                        "--clients", clients, "--service", "spin", "--spin-us", int(SPIN),
+                                        "--spin-dist", "exp", "--rate", rate, "--duration", duration,
+                                        "--arrivals", "poisson", "--seed", seed)
     assert code == 0, err
     planned = calibration.planned({"rate": rate, "duration": duration})
     assert report["requests_planned"] == planned == sum(map(len, seen)) == report["requests_ok"]
@@ -144,7 +146,7 @@ def test_the_median_ratio_says_the_level_its_replications_reach():
 def test_the_table_prints_each_ratio_with_its_interval_and_every_verdict():
     """summarise over a point's replications, then the text: each ratio with its interval and
     level, a run not measured said so (never 0), each verdict with how many runs carry it."""
-    from labkit.bench import queueing
+    from labkit.bench import known_answer
 
     runs = []
     for replication, ratio in enumerate([1.0, 1.1, 0.9, 1.05, 0.95]):
@@ -154,10 +156,10 @@ def test_the_table_prints_each_ratio_with_its_interval_and_every_verdict():
                          verdicts={"cpu_shared": "server's CPU shared: others ran 40%"} if replication else {}))
         runs.append(dict(runs[-1], point=1, utilisation=0.7, rate=3200, lat_p99_us=math.nan, p99_ratio=math.nan,
                          verdicts={}))
-    frame = queueing.summarise(runs)
+    frame = known_answer.summarise(runs)
     frame.attrs.update(spin_us=200, duration=2.0, replications=5, runs=runs, floor_us=[70.0], server_cpus=[0],
                        client_cpus=[1], pinning_note="")
-    text = queueing.format_calibration(frame)
+    text = known_answer.format_calibration(frame)
     assert "1.00 (0.90-1.10)" in text and "94%" in text
     assert "cpu_shared 4/5" in text and "server's CPU shared: others ran 40%" in text
     assert "not measured" in text and " 0.00" not in text

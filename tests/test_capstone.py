@@ -76,7 +76,7 @@ def test_the_reference_solution_passes_every_case_visible_and_hidden():
     assert hidden.passed, str(hidden)
 
 
-def test_the_partial_write_bug_fails_the_slow_reader_and_the_message_names_the_fix():
+def test_partial_write_bug_fails_slow_reader():
     """The classic bug passes every request/reply case, and loses bytes for a client that
     reads late: the echo case fails, and its message says what to fix."""
     report = battery.run(with_bug(), [g for g in battery.GROUPS if g not in ("sanitizers", "resources")])
@@ -113,7 +113,7 @@ class UnboundedEcho:
             conn.sendall(chunk)
 
 
-def test_a_server_whose_output_has_no_bound_fails_the_slow_reader_whatever_the_kernel_buffers():
+def test_unbounded_output_fails_slow_reader():
     """The verdict asks for more bytes than the kernel's buffers can hold (tcp_rmem's and
     tcp_wmem's largest, which autotuning reaches on its own, differ by machine and kernel)."""
     case = next(c for c in battery.CASES if c.name == "echo: reads nothing until the output is full")
@@ -147,7 +147,7 @@ def test_a_compile_error_names_the_students_file_and_line():
     assert "mine.c:" in raised.value.output and "error" in raised.value.output
 
 
-def test_a_server_that_does_not_compile_leaves_the_lab_built_and_is_refused_by_name(tmp_path):
+def test_server_that_does_not_compile_is_refused(tmp_path):
     """In the student's own tree: the lab's programs build, mine's error is raised when mine is
     asked for, and no stale mine is left to be measured."""
     script = """
@@ -232,7 +232,7 @@ def test_a_check_on_a_server_that_does_not_compile_fails_with_gccs_words():
         battery.check(broken, "protocol")
 
 
-def test_under_an_address_space_limit_the_sanitizer_cases_are_not_measurable_not_failed():
+def test_sanitizer_cases_under_address_limit():
     """An ASan build reserves terabytes of address space: under a hard RLIMIT_AS it cannot
     start, which is the machine's limit, not the server's fault: the check errs, saying so."""
     script = """
@@ -267,7 +267,8 @@ RESOURCE_FAILS = {  # and so, for the same reason, while a client that reads not
 }
 
 
-def test_every_lab_model_uses_nothing_idle_and_gives_back_what_connections_took():
+def test_lab_models_give_back_resources():
+    """Every lab model uses nothing idle and gives back what connections took."""
     jobs = [(model, case, san) for model in serverproc.MODELS
             for case, san in battery.cases(["resources", "sanitizers"]) if case.group == "resources"]
 
@@ -303,7 +304,8 @@ RESOURCE_VERDICTS = [
 
 
 @pytest.mark.parametrize("bug, name, says", RESOURCE_VERDICTS, ids=[bug for bug, *_ in RESOURCE_VERDICTS])
-def test_a_server_that_answers_right_but_keeps_what_it_used_fails_that_case_naming_the_fix(bug, name, says):
+def test_leaking_server_fails_that_case(bug, name, says):
+    """A server that answers right but keeps what it used fails that case naming the fix."""
     case = next(c for c in battery.CASES if c.name == name)
     result = battery.run_case(capstone.build_text(RESOURCE_BUGS[bug]()), case)
     print(result.message)
@@ -312,7 +314,7 @@ def test_a_server_that_answers_right_but_keeps_what_it_used_fails_that_case_nami
     assert f"what to fix: {case.fix}" in str(report)
 
 
-def test_a_use_after_free_on_a_workers_later_connections_is_caught_under_asan():
+def test_use_after_free_caught_under_asan():
     """Each worker touches the connection it closed before: harmless at its first close, a
     use after free from its second.  The protocol cases under ASan (a connection or two on
     two workers) never get there; connections coming and going do, and the report names
@@ -369,13 +371,12 @@ def _closed_while_held(server, reset: bool) -> str:
 
 
 @pytest.mark.parametrize("reset", [False, True], ids=["closed", "reset"])
-def test_a_connection_closed_while_another_process_holds_its_socket_leaves_the_worker_nothing_freed(reset):
+def test_close_with_socket_held_elsewhere(reset):
     """close() takes a socket out of an epoll set only with its last reference (epoll(7),
-    Q6): the reference takes it out itself first, and lives on; the template as it was
-    until 2026-11-29, which did not, is handed the connection it freed, and ASan says so
-    (a CI run of 2026-11-29: the plain build killed by SIGSEGV in the battery, beside tests
-    that read processes' descriptors with `ss -p` and psutil)."""
-    from labkit.battery import _env, host
+    Q6): the reference takes it out itself first, and lives on; a template that does
+    not is handed the connection it freed, and ASan says so (the plain build dies of SIGSEGV
+    in the battery when other tests read processes' descriptors with `ss -p` and psutil)."""
+    from labkit.battery import _env, refusals
     from labkit.scratch import ScratchServer
 
     server = ScratchServer(capstone.build_text(reference()), "mine (the reference)", "sink", args=["--workers", "1"])
@@ -383,7 +384,7 @@ def test_a_connection_closed_while_another_process_holds_its_socket_leaves_the_w
         assert _closed_while_held(server, reset) == ""
     finally:
         server.stop()
-    room = host.room_for_asan()
+    room = refusals.room_for_asan()
     assert not isinstance(room, str), room
     server = ScratchServer(capstone.build_text(still_watched(), sanitize=True), "mine (still watched, ASan)", "sink",
                            ready_timeout=10.0, args=["--workers", "1"], prefix=room, env=_env(True))
@@ -419,7 +420,7 @@ def _deny_io_uring():
     assert libc.prctl(22, 2, ctypes.byref(Program(len(program), filters)), 0, 0) == 0  # PR_SET_SECCOMP, FILTER
 
 
-def test_where_the_host_refuses_io_uring_an_io_uring_server_is_not_measurable_not_failed():
+def test_io_uring_refused_is_not_measurable():
     """A seccomp filter refuses io_uring_setup to the battery and its servers: the lab's uring
     model (which cannot start there) is not measurable in every case, saying why, and its
     check errs rather than fails; the epoll model beside it is judged as anywhere."""
@@ -428,8 +429,8 @@ def test_where_the_host_refuses_io_uring_an_io_uring_server_is_not_measurable_no
     script = f"""
 from pathlib import Path
 from labkit import battery
-from labkit.battery import host
-print("refused:", host.io_uring_refused())
+from labkit.battery import refusals
+print("refused:", refusals.io_uring_refused())
 for model in ("uring", "epoll"):
     report = battery.run_binaries(Path({str(serverproc.bin_dir())!r}) / model, None, "protocol")
     print(model, [r.verdict for r in report.results])
@@ -448,7 +449,7 @@ SPIN_VERDICTS = [
     (1.8, 1.9, True),    # a loop calling accept() again at once, on a quiet machine
     (0.3, 0.6, True),    # the same on a busy one: both got a share
     (0.01, 1.9, False),  # a server that waits for a descriptor
-    (0.0, 0.0, False),   # a machine that ran neither (a CI run): no verdict, not "a quarter of nothing"
+    (0.0, 0.0, False),   # a machine that ran neither (a busy one): no verdict, not "a quarter of nothing"
     (0.02, 0.05, False),  # too little for the yardstick to mean anything
 ]
 
@@ -460,7 +461,7 @@ def test_the_spin_verdict_needs_a_yardstick_that_ran(server, probe, spun):
     assert spins(server, probe) is spun
 
 
-def test_a_servers_descriptors_and_cpu_read_from_proc_agree_with_ss_and_the_kernels_clock():
+def test_proc_reads_agree_with_ss_and_clock():
     """resources.Usage, the reading every resource verdict rests on, against tools the lab did
     not write: the sockets it finds in the server's /proc/PID/fd are the ones `ss -p` says
     the process holds (its listener and each accepted connection), and the CPU time it reads
@@ -480,8 +481,8 @@ def test_a_servers_descriptors_and_cpu_read_from_proc_agree_with_ss_and_the_kern
     assert sockets == held == 1 + len(clients), (sockets, held)
 
     # The spinner says its own CPU time once it is done, then waits (reading its stdin) until the
-    # last reading is taken: reading while it spins raced its exit (a busy CI machine slept the
-    # test 160 ms past the last reading, and read 0.35 s of 0.51).
+    # last reading is taken: reading while it spins races its exit (a busy machine can hold the
+    # test 160 ms past the last reading, which then reads 0.35 s of 0.51).
     spinner = subprocess.Popen([sys.executable, "-c", "import sys, time\nend = time.thread_time() + 0.5\n"
                                 "while time.thread_time() < end: pass\nprint(time.process_time(), flush=True)\n"
                                 "sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -497,7 +498,7 @@ def test_a_servers_descriptors_and_cpu_read_from_proc_agree_with_ss_and_the_kern
     assert own - 0.02 <= done <= own + 0.02, (done, own)  # the kernel's 10 ms ticks
 
 
-def test_a_check_after_the_battery_runs_only_what_did_not_pass_on_that_text():
+def test_check_reruns_only_what_did_not_pass():
     """07's checks follow its battery run on the same text: what passed there is reported as
     passed then (and says so), what failed is run again, and another text runs afresh."""
     text = RESOURCE_BUGS["keeps each session"]() + "\n/* this test's own text: no other test ran it here */\n"

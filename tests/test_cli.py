@@ -114,7 +114,7 @@ def test_numbers_are_printed_readably():
 def test_doctor_exit_code_follows_its_checks():
     from labkit import doctor
 
-    failing = any(check.status == doctor.FAIL for check in doctor.checks())
+    failing = any(check.status == doctor.FAIL for check in doctor.findings())
     done = labkit("doctor")
     assert done.returncode == (1 if failing else 0), done.stderr
     assert "labkit doctor" in done.stdout and "Traceback" not in done.stderr

@@ -218,7 +218,8 @@ def test_the_cluster_still_grades_after_the_attempts(running, course_certs):
         assert len(grader.scheduler_info()["workers"]) == 1
 
 
-def test_nothing_but_the_tls_ports_listens_beyond_loopback_and_no_route_names_a_task(running):
+def test_only_tls_ports_listen_outside(running):
+    """Nothing but the tls ports listens beyond loopback and no route names a task."""
     for process in running.processes:
         listening = [c for c in psutil.Process(process.pid).net_connections("inet")
                      if c.status == psutil.CONN_LISTEN]
@@ -296,7 +297,8 @@ def test_the_commands_refuse_with_the_fix(course_certs, expired, tmp_path, what,
     assert "Traceback" not in result.stderr
 
 
-def test_cluster_init_writes_keys_only_their_owner_reads_and_says_where_to_copy(tmp_path):
+def test_cluster_init_keys_are_private(tmp_path):
+    """Cluster init writes keys only their owner reads and says where to copy."""
     result = labkit("cluster", "init", str(tmp_path / "c"), "--course", "CS 431", "--days", "120")
     assert result.returncode == 0, result.stderr
     for role in certs.ROLES:

@@ -1,12 +1,11 @@
 """How the models differ under concurrency, and how they survive running out
 of descriptors.  Every load here is bounded in count and time."""
 
-import json
-import subprocess
 import time
 
 import pytest
 
+import loadgenproc
 import serverproc
 from serverproc import Client
 from waits import wait_for
@@ -129,13 +128,9 @@ def test_select_refuses_descriptors_beyond_fd_setsize(san):
 def test_2000_connections_through_loadgen_without_a_failure(model, san):
     """Past select's FD_SETSIZE: 2,000 concurrent echo clients (the load
     generator's thread-per-connection engine), 3 exchanges each."""
-    loadgen = serverproc.bin_dir(target="loadgen") / "loadgen"
     with serverproc.running(model, service="echo", san=san) as server:
-        result = subprocess.run([str(loadgen), "--port", str(server.port), "--service", "echo",
-                                 "--clients", "2000", "--requests", "3", "--timeout", "20"],
-                                capture_output=True, text=True, timeout=60)
-        report = json.loads(result.stdout)
-        assert result.returncode == 0, result.stderr
+        report = loadgenproc.ok(loadgenproc.binary(), "--port", server.port, "--service", "echo",
+                                "--clients", 2000, "--requests", 3, "--timeout", 20)
         assert (report["connections_ok"], report["connections_failed"], report["connections_lost"]) \
             == (2000, 0, 0)
         assert (report["requests_ok"], report["requests_failed"]) == (6000, 0)

@@ -9,11 +9,11 @@ import os
 import secrets
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+import waits
 from labkit import confinement
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities and making cgroups need root")
@@ -37,7 +37,8 @@ def test_cpu_lists_read_as_the_kernel_writes_them(line, cpus):
 
 
 @ROOT_ONLY
-def test_capabilities_dropped_by_setpriv_are_reported_missing_with_their_cost():
+def test_dropped_capabilities_are_reported():
+    """Capabilities dropped by setpriv are reported missing with their cost."""
     dropped = ["-net_admin", "-perfmon"]
     prefix = ["setpriv", f"--bounding-set={','.join(dropped)}", "--"]
     bounding = subprocess.run([*prefix, "setpriv", "-d"], capture_output=True, text=True, timeout=30).stdout
@@ -112,12 +113,11 @@ def _cpu_cgroup(quota_us: int, period_us: int):
     try:
         yield folder, folder / "cgroup.procs"
     finally:
-        for _ in range(50):  # empty once its processes are reaped
-            try:
+        def removed():  # empty once its processes are reaped
+            with contextlib.suppress(OSError):
                 folder.rmdir()
-                break
-            except OSError:
-                time.sleep(0.1)
+            return not folder.exists()
+        waits.wait_until(removed, within=5, every=0.1)
         if enabled_cpu:
             (v2 / "cgroup.subtree_control").write_text("-cpu")
 

@@ -54,7 +54,8 @@ def _calls(tmp_path: Path) -> list[list[str]]:
     return [shlex.split(line) for line in (tmp_path / "engine.log").read_text().splitlines()]
 
 
-def test_make_lab_container_builds_and_runs_the_image_with_every_setting_and_prints_the_url(tmp_path):
+def test_make_lab_container(tmp_path):
+    """Make lab container builds and runs the image with every setting and prints the url."""
     done = _lab_sh(_fake_engine(tmp_path))
     assert done.returncode == 0, done.stderr
     calls = _calls(tmp_path)
@@ -76,7 +77,8 @@ def test_make_lab_container_builds_and_runs_the_image_with_every_setting_and_pri
     assert re.search(r"JUPYTER_TOKEN=([0-9a-f]+)", " ".join(_calls(tmp_path)[-1]))[1] != token
 
 
-def test_a_command_runs_with_the_same_settings_and_the_engines_own_profile_on_request(tmp_path):
+def test_command_runs_with_same_settings(tmp_path):
+    """A command runs with the same settings and the engines own profile on request."""
     env = {**_fake_engine(tmp_path), "LAB_NO_BUILD": "1"}
     assert _lab_sh(env, "labkit", "doctor").returncode == 0
     assert _lab_sh({**env, "LAB_SECCOMP": "engine"}, "labkit", "doctor").returncode == 0
@@ -87,7 +89,8 @@ def test_a_command_runs_with_the_same_settings_and_the_engines_own_profile_on_re
     assert not any(call[0] == "build" for call in _calls(tmp_path))
 
 
-def test_one_cpu_is_said_with_the_fix_and_no_engine_is_an_error_with_the_fix(tmp_path):
+def test_one_cpu_and_no_engine_say_the_fix(tmp_path):
+    """One cpu is said with the fix and no engine is an error with the fix."""
     done = _lab_sh({**_fake_engine(tmp_path), "ENGINE_CPUS": "1", "LAB_NO_BUILD": "1"})
     assert done.returncode == 0 and "machine has 1 CPU" in done.stdout and "podman machine set --cpus" in done.stdout
     tools = tmp_path / "tools"  # what lab.sh needs but an engine
@@ -133,7 +136,8 @@ def test_make_lab_goes_to_the_container_off_linux_or_on_request(tmp_path):
     assert "jupyter lab" in dry_run() and "container/lab.sh" not in dry_run()  # Linux: the two commands
 
 
-def test_the_recipe_installs_the_lab_as_the_hub_image_does_and_starts_under_tini():
+def test_recipe_matches_hub_image():
+    """The recipe installs the lab as the hub image does and starts under tini."""
     steps = instructions(RECIPE.read_text())
     assert ("ARG", "BASE=docker.io/library/debian:bookworm-slim") in steps and ("FROM", "${BASE}") in steps
     runs = [part.strip() for word, args in steps if word == "RUN" for part in args.split("&&")]
@@ -168,7 +172,8 @@ def _start(tmp_path, token=None):
                           text=True, timeout=120)
 
 
-def test_the_start_command_copies_the_notebooks_and_never_starts_jupyterlab_without_a_token(tmp_path):
+def test_start_command_needs_a_token(tmp_path):
+    """The start command copies the notebooks and never starts jupyterlab without a token."""
     done = _start(tmp_path)
     assert done.returncode == 0, done.stderr
     lab = tmp_path / "lab"
@@ -196,7 +201,8 @@ def _profile_module():
     return module
 
 
-def test_the_profile_allows_the_labs_calls_in_one_rule_and_keeps_the_rest_of_the_default():
+def test_profile_allows_the_labs_calls():
+    """The profile allows the labs calls in one rule and keeps the rest of the default."""
     profile = json.loads(PROFILE.read_text())
     assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
     deciding = {name: [rule for rule in profile["syscalls"] if name in rule["names"]] for name in LAB_CALLS}
@@ -277,7 +283,8 @@ def test_a_filter_that_refuses_nothing_the_lab_needs_is_ok():
     assert _seccomp_check(None)[:2] == ["ok", "no seccomp filter"]
 
 
-def test_the_arm64_check_says_what_to_install_when_the_cross_compiler_is_missing(tmp_path):
+def test_arm64_check_names_missing_compiler(tmp_path):
+    """The arm64 check says what to install when the cross compiler is missing."""
     done = subprocess.run(["bash", str(ROOT / "scripts" / "arm64-check.sh")], capture_output=True, text=True,
                           timeout=30, env={**os.environ, "CROSS_CC": "no-such-gcc"})
     assert done.returncode == 1 and "sudo apt-get install -y gcc-aarch64-linux-gnu" in done.stderr

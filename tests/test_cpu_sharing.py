@@ -67,7 +67,8 @@ def cpu_ms(process: psutil.Process) -> float:
     return 1000 * (times.user + times.system + times.children_user + times.children_system)
 
 
-def test_other_tasks_are_the_cpus_busy_time_less_the_servers_own_ended_threads_and_children_included():
+def test_other_tasks_is_busy_less_server():
+    """Other tasks are the cpus busy time less the servers own ended threads and children included."""
     cpu = sorted(os.sched_getaffinity(0))[0]
     server, spinner = started(SERVER, cpu), started(SPINNER, cpu)
     try:
@@ -96,7 +97,8 @@ def test_other_tasks_are_the_cpus_busy_time_less_the_servers_own_ended_threads_a
     assert row["server_run_delay_ms"] >= 0 and row["server_cpu_steal_ms"] >= 0, row
 
 
-def test_others_are_not_measurable_where_the_load_generator_may_run_or_the_server_is_gone():
+def test_others_not_measurable():
+    """Others are not measurable where the load generator may run or the server is gone."""
     cpu = sorted(os.sched_getaffinity(0))[0]
     server = started(SERVER, cpu)
     try:
@@ -164,7 +166,7 @@ def test_the_reason_names_what_was_measured_and_nothing_else(given, says):
 
 
 @pytest.mark.measuring
-def test_a_spinner_on_the_servers_cpu_is_in_the_rows_figures_and_its_reason(built_bin):
+def test_spinner_on_servers_cpu_is_reported(built_bin):
     """A planted fault through measure.point: a `nice -n 19` spinner pinned to the server's CPU
     beside a light load (spin 200 us at 500/s: a tenth of the CPU)."""
     from labkit import measure

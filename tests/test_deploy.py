@@ -151,9 +151,10 @@ def image_problems(text: str) -> list[str]:
     return problems
 
 
-def test_image_recipe_is_not_named_dockerfile_which_repo2docker_would_build_instead():
+def test_image_recipe_is_not_dockerfile():
     # repo2docker's Docker build pack is tried first and looks for <binder dir>/Dockerfile
     # only: a top-level Dockerfile would replace apt.txt, environment.yml and postBuild
+    """Image recipe is not named dockerfile which repo2docker would build instead."""
     assert IMAGE.is_file()
     assert not (ROOT / "Dockerfile").exists(), "repo2docker would build it instead of the Binder recipe"
 
@@ -201,7 +202,8 @@ def test_the_images_jupyterhub_defaults_to_the_locks():
     assert locked and arg == f"JUPYTERHUB_VERSION={locked[1]}"
 
 
-def test_make_setup_registers_the_kernel_in_the_venv_the_image_puts_on_path():
+def test_make_setup_registers_the_kernel():
+    """Make setup registers the kernel in the venv the image puts on path."""
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^setup: .*\$\(KERNEL\)", makefile, re.M)
     assert re.search(r"^KERNEL := \$\(VENV\)/share/jupyter/kernels/labkit/kernel.json$", makefile, re.M)
@@ -263,7 +265,8 @@ def entrypoint_script() -> list[str]:
 
 
 @pytest.mark.parametrize("home_is_a_folder", [True, False])
-def test_the_start_command_copies_the_notebooks_and_starts_the_server_anyway(tmp_path, home_is_a_folder):
+def test_start_command_copies_notebooks(tmp_path, home_is_a_folder):
+    """The start command copies the notebooks and starts the server anyway."""
     home = tmp_path / "home"
     home.mkdir() if home_is_a_folder else home.write_text("not a folder: the copy must fail")
     env = {**os.environ, "HOME": str(home), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
@@ -386,7 +389,8 @@ def source_text(folder: Path) -> str:
     return re.sub(r"([\"'])\s*\n\s*f?\1", "", text)
 
 
-def test_what_the_page_quotes_in_italics_is_what_labkit_or_jupyterhub_says():
+def test_page_quotes_are_real_messages():
+    """What the page quotes in italics is what labkit or jupyterhub says."""
     import jupyterhub
 
     said = source_text(ROOT / "labkit") + source_text(Path(jupyterhub.__file__).parent)

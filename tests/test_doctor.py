@@ -12,7 +12,7 @@ from labkit import doctor, orphans, paths, perf
 
 
 def test_checks_run_and_report_renders():
-    found = doctor.checks()
+    found = doctor.findings()
     names = [c.name for c in found]
     for expected in ("gcc", "make", "perf installed", "perf permitted", "perf events",
                      "CPUs for pinning", "open-file limit", "kernel", "chromium", "liburing",
@@ -31,39 +31,39 @@ def test_checks_run_and_report_renders():
 
 
 def test_report_shows_the_fix_of_each_problem():
-    found = [doctor.Check("perf installed", "warn", "perf is not installed", "sudo apt-get install linux-perf"),
-             doctor.Check("gcc", "ok", "gcc 12", "never shown")]
+    found = [doctor.Finding("perf installed", "warn", "perf is not installed", "sudo apt-get install linux-perf"),
+             doctor.Finding("gcc", "ok", "gcc 12", "never shown")]
     text = doctor.report(found)
     assert "fix: sudo apt-get install linux-perf" in text and "never shown" not in text
-    assert "<b>" not in doctor.to_html([doctor.Check("x", "fail", "<b>", "a & b")])  # escaped
+    assert "<b>" not in doctor.to_html([doctor.Finding("x", "fail", "<b>", "a & b")])  # escaped
 
 
 def test_missing_hardware_counters_are_a_warning_with_the_vm_explanation():
     found = perf.probe()
-    check = doctor.check_events(found)
+    check = doctor.find_events(found)
     if found.usable and "cycles" not in found.counted:
         assert check.status == "warn" and "virtual machine" in check.detail and "never as 0" in check.detail
 
 
 def test_perf_missing_is_a_warning_with_the_install_command(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
-    check = doctor.check_perf_present(perf.probe(refresh=True))
+    check = doctor.find_perf_present(perf.probe(refresh=True))
     assert check.status == "warn" and "apt-get install" in check.fix
 
 
 def test_one_cpu_is_a_warning(monkeypatch):
     from labkit import system
     monkeypatch.setattr(system, "usable_cpus", lambda: [0])
-    assert doctor.check_cpus().status == "warn"
+    assert doctor.find_cpus().status == "warn"
 
 
 def test_low_open_file_limit_shows_the_limits_conf_fix(monkeypatch):
     from labkit import system
     monkeypatch.setattr(system, "nofile_limit", lambda: (1024, 4096))
-    check = doctor.check_nofile()
+    check = doctor.find_nofile()
     assert check.status == "warn" and "limits.d" in check.fix and "ulimit -n" in check.fix
     monkeypatch.setattr(system, "nofile_limit", lambda: (1024, 1048576))
-    assert doctor.check_nofile().status == "ok"  # labkit raises the soft limit itself
+    assert doctor.find_nofile().status == "ok"  # labkit raises the soft limit itself
 
 
 @pytest.fixture
@@ -109,7 +109,7 @@ def test_clean_kills_leftover_servers_and_their_perf_but_not_live_ones(fake_lab)
     assert orphan in leftovers and owned.pid not in leftovers
     if orphan_perf:
         assert orphan_perf in leftovers
-    assert doctor.check_orphans().status == "warn"
+    assert doctor.find_orphans().status == "warn"
 
     done = orphans.clean()
     assert any(str(orphan) in line for line in done)
@@ -118,7 +118,7 @@ def test_clean_kills_leftover_servers_and_their_perf_but_not_live_ones(fake_lab)
     assert owned.poll() is None  # the live one is untouched
     owned.kill()
     owned.wait()
-    assert doctor.check_orphans().status == "ok"
+    assert doctor.find_orphans().status == "ok"
 
 
 def test_clean_removes_stale_pid_files_only(fake_lab, tmp_path):
@@ -136,7 +136,7 @@ def test_clean_removes_stale_pid_files_only(fake_lab, tmp_path):
 def test_missing_anchor_tools_are_a_warning_with_the_install_command(monkeypatch):
     real_which = doctor.shutil.which
     monkeypatch.setattr(doctor.shutil, "which", lambda name: None if name == "iperf3" else real_which(name))
-    check = doctor.check_anchors()
+    check = doctor.find_anchors()
     assert check.status == doctor.WARN
     assert "iperf3 not found: no reference for the one-stream ceiling of uploads" in check.detail
     assert check.fix == "sudo apt-get install iperf3"

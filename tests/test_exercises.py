@@ -70,7 +70,7 @@ def test_a_check_result_shows_as_html_in_a_notebook():
     assert "FAIL" in result._repr_html_() and "a &lt; b" in result._repr_html_()
 
 
-def test_an_answer_is_checked_for_effort_only_recorded_and_earns_no_point_by_itself(tmp_path, monkeypatch):
+def test_answer_is_recorded_not_scored(tmp_path, monkeypatch):
     """No length nor keyword scores a written answer: it is RECORDED for hand marking (0 points
     until then); the words it should touch on go to the marker, not into a verdict."""
     checks_file = tmp_path / "checks.jsonl"
@@ -129,7 +129,7 @@ def test_an_endless_procstat_parse_is_stopped_by_the_cpu_time_it_used():
 
 
 def test_a_correct_parser_that_waits_longer_than_its_cpu_budget_passes():
-    # Waiting, as on a machine whose CPUs are busy elsewhere (a CI run stood still for 35 s),
+    # Waiting, as on a machine whose CPUs are busy elsewhere (a test can stand still for 35 s),
     # costs no CPU time: two seconds asleep within a budget of one CPU-second pass.
     waits = lab_function("services/procstat.c", "procstat_parse").replace(
         "{", "{\n    sleep(2);", 1)
@@ -178,7 +178,7 @@ def test_a_dispatch_that_reports_nothing_fails_at_once_as_a_spinning_loop(monkey
     assert signals == [signal.SIGKILL]
 
 
-def test_a_dispatch_that_waits_on_too_few_descriptors_times_out_without_spinning():
+def test_dispatch_on_too_few_fds_times_out():
     """poll() on the first descriptor alone: the clients are never served, and the
     server sleeps in poll() meanwhile, so only the timeout ends the wait."""
     blind = lab_function("loop/ev_poll.c", "ev_poll").replace("(nfds_t)ev->nfds", "(nfds_t)1", 1)
@@ -250,7 +250,8 @@ static void close_connection(int fd)
 """
 
 
-def test_the_labs_plain_close_resets_the_client_and_the_check_says_what_to_do():
+def test_plain_close_resets_the_client():
+    """The labs plain close resets the client and the check says what to do."""
     before = {p: p.read_bytes() for p in sorted(paths.CSRC.rglob("*.[ch]"))}
     with pytest.raises(AssertionError, match=r"(?s)got ECONNRESET in recv\(\).*hint: before close\(\), shutdown"):
         c_exercises.check_lingering_close(lab_function("common/blocking.c", "close_connection"), tries=3)
@@ -269,7 +270,8 @@ def test_a_linger_without_a_bound_fails_the_hidden_check():
         c_exercises.check_lingering_close(unbounded, tries=1, silent_after=True, timeout=3)
 
 
-def test_a_linger_bounded_per_read_fails_the_hidden_check_with_a_trickling_client():
+def test_linger_per_read_fails_hidden_check():
+    """A linger bounded per read fails the hidden check with a trickling client."""
     c_exercises.check_lingering_close(PER_READ_BOUND, tries=2)  # the visible check cannot tell
     with pytest.raises(AssertionError, match="a byte every 0.2 s.*bound the whole linger with a deadline"):
         c_exercises.check_lingering_close(PER_READ_BOUND, tries=1, silent_after=True, timeout=3)

@@ -1,6 +1,6 @@
 """What waits for an unsolved C exercise, and what a student is told instead of a failure.
 
-labkit.exercises reads the edition's own record of its stubs (tests/edition_left_out.json,
+labkit.stubs reads the edition's own record of its stubs (tests/edition_left_out.json,
 each stub's sha256) against csrc/ as it is now.  Here an edition is made of the lab's own
 csrc/ files with their functions recorded as the stubs, so every exercise is waiting; each
 table row says what would run, and which exercise it waits for.
@@ -15,10 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import battery, exercises, paths
+from labkit import battery, exercises, paths, stubs
 from labkit.errors import LabError
-from labkit.exercises import edition as editions
-from labkit.exercises.catalog import C_EXERCISES
+from labkit.stubs import which_edition as editions
+from labkit.stubs.catalog import C_EXERCISES
 from labkit.panel import _summary
 from labkit.procs import LoadSpec, ServerSpec
 
@@ -61,30 +61,32 @@ def test_what_runs_a_stub_waits_for_its_exercise(tmp_path, server, strategy, lab
     root = edition_of_stubs(tmp_path)
     model, service, flags = server
     load = LoadSpec(1, 1, service, {"strategy": strategy} if strategy else {})
-    wait = exercises.blocking(server=ServerSpec(model, service, flags=flags), load=load, root=root)
+    wait = stubs.blocking(server=ServerSpec(model, service, flags=flags), load=load, root=root)
     assert (wait.exercise.label if wait else None, wait.what if wait else None) == (label, what)
     if wait:
         assert wait.sentence.startswith(f"not measurable until exercise {label}: {what} runs your ")
         assert f"notebook {wait.exercise.notebook}" in wait.sentence
 
 
-def test_a_solved_exercise_no_longer_waits_and_the_instructors_tree_never_does(tmp_path):
+def test_solved_exercise_no_longer_waits(tmp_path):
+    """A solved exercise no longer waits and the instructors tree never does."""
     root = edition_of_stubs(tmp_path, labels=("1.1",))
     top = ServerSpec("epoll", "top")
-    assert exercises.blocking(server=top, root=root).exercise.label == "1.1"
+    assert stubs.blocking(server=top, root=root).exercise.label == "1.1"
     procstat = root / "csrc" / BY_LABEL["1.1"].source
     procstat.write_text(procstat.read_text().replace("procstat_parse(", "procstat_parse(/* mine */ ", 1))
-    assert exercises.blocking(server=top, root=root) is None
+    assert stubs.blocking(server=top, root=root) is None
     if editions.edition() is None:  # the instructor's checkout has no record of stubs: nothing waits
-        assert exercises.waiting(paths.ROOT) == []
+        assert stubs.waiting(paths.ROOT) == []
 
 
-def test_the_event_benchmark_says_its_poll_backend_waits_and_measures_the_others(tmp_path, monkeypatch, capsys):
+def test_event_benchmark_poll_waits(tmp_path, monkeypatch, capsys):
+    """The event benchmark says its poll backend waits and measures the others."""
     from labkit import bench
     from labkit.bench import ev_bench
 
     edition_of_stubs(tmp_path, labels=("1.2",))
-    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
+    monkeypatch.setattr(stubs.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     ran = []
     real = ev_bench.run_tool
     monkeypatch.setattr(ev_bench, "run_tool",
@@ -106,7 +108,7 @@ def test_a_point_that_waits_is_not_run_and_says_which_exercise(tmp_path, monkeyp
     from labkit.experiments import get
 
     edition_of_stubs(tmp_path, labels=("1.1",))
-    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
+    monkeypatch.setattr(stubs.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     plan = get("proc_top").resolve("quick", models=["epoll"])
     before = set(launcher.live_children())
     row = measure.point(plan.points()[0])
@@ -135,7 +137,7 @@ def test_the_panel_counts_waiting_points_apart_from_failed_ones(statuses, waits,
 
 def test_the_battery_says_a_top_case_waits_and_judges_the_rest(tmp_path, monkeypatch):
     edition_of_stubs(tmp_path, labels=("1.1",))
-    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
+    monkeypatch.setattr(stubs.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     top = next(case for case in battery.CASES if case.service == "top")
     echo = next(case for case in battery.CASES if case.service == "echo" and case.group == "protocol")
     report = battery.Report([battery.run_case(paths.BIN / "epoll", case) for case in (top, echo, top)])
@@ -155,12 +157,13 @@ def test_the_battery_says_a_top_case_waits_and_judges_the_rest(tmp_path, monkeyp
     assert "solve exercise 1.1 first" in error.value.fix
 
 
-def test_a_sweep_says_before_it_runs_how_many_points_wait_and_records_them(tmp_path, monkeypatch, capsys):
+def test_sweep_says_how_many_points_wait(tmp_path, monkeypatch, capsys):
+    """A sweep says before it runs how many points wait and records them."""
     from labkit import sweep
     from labkit.experiments import get
 
     edition_of_stubs(tmp_path, labels=("1.1",))
-    monkeypatch.setattr(exercises.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
+    monkeypatch.setattr(stubs.unsolved, "waiting", lambda root=None: editions.still_stubbed(tmp_path))
     plan = get("proc_top").resolve("quick", models=["epoll"])
     frame = sweep.run(plan, results=tmp_path / "results.jsonl", progress=False)
     said = capsys.readouterr().out
@@ -168,7 +171,7 @@ def test_a_sweep_says_before_it_runs_how_many_points_wait_and_records_them(tmp_p
     assert set(frame["status"]) == {"failed"} and set(frame["waiting_for_exercise"]) == {"1.1"}
 
 
-def test_a_check_on_points_that_wait_is_an_error_naming_the_exercise_not_a_failure():
+def test_check_on_waiting_points_is_an_error():
     """07's checks on mine's points: points the lab's stub kept from running raise a LabError
     (the check's error: nothing the student did), and measured points pass through."""
     import pandas as pd

@@ -140,7 +140,8 @@ def test_impossible_link_delays_and_losses_are_refused_with_the_range(given, say
 # --- the test experiment through the CLI, the panel and the plots --------------------
 
 
-def test_labkit_experiments_lists_every_experiment_in_a_line_and_one_with_its_parameters():
+def test_labkit_experiments_lists():
+    """Labkit experiments lists every experiment in a line and one with its parameters."""
     done = labkit("experiments")
     assert done.returncode == 0, done.stderr
     names = ("accept_queue", "bdp", "conn_memory", "echo_scale", "echo_sizes", "herd", "idle_conns", "nagle",
@@ -211,7 +212,8 @@ def test_a_test_experiment_runs_through_the_panel_and_the_plots(toy, tmp_path, b
     ("rate=-5", "rate must be above 0"),
     ("warmup=1.5", "warmup must be seconds"),
 ])
-def test_sweep_set_refuses_an_unknown_key_or_a_bad_value_with_the_valid_ones(setting, says, tmp_path):
+def test_sweep_set_refuses_bad_keys_and_values(setting, says, tmp_path):
+    """Sweep set refuses an unknown key or a bad value with the valid ones."""
     done = labkit("sweep", "idle_conns", "--set", setting, "--results", str(tmp_path / "r.jsonl"), extra=False)
     assert done.returncode == 2 and says in done.stderr and "Traceback" not in done.stderr
     if "no parameter" in says or "key=value" in says:
@@ -220,7 +222,8 @@ def test_sweep_set_refuses_an_unknown_key_or_a_bad_value_with_the_valid_ones(set
 
 
 @pytest.mark.slow
-def test_idle_conns_quick_median_table_has_one_row_per_model_and_idle_count(tmp_path, built_bin):
+def test_idle_conns_median_table(tmp_path, built_bin):
+    """Idle conns quick median table has one row per model and idle count."""
     done = labkit("sweep", "idle_conns", "--profile", "quick", "--results", str(tmp_path / "idle.jsonl"), *PINS,
                   extra=False)
     assert done.returncode in (0, 1), done.stderr  # 1: select refuses 1,000 idle connections (FD_SETSIZE)

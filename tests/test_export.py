@@ -18,7 +18,7 @@ import plotly.graph_objects as go
 import pytest
 
 from labkit import cli
-from labkit.publish import export, figures
+from labkit.publish import export, images
 from labkit.errors import LabError
 from labkit.plots import alt_text
 from test_alt_text import pdf_tags
@@ -81,7 +81,7 @@ def _pdf(path: Path) -> bool:
 def test_execute_runs_the_notebook_with_the_profile(executed):
     nb = nbformat.read(executed, as_version=4)
     assert any("profile = \"quick\"" in cell.source for cell in nb.cells)  # papermill's injected cell
-    assert len(figures.plotly_outputs(nb)) == 2
+    assert len(images.plotly_outputs(nb)) == 2
 
 
 def test_names_are_stable_and_filesystem_safe():
@@ -153,7 +153,7 @@ def test_exported_notebook_carries_images_nbconvert_shows(executed, tmp_path):
     export.export([executed], out)
     copy = out / "notebooks" / executed.name
     nb = nbformat.read(copy, as_version=4)
-    plots = figures.plotly_outputs(nb)
+    plots = images.plotly_outputs(nb)
     assert len(plots) == 2
     for output in plots:
         assert output.data["image/png"].startswith("iVBORw0KGgo")  # base64 of the PNG magic
@@ -169,14 +169,14 @@ def test_exported_notebook_carries_images_nbconvert_shows(executed, tmp_path):
 def test_embed_in_place_on_a_given_notebook(executed, tmp_path):
     given = tmp_path / executed.name
     given.write_bytes(executed.read_bytes())
-    with figures.StaticRenderer() as renderer:
-        assert figures.embed_images(given, renderer) == 2
-    assert all("image/png" in o.data for o in figures.plotly_outputs(nbformat.read(given, as_version=4)))
+    with images.StaticRenderer() as renderer:
+        assert images.embed_images(given, renderer) == 2
+    assert all("image/png" in o.data for o in images.plotly_outputs(nbformat.read(given, as_version=4)))
 
 
 def test_without_chromium_html_and_tables_still_export(executed, tmp_path, monkeypatch):
     monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium-here"))
-    assert figures.find_chromium() is None
+    assert images.find_chromium() is None
     out = tmp_path / "export"
     report = export.export([executed], out)
 
@@ -186,7 +186,7 @@ def test_without_chromium_html_and_tables_still_export(executed, tmp_path, monke
     assert len(list(out.glob("*.csv"))) == 3
     assert "sudo apt-get install chromium" in (out / "index.html").read_text()
     with pytest.raises(LabError, match="no Chrome or Chromium"):
-        with figures.StaticRenderer():
+        with images.StaticRenderer():
             pass
 
 

@@ -56,7 +56,8 @@ def test_a_students_function_comes_back_as_its_source_and_runs_alone():
     ("    return object()\n", "not plain data"),
     ("    import os\n    os._exit(3)\n", "failed"),
 ])
-def test_a_function_that_hangs_crashes_or_returns_no_data_fails_its_check_saying_why(body, says):
+def test_bad_function_fails_its_check(body, says):
+    """A function that hangs crashes or returns no data fails its check saying why."""
     source = "def f(x):\n" + body
     function = round_trip(_namespace_with(source)["f"])
     function.timeout = 1.0
@@ -64,10 +65,11 @@ def test_a_function_that_hangs_crashes_or_returns_no_data_fails_its_check_saying
         function(1)
 
 
-def test_a_function_that_waits_for_ever_is_stopped_by_the_wall_clock_backstop(monkeypatch):
-    from labkit import cpu_budget
+def test_waiting_function_hits_wall_backstop(monkeypatch):
+    """A function that waits for ever is stopped by the wall clock backstop."""
+    from labkit import cpu_limit
 
-    monkeypatch.setattr(cpu_budget, "WALL_FACTOR", 3)  # 1 CPU-s of budget waits 3 s, not 12
+    monkeypatch.setattr(cpu_limit, "WALL_FACTOR", 3)  # 1 CPU-s of budget waits 3 s, not 12
     function = round_trip(_namespace_with("def f(x):\n    import time\n    time.sleep(60)\n")["f"])
     function.timeout = 1.0
     with pytest.raises(AssertionError, match=r"did not return within 3 s, using little CPU \(is it waiting"):
@@ -76,7 +78,7 @@ def test_a_function_that_waits_for_ever_is_stopped_by_the_wall_clock_backstop(mo
 
 def test_a_function_that_waits_longer_than_its_cpu_budget_still_returns():
     # A busy machine makes a call wait for its CPU as a sleep does: neither spends CPU time, the
-    # budget an endless loop is judged by (labkit.cpu_budget).
+    # budget an endless loop is judged by (labkit.cpu_limit).
     function = round_trip(_namespace_with("def f(x):\n    import time\n    time.sleep(2)\n    return x + 1\n")["f"])
     function.timeout = 1.0
     started = time.monotonic()

@@ -40,7 +40,8 @@ def test_record_shows_the_facts_as_a_line_and_returns_this_runs(capsys):
     assert "recorded for grading, from this machine: counted = task-clock; paranoid = 2" in capsys.readouterr().out
 
 
-def test_the_graded_copy_carries_the_saved_facts_into_the_run_before_any_cell():
+def test_graded_copy_carries_saved_facts():
+    """The graded copy carries the saved facts into the run before any cell."""
     instructor = nbformat.read(SETUP, as_version=4)
     graded = check_cells.graded_copy(saved_notebook(LAPTOP), instructor).notebook
     first = graded.cells[0]
@@ -58,7 +59,8 @@ def test_a_notebook_saved_without_outputs_carries_nothing():
     assert facts.carried_cell_source(saved_notebook(None)) is None
 
 
-def test_a_students_own_cell_posing_as_the_graders_is_removed_with_its_facts():
+def test_forged_grader_cell_is_removed():
+    """A students own cell posing as the graders is removed with its facts."""
     forged = saved_notebook(None)
     forged.cells.insert(0, nbformat.v4.new_code_cell("from labkit import facts\nfacts.carry({'perf': {}})",
                                                      metadata={"tags": [check_cells.EXPORT_TAG]}))

@@ -1,4 +1,4 @@
-"""The figure check (labkit.figure_check) flags what misleads a reader and passes what does
+"""The figure check (labkit.figure_lint) flags what misleads a reader and passes what does
 not: each row a figure and the words its problem must contain ("" for none)."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import plotly.graph_objects as go
 import pytest
 
-from labkit import experiments, figure_check, plots
+from labkit import experiments, figure_lint, plots
 
 
 def bars_on_log():
@@ -60,7 +60,7 @@ CASES = [
     ("a legend of 12 entries", many_traces, "12 entries"),
     ("two lines that coincide, drawn alike", coinciding, "coincide"),
     ("two lines that coincide, dashes apart", lambda: coinciding(line=dict(dash="dot")), ""),
-    # two theory lines with no point (all past utilisation 1: a busy CI run) draw nothing to hide
+    # two theory lines with no point (all past utilisation 1: a busy machine) draw nothing to hide
     ("two lines of no point, drawn alike", lambda: go.Figure(go.Scatter(x=[1, 2], y=[None, None], mode="lines"))
      .add_scatter(x=[1, 2], y=[None, None], mode="lines"), ""),
     ("a range that leaves data out", range_leaves_data_out, "leaves data out"),
@@ -99,7 +99,8 @@ def one_model_many_settings():
     return plots.metric_vs(df, "transfer_s", x="size")
 
 
-def test_one_model_s_lines_take_a_colour_and_a_shape_each_and_the_long_legend_goes_under():
+def test_one_models_lines_and_legend():
+    """One model's lines take a colour and a shape each and the long legend goes under."""
     fig = one_model_many_settings()
     lines = [t for t in fig.data if t.mode == "lines+markers"]
     assert len(lines) == 6
@@ -107,10 +108,10 @@ def test_one_model_s_lines_take_a_colour_and_a_shape_each_and_the_long_legend_go
     assert len({t.marker.symbol[0] for t in lines}) == 6
     assert fig.layout.legend.title.text == "threaded: placement, one-way delay (ms)"
     assert {t.name for t in lines} >= {"other_host, 5", "same_host, 0"}
-    assert figure_check.problems(fig) == []
+    assert figure_lint.problems(fig) == []
     many = plots.metric_vs(pd_rows_of_many_models(), "elapsed_s")
     assert len(many.data) > plots.LEGEND_BESIDE_MOST and many.layout.legend.orientation == "h"
-    assert figure_check.problems(many) == []
+    assert figure_lint.problems(many) == []
 
 
 def pd_rows_of_many_models():
@@ -125,7 +126,7 @@ def pd_rows_of_many_models():
 
 @pytest.mark.parametrize("name, make, says", CASES, ids=[c[0] for c in CASES])
 def test_the_check_flags_what_misleads_and_passes_what_does_not(name, make, says):
-    found = figure_check.problems(make())
+    found = figure_lint.problems(make())
     if says:
         assert any(says in problem for problem in found), (name, found)
     else:
@@ -142,7 +143,7 @@ def test_it_reads_a_figure_as_a_notebook_stores_it():
     hline = json.loads(go.Figure(go.Scatter(x=np.array([1, 10]), y=np.array([0.5, 9.0]))).update_yaxes(type="log")
                        .add_hline(y=12.58, annotation_text="iperf3").to_json())  # the label: at 10^12.58
     assert isinstance(hline["data"][0]["y"], dict)  # a typed array: decoded, not skipped
-    assert any("far outside the data" in p for p in figure_check.problems(hline))
-    assert any("bars on a log axis" in p for p in figure_check.problems(stored))
-    assert math.isclose(len(figure_check.problems(stored)), len(figure_check.problems(bars_on_log())))
-    assert [p for p in figure_check.problems(stored) if "log" in p]
+    assert any("far outside the data" in p for p in figure_lint.problems(hline))
+    assert any("bars on a log axis" in p for p in figure_lint.problems(stored))
+    assert math.isclose(len(figure_lint.problems(stored)), len(figure_lint.problems(bars_on_log())))
+    assert [p for p in figure_lint.problems(stored) if "log" in p]

@@ -44,7 +44,8 @@ def cpu_folder(pid="self") -> Path:
     return dirs.get("cpu") or dirs[""]
 
 
-def test_the_command_and_what_it_starts_in_a_session_of_its_own_run_at_the_largest_weight():
+def test_command_runs_at_largest_weight():
+    """The command and what it starts in a session of its own run at the largest weight."""
     assert subprocess.run(["bash", str(SCRIPT), "--check"]).returncode == 0, "make test would not overlap the phases"
     done = subprocess.run(["bash", str(SCRIPT), sys.executable, "-c", PROBE], cwd=paths.ROOT,
                           capture_output=True, text=True, timeout=60)

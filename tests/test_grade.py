@@ -10,7 +10,6 @@ notebook 01, the one with the C exercises."""
 import copy
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from labkit.instructor.sandbox import run as sandbox
 from labkit.instructor.grading.check_cells import CheckSpec, check_catalog, graded_copy
 from labkit.instructor.sandbox.uids import FIRST_GRADING_UID, UidLease
 from labkit.bench import free_port
+from waits import port_is_free
 
 NOTEBOOK = "01_proc_service"
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="per-run uids need root (non-root isolation is weaker)")
@@ -71,16 +71,6 @@ def insert_after(nb, text, source):
     at = nb.cells.index(cell_with(nb, text)) + 1
     nb.cells.insert(at, nbformat.v4.new_code_cell(source))
     return nb
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 FORK_BOMB = """import os
@@ -169,7 +159,8 @@ def test_catalog_lists_every_check_with_points(instructor):
     assert {"procstat_parse_edge_cases", "ev_poll_dispatch_echo", "iterative_ratio"} <= set(catalog)
 
 
-def test_the_graded_copy_restores_checks_by_what_they_check_and_never_holds_a_hidden_one(released, instructor):
+def test_graded_copy_restores_checks(released, instructor):
+    """The graded copy restores checks by what they check and never holds a hidden one."""
     student = copy.deepcopy(released)
     visible = cell_with(student, '@ex.check("procstat_parse_tricky_names"')
     visible.source = '@ex.check("procstat_parse_tricky_names", points=3)\ndef _():\n    pass  # always passes'
@@ -306,7 +297,7 @@ def graded_class(tmp_path_factory, released, instructor):
     write_student(submissions, "fork_bomb", insert_after(solved(released, instructor), "checks.Checker(",
                                                          FORK_BOMB))
     # The endless loop's class of one, graded beside this class: it waits out its limit asleep,
-    # and one after the other the two took 147 s of CI's parallel phase, side by side 81.
+    # and one after the other the two take about 147 s of the parallel phase, side by side 81.
     endless = subprocess.Popen(grade_command(endless_loop_class(root / "endless", released, instructor),
                                             root / "endless" / "out", "--timeout", str(ENDLESS_LIMIT_S)),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -328,8 +319,8 @@ def grade_command(submissions: Path, out: Path, *options: str) -> list[str]:
             *options]
 
 
-# The limit must leave the cells before the loop time to end: 20 s did not, once, on 2 cores
-# beside the parallel phase and a nice-19 spinner on each (a CI run of 2026-11-26).
+# The limit must leave the cells before the loop time to end: 20 s is too little on 2 cores
+# beside the parallel phase and a nice-19 spinner on each.
 ENDLESS_LIMIT_S = 60
 
 
@@ -434,7 +425,7 @@ def test_an_endless_loop_times_out_and_keeps_the_checks_before_it(graded_class, 
 
 @pytest.mark.parametrize("name", ["02_multiplexing", "03_uploads", "04_write_strategies", "05_different_hosts",
                                   "06_what_breaks_first", "07_your_server"])
-def test_every_notebooks_graded_copy_exports_the_values_of_each_of_its_checks(name, tmp_path):
+def test_graded_copies_export_check_values(name, tmp_path):
     """Grading other notebooks than 01: each check's values are exported for the checks
     process, and no hidden check or solution is in the student's run."""
     teacher = nbformat.read(paths.NOTEBOOKS / f"{name}.ipynb", as_version=4)
@@ -455,7 +446,7 @@ def test_every_notebooks_graded_copy_exports_the_values_of_each_of_its_checks(na
 @pytest.mark.slow
 @ROOT_ONLY
 @pytest.mark.timeout(300)
-def test_written_answers_go_out_in_answers_csv_and_come_back_into_the_gradebook(graded_class, instructor, tmp_path):
+def test_written_answers_round_trip(graded_class, instructor, tmp_path):
     """answers.csv out (points empty), marked by the instructor, back with --manual: the marks
     are in the gradebook and the feedback page; nothing is graded again; a bad mark is refused."""
     import csv

@@ -24,9 +24,9 @@ import psutil
 import pytest
 
 import waits
-from labkit import build, paths, run_delay
-from labkit.exercises import edition as editions
-from labkit.exercises.catalog import C_EXERCISES
+from labkit import build, paths, busy_machine
+from labkit.stubs import which_edition as editions
+from labkit.stubs.catalog import C_EXERCISES
 from labkit.instructor.grading import exports, run_lab
 from labkit.instructor.sandbox import isolation, run as sandbox, watch
 from labkit.instructor.release import edition as release
@@ -348,7 +348,8 @@ def outputs_of(path: Path) -> str:
                      for value in [output.get("text", ""), *output.get("data", {}).values()])
 
 
-def test_no_solution_of_the_c_exercises_or_the_capstone_is_readable_in_a_run(hostile_class):
+def test_no_solution_is_readable_in_a_run(hostile_class):
+    """No solution of the c exercises or the capstone is readable in a run."""
     printed = outputs_of(hostile_class["out"] / "executed" / "copied_and_snooped" / f"{NOTEBOOK}.ipynb")
     solutions = solution_lines()
     assert {"services/procstat.c", "loop/loop.c", "loop/ev_poll.c", "loadgen/strategies.c",
@@ -433,7 +434,7 @@ def hex_needles() -> dict[str, list[str]]:
     return {name: [piece.hex() for piece in pieces] for name, pieces in solution_machine_code().items()}
 
 
-def test_the_instructors_programs_hold_each_solutions_machine_code_and_the_editions_none():
+def test_solutions_machine_code_placement():
     """The search the attack below makes can find what it looks for: each exercise's pieces
     are in the instructor's linked programs, and in none of the edition's."""
     needles = solution_machine_code()
@@ -538,7 +539,7 @@ def test_a_runs_cgroup_counts_its_processes_and_threads_as_proc_does():
         assert from_proc == 1 + 3 + 2 and group.tasks() == from_proc
 
 
-def test_a_runs_spinning_processes_share_one_entitys_cpu_so_the_machines_other_work_keeps_its_own():
+def test_runs_spinners_share_one_cpu_entity():
     """A fork bomb's spinning processes are one entity to the scheduler (the run's cpu cgroup),
     even when each calls setsid() and so escapes the autogroup Linux gives each session: on
     one CPU, 30 of them in a run's cgroup and one spinner outside it get about half each.
@@ -552,7 +553,7 @@ def test_a_runs_spinning_processes_share_one_entitys_cpu_so_the_machines_other_w
             "while True: pass\n")
 
     def ran_ns(pids):
-        return sum(run_delay._schedstat(f"/proc/{pid}/task/{pid}")[0] for pid in pids)
+        return sum(busy_machine._schedstat(f"/proc/{pid}/task/{pid}")[0] for pid in pids)
 
     with in_a_cgroup(code, processes=100) as (group, started):
         assert group.cpu_group(), "the run's cgroup has no cpu controller here: a bomb would take every CPU"
@@ -564,7 +565,7 @@ def test_a_runs_spinning_processes_share_one_entitys_cpu_so_the_machines_other_w
         try:
             waits.wait_for(lambda: ran_ns([outside.pid]), what="the outside spinner's first run")
             before = ran_ns(bomb), ran_ns([outside.pid])
-            time.sleep(1.0)
+            time.sleep(1.0)  # the window whose CPU shares the test compares
             bomb_ran, outside_ran = ran_ns(bomb) - before[0], ran_ns([outside.pid]) - before[1]
         finally:
             outside.kill()
@@ -589,7 +590,7 @@ def test_a_runs_cgroup_counts_the_forks_its_limit_refused_as_the_forks_do():
         assert (failed, group.refused_forks(), group.tasks()) == (4, 4, 4)  # itself and 3 children
 
 
-def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memory(tmp_path):
+def test_children_over_memory_limit_stop(tmp_path):
     """Each child stays under the per-process limit; together they pass the run's."""
     probe = isolation.Cgroup.create(1 << 30, 100)
     if probe is None:
@@ -628,7 +629,8 @@ def test_a_run_whose_children_together_pass_its_memory_limit_is_stopped_for_memo
 # the student's own functions from earlier notebooks, adopted in the run as on their machine
 
 
-def test_grading_takes_the_functions_a_student_wrote_in_earlier_notebooks_and_not_the_stubs(tmp_path):
+def test_grading_takes_earlier_functions(tmp_path):
+    """Grading takes the functions a student wrote in earlier notebooks and not the stubs."""
     from labkit.instructor.grading.grader import _earlier_functions
     from labkit.instructor.grading.submissions import handed_in
 
@@ -651,7 +653,8 @@ def test_grading_takes_the_functions_a_student_wrote_in_earlier_notebooks_and_no
     assert "fill_iovec" not in earlier_in("07_your_server", folder / "07.ipynb")  # a link
 
 
-def test_a_runs_lab_adopts_an_earlier_function_only_where_its_visible_check_passes_there(tmp_path):
+def test_earlier_function_adopted_if_passing(tmp_path):
+    """A runs lab adopts an earlier function only where its visible check passes there."""
     lab = tmp_path / "lab"
     run_lab.copy(lab)
     procstat_c = (paths.CSRC / "services" / "procstat.c").read_text()
@@ -661,10 +664,10 @@ def test_a_runs_lab_adopts_an_earlier_function_only_where_its_visible_check_pass
     probe.write_text(
         "import json, sys\n"
         "from labkit import build\n"
-        "from labkit.exercises import edition\n"
-        "said = edition.adopt_earlier(json.loads(sys.argv[1]))\n"
+        "from labkit.stubs import which_edition\n"
+        "said = which_edition.adopt_earlier(json.loads(sys.argv[1]))\n"
         "print(json.dumps([said, build.parse_stat_line('7 (a) b) S ' + '1 ' * 20),\n"
-        "                  [e.function for e in edition.still_stubbed()]]))\n")
+        "                  [e.function for e in which_edition.still_stubbed()]]))\n")
 
     def adopt(functions):
         ran = subprocess.run([sys.executable, str(probe), json.dumps(functions)], cwd=lab, capture_output=True,

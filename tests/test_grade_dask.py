@@ -28,6 +28,7 @@ from labkit.instructor.grading import grade
 from labkit.instructor.release import edition as release
 from labkit.instructor.sandbox import run as sandbox
 from test_grade import FORK_BOMB, processes_of_grading_uids
+import waits
 from waits import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading workers run as root"),
@@ -38,7 +39,7 @@ NOTEBOOK = "tiny_quiz"
 # before it, locally and on the cluster alike: its kernel started, then the bomb crowding the
 # process limit for over a second (watch.Crowding).  How fast a bomb forks depends on the CPU it
 # gets: with the default limit of 4,096 it took over 30 s on 2 cores shared with three other
-# test workers (CI, 2026-11-26).  This class is about the cluster, not the bomb (test_grade.py
+# test workers.  This class is about the cluster, not the bomb (test_grade.py
 # grades one at the default limit), so its runs have a limit of BOMB_LIMIT processes and
 # threads, which the bomb reaches in a second; the cluster must keep the grader's limits.
 TIMEOUT_S = 45
@@ -97,9 +98,7 @@ class Cluster:
             [sys.executable, "-m", "labkit", "scheduler", "--host", "127.0.0.1", "--port", "0", "--certs",
              str(certs), "--scheduler-file", str(address_file)], cwd=paths.ROOT, start_new_session=True,
             stdout=subprocess.DEVNULL, stderr=open(folder / "scheduler.log", "w")))
-        deadline = time.monotonic() + 30
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        waits.wait_for(address_file.exists, within=30, what=f"the scheduler's {address_file.name}", every=0.1)
         import json
 
         self.address = json.loads(address_file.read_text())["address"]
@@ -170,8 +169,8 @@ def comparable(book: pd.DataFrame) -> list[tuple]:
 @pytest.fixture(scope="module")
 def graded_both_ways(course, dask_cluster, course_certs, tmp_path_factory):
     """The class graded locally and on the cluster at the same time: each waits out the hanging
-    student's TIMEOUT_S, so one after the other the fixture took twice that (119 s of CI's
-    parallel phase); side by side their runs take separate grading uids (uids.py's leases)."""
+    student's TIMEOUT_S, so one after the other the fixture would take twice that (about 119 s
+    of the parallel phase); side by side their runs take separate grading uids (uids.py's leases)."""
     from concurrent.futures import ThreadPoolExecutor
 
     out = tmp_path_factory.mktemp("graded")

@@ -73,7 +73,8 @@ def test_a_mark_applies_to_the_answer_it_was_given_for(tmp_path, given, now, sta
     (("ana", "01_proc_service", "answer_q1", ANSWER, "3", ""),
      "3 points for ana/01_proc_service/answer_q1, which is worth 2"),
 ])
-def test_a_mark_for_no_such_answer_or_above_its_points_is_refused_before_anything_is_written(tmp_path, row, says):
+def test_bad_mark_is_refused(tmp_path, row, says):
+    """A mark for no such answer or above its points is refused before anything is written."""
     marks = hand.read(marks_file(tmp_path, row))
     answer = answer_row()
     with pytest.raises(LabError, match=says):
@@ -81,7 +82,8 @@ def test_a_mark_for_no_such_answer_or_above_its_points_is_refused_before_anythin
     assert answer["status"] == "by hand" and not (tmp_path / hand.ANSWERS).exists()
 
 
-def test_marks_kept_in_the_out_folder_are_read_back_and_a_missing_file_is_no_marks(tmp_path):
+def test_marks_are_read_back(tmp_path):
+    """Marks kept in the out folder are read back and a missing file is no marks."""
     assert hand.kept(tmp_path) == {}
     hand.settle(tmp_path, [answer_row()], hand.read(marks_file(
         tmp_path, ("ana", "01_proc_service", "answer_q1", ANSWER, "2", "ok"))))

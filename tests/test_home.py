@@ -91,7 +91,7 @@ def test_a_user_of_a_read_only_install_keeps_everything_in_their_own_home(instal
     assert status == "ok" and "read-only for you" in detail and str(install) in detail
 
 
-def test_labkit_root_names_the_lab_when_the_package_is_installed_apart_from_it(install, users):
+def test_labkit_root_names_the_lab(install, users):
     """pip install . puts the package alone into site-packages: LABKIT_ROOT says where the lab is."""
     site = install.parent / "site-packages"
     shutil.copytree(install / "labkit", site / "labkit")
@@ -102,7 +102,8 @@ def test_labkit_root_names_the_lab_when_the_package_is_installed_apart_from_it(i
     assert lost["root"] == str(site) and lost["doctor"][0] == "fail" and "LABKIT_ROOT" in lost["doctor"][2]
 
 
-def test_labkit_home_names_another_place_and_an_unwritable_one_is_a_failure_with_its_fix(install, users):
+def test_labkit_home_elsewhere(install, users):
+    """Labkit home names another place and an unwritable one is a failure with its fix."""
     elsewhere = users[0][1] / "lab-state"
     assert run_as(users[0], install, WHERE, LABKIT_HOME=str(elsewhere))["home"] == str(elsewhere)
     status, detail, fix = run_as(users[0], install, WHERE, LABKIT_HOME="/proc/labkit")["doctor"]
@@ -170,7 +171,8 @@ OWN_SOURCES = """
 """
 
 
-def test_a_users_own_c_is_a_copy_in_their_home_and_only_their_change_compiles(install, users):
+def test_users_c_is_a_copy_in_home(install, users):
+    """A users own c is a copy in their home and only their change compiles."""
     before = _snapshot(install)
     done = run_as(users[1], install, OWN_SOURCES)
     home = users[1][1] / ".local" / "share" / "labkit"

@@ -53,7 +53,7 @@ print(json.dumps({"package": labkit.__file__, "root": str(paths.ROOT), "home": s
 DOCTOR = """
 import json
 from labkit import doctor
-found = doctor.checks()
+found = doctor.findings()
 print(doctor.report(found))
 print(json.dumps([[check.name, check.status, check.detail] for check in found]))
 """
@@ -194,7 +194,7 @@ def print_report(wall_s: float, runs: dict, rows: dict) -> None:
             print(f"  {count} row(s)  " + ", ".join(f"{c}={v}" for c, v in zip(CPU_COLUMNS, values)))
 
 
-def test_the_hubs_ports_are_free_and_below_the_kernels_range_of_ephemeral_ports():
+def test_hub_ports_below_ephemeral_range():
     """No socket that binds port 0 or connects (a kernel's, a client's) can take them between
     their choice and the hub's bind (local_hub.free_ports says why)."""
     import socket

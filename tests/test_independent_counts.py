@@ -361,7 +361,7 @@ def test_tcp_segments_from_tcp_info_agree_with_nstat_in_the_clients_namespace(bu
       TcpOutSegs             = segments_out      - R + 4 x connections
       TcpExtTCPOrigDataSent  = data_segments_out - R + 1 x connections
     A clean veth rarely retransmits, but on a busy machine a tail-loss probe or an RTO can
-    fire before a delayed ACK comes back (CI saw 2 once).  TcpRetransSegs counts R and any
+    fire before a delayed ACK comes back (2 in a run).  TcpRetransSegs counts R and any
     retransmitted SYN or FIN outside the window (neither in TcpOutSegs: not new), so it is
     at least R.  The one way timing could break an equation: a delayed ACK for the last
     reply sent between the last TCP_INFO read and close() - the delayed-ACK timer waits

@@ -3,7 +3,7 @@ the tool's own on the same sockets and processes, at the same moment.
 
   accept queue     kernel_view.accept_queues (/proc/PID/net/tcp's rx_queue of a LISTEN
                    socket) against `ss -lnt`'s Recv-Q, for a listener the test fills itself
-  ListenOverflows  kernel_view.tcp_ext (/proc/PID/net/netstat) against `nstat -az`
+  ListenOverflows  kernel_view.tcp_ext (/proc/PID/net/netstat) against `nstat -azs`
   resident memory  kernel_view.tree_rss against `ps -o rss` summed over the same processes
 and labkit.server_counters reads the servers' exit lines exactly.
 """
@@ -16,6 +16,7 @@ import time
 import pytest
 
 import waits
+from nstat import nstat
 from labkit import kernel_view, server_counters
 
 SETTLE_S = 5.0
@@ -26,15 +27,6 @@ def _ss_recv_q(port: int) -> int:
     lines = [line.split() for line in out.splitlines()[1:] if line.strip()]
     assert len(lines) == 1, out
     return int(lines[0][1])  # State Recv-Q Send-Q Local Peer
-
-
-def _nstat(name: str) -> int:
-    out = subprocess.run(["nstat", "-az", name], capture_output=True, text=True, check=True).stdout
-    for line in out.splitlines():
-        fields = line.split()
-        if fields and fields[0] == name:
-            return int(fields[1])
-    raise AssertionError(f"nstat printed no {name}: {out}")
 
 
 def test_the_accept_queue_is_ss_recv_q_and_holds_the_backlog_plus_one():
@@ -70,8 +62,8 @@ def test_the_accept_queue_is_ss_recv_q_and_holds_the_backlog_plus_one():
 
 def test_listen_overflows_are_nstats_and_rise_when_syns_are_dropped():
     before = kernel_view.tcp_ext()
-    assert before["ListenOverflows"] == _nstat("TcpExtListenOverflows")
-    assert before["ListenDrops"] == _nstat("TcpExtListenDrops")
+    assert before["ListenOverflows"] == nstat("TcpExtListenOverflows")
+    assert before["ListenDrops"] == nstat("TcpExtListenDrops")
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(0)  # holds one
@@ -92,7 +84,7 @@ def test_listen_overflows_are_nstats_and_rise_when_syns_are_dropped():
         # system-wide counters: at least the SYNs this test had dropped (3), others' too
         assert after["ListenOverflows"] - before["ListenOverflows"] >= 3
         assert after["ListenDrops"] - before["ListenDrops"] >= 3
-        assert after["ListenOverflows"] <= _nstat("TcpExtListenOverflows")
+        assert after["ListenOverflows"] <= nstat("TcpExtListenOverflows")
     finally:
         for client in clients:
             client.close()

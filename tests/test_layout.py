@@ -92,7 +92,8 @@ def test_the_cycle_finder_finds_cycles(graph, expected):
     assert cycles(graph) == expected
 
 
-def test_the_import_reader_sees_lazy_relative_imports_and_not_type_checking_ones():
+def test_import_reader_sees_lazy_imports():
+    """The import reader sees lazy relative imports and not type checking ones."""
     assert "labkit.experiments" not in imports_of("labkit.plan")  # only under TYPE_CHECKING
     assert "labkit.plots" in imports_of("labkit.experiments")  # inside a function
     assert "labkit.procs" in imports_of("labkit.measure")  # from . import procs
@@ -149,12 +150,15 @@ OLD_NAMES = [
     ("from labkit.instructor import c_exercise_shed", "c_exercise_shed", "labkit.exercises.shed_idle",
      "check_shed_idle"),
     ("import labkit.instructor.predictions as old", "old", "labkit.exercises.predictions", "versus"),
-    ("import labkit.instructor.c_exercise_catalog as old", "old", "labkit.exercises.catalog", "C_EXERCISES"),
+    ("import labkit.instructor.c_exercise_catalog as old", "old", "labkit.stubs.catalog", "C_EXERCISES"),
     ("from labkit.instructor.checks import Checker", "sys.modules[Checker.__module__]", "labkit.exercises.checks",
      "Checker"),
     # a graded notebook's records, and a cluster worker's `--preload labkit.instructor.gate`
     ("from labkit.instructor import exports", "exports", "labkit.instructor.grading.exports", "save"),
     ("import labkit.instructor.gate as old", "old", "labkit.instructor.cluster.gate", "dask_setup"),
+    # renamed top-level modules and names a notebook calls
+    ("from labkit import queueing", "queueing", "labkit.what_breaks", "knees"),
+    ("from labkit import doctor", "doctor", "labkit.doctor", "checks"),
 ]
 
 
@@ -182,3 +186,63 @@ def test_importing_the_instructors_package_imports_nothing_else():
                           capture_output=True, text=True, cwd=paths.ROOT)
     assert done.stdout.strip() == ("['labkit', 'labkit.instructor', 'labkit.instructor.sandbox', "
                                    "'labkit.instructor.sandbox.runner']"), done.stderr
+
+
+# ------------------------------------------------------------------ rooms, names and the map
+
+def room_of(name: str) -> str:
+    """A module's room: its top-level package (labkit.plots), or the instructor's room it is in
+    (labkit.instructor.grading); a top-level module is a room of its own."""
+    parts = name.split(".")
+    if parts[1:2] == ["instructor"] and len(parts) > 2 and f"labkit.instructor.{parts[2]}" in MODULES \
+            and MODULES[f"labkit.instructor.{parts[2]}"].name == "__init__.py":
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
+
+
+def test_rooms_depend_one_way():
+    """The graph of rooms (labkit's top-level packages and modules, the instructor's rooms) has no
+    cycle: a room that two others need sits below both, so each can be read without the other."""
+    graph: dict[str, set[str]] = {}
+    for name in MODULES:
+        if name == "labkit":
+            continue
+        room = room_of(name)
+        graph.setdefault(room, set()).update(room_of(other) for other in imports_of(name) if other != "labkit")
+    for room in graph:
+        graph[room].discard(room)
+    for room in {r for rooms in graph.values() for r in rooms}:
+        graph.setdefault(room, set())
+    assert cycles(graph) == []
+
+
+# Modules that only give another module under the name it had before it moved (a notebook or an
+# edition handed out before imports them): they share a file name with it by design.
+def _old_name(path: Path) -> bool:
+    return (ast.get_docstring(ast.parse(path.read_text())) or "").startswith("The old name of ")
+
+
+def test_no_two_modules_share_a_file_name():
+    """One word per idea: a file name says which module, wherever it is imported from."""
+    names: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        if path.name not in ("__init__.py", "__main__.py") and not _old_name(path):
+            names.setdefault(path.name, []).append(name)
+    assert {file: found for file, found in names.items() if len(found) > 1} == {}
+
+
+def test_the_map_names_every_top_level_module_once_and_the_page_shows_it():
+    """labkit/__init__.py's map lists each module and package of the top level once, and
+    docs/architecture.md shows that very map (scripts/architecture_map.py --write makes it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("architecture_map", paths.ROOT / "scripts" / "architecture_map.py")
+    made = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(made)
+    listed = [name for _, name, _ in made.entries()]
+    tree = sorted([path.stem for path in PACKAGE.glob("*.py") if path.stem != "__init__"]
+                  + [f"{path.parent.name}/" for path in PACKAGE.glob("*/__init__.py")])
+    assert sorted(listed) == tree and len(listed) == len(set(listed)), \
+        (sorted(set(tree) - set(listed)), sorted(set(listed) - set(tree)))
+    assert made.written() == made.render(), \
+        "docs/architecture.md's map is stale: python3 scripts/architecture_map.py --write"

@@ -181,7 +181,8 @@ def test_gradescope_export_times_groups_and_strangers(tmp_path, roster):
     assert report.missing == ["bob"]
 
 
-def test_a_resubmission_replaces_the_older_file_whatever_order_the_downloads_come_in(tmp_path, roster):
+def test_resubmission_replaces_older_file(tmp_path, roster):
+    """A resubmission replaces the older file whatever order the downloads come in."""
     older = gradescope_zip(tmp_path / "older.zip", alice=b'{"old": 1}')
     newer = gradescope_zip(tmp_path / "newer.zip", GRADESCOPE_METADATA.replace("2026-11-20 10:00", "2026-11-21 10:00"),
                            alice=b'{"new": 2}')
@@ -279,7 +280,8 @@ def test_a_bomb_member_is_refused_alone_whatever_its_header_says(tmp_path, roste
         "'hopperbob_102_2_01_proc_service.ipynb'): not collected"]
 
 
-def test_a_download_declaring_more_than_a_class_takes_is_refused_before_reading(tmp_path, roster, monkeypatch):
+def test_oversized_download_is_refused(tmp_path, roster, monkeypatch):
+    """A download declaring more than a class takes is refused before reading."""
     monkeypatch.setattr(archive, "MAX_TOTAL_BYTES", 3 << 20)
     path = make_zip(tmp_path / "big.zip", [(f"a_101_{i}_x{i}.ipynb", b"\0" * (1 << 20)) for i in range(4)])
     with pytest.raises(LabError, match="unpack to 0.0 GiB, more than"):
@@ -320,7 +322,8 @@ def test_a_bad_roster_is_refused_naming_the_line(tmp_path, name, text, said):
         rosters.read(path)
 
 
-def test_a_roster_without_the_lms_ids_is_refused_before_the_download_is_read(tmp_path):
+def test_roster_without_lms_ids_is_refused(tmp_path):
+    """A roster without the lms ids is refused before the download is read."""
     path = tmp_path / "roster.csv"
     path.write_text("student_id,email\nalice,ada@uni.example\n")
     download = make_zip(tmp_path / "canvas.zip", [("lovelaceada_101_1_01_proc_service.ipynb", NB)])

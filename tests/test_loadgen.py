@@ -8,8 +8,6 @@ LOADGEN_SAN=1 runs the same tests against the ASan + UBSan build;
 LOADGEN=/path/to/loadgen against a build of your own.
 """
 
-import fcntl
-import json
 import os
 import re
 import resource
@@ -18,71 +16,26 @@ import socket
 import struct
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from labkit import paths
-from threaded_server import ThreadPerConnection
+import loadgenproc
 from labkit.bench import free_port
+from loadgenproc import ENGINES, Loadgen
+from threaded_server import ThreadPerConnection
+from waits import wait_for, wait_until
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
-RUN_TIMEOUT = 60  # seconds; no loadgen run in this file comes near it
-
 
 # --------------------------------------------------------------- the binary
-
-ENGINES = ["threads", "events"]
-
-
-@dataclass(frozen=True)
-class Loadgen:
-    """The binary and the engine a test runs it with."""
-    path: Path
-    engine: str
-
-    def argv(self):
-        return [str(self.path), "--engine", self.engine]
-
-
-def build_loadgen():
-    """build/bin/loadgen (or build/san/bin/loadgen with LOADGEN_SAN=1), rebuilt
-    with the lab's own Makefile so the tests see the current source."""
-    if os.environ.get("LOADGEN"):  # a build of your own, e.g. to try a change
-        return Path(os.environ["LOADGEN"])
-    san = os.environ.get("LOADGEN_SAN") == "1"
-    paths.BUILD.mkdir(exist_ok=True)
-    with open(paths.BUILD / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # other test files build too
-        result = subprocess.run(["make", "--no-print-directory", "-C", str(paths.CSRC),
-                                 f"SAN={int(san)}", "loadgen"],
-                                capture_output=True, text=True, timeout=300)
-    if result.returncode != 0:
-        pytest.fail(f"building loadgen failed:\n{result.stdout}{result.stderr}", pytrace=False)
-    return (paths.SAN_BIN if san else paths.BIN) / "loadgen"
-
 
 @pytest.fixture(scope="module", params=ENGINES)
 def loadgen(request):
     """Every test in this file runs with both engines: they must agree on
     behaviour, failures and JSON keys."""
-    return Loadgen(build_loadgen(), request.param)
-
-
-def run_loadgen(binary, *args, preexec_fn=None, timeout=RUN_TIMEOUT):
-    """Run loadgen; return (exit code, parsed JSON or None, stderr)."""
-    command = binary.argv() if isinstance(binary, Loadgen) else [str(binary)]
-    proc = subprocess.run([*command, *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, preexec_fn=preexec_fn)
-    report = json.loads(proc.stdout) if proc.stdout.strip() else None
-    if report is not None:
-        assert proc.stdout.count("\n") == 1, "stdout must hold exactly one JSON line"
-    if any(mark in proc.stderr for mark in ("ERROR: AddressSanitizer", "runtime error:",
-                                            "WARNING: ThreadSanitizer")):
-        pytest.fail(f"sanitizer report:\n{proc.stderr}", pytrace=False)
-    return proc.returncode, report, proc.stderr
+    return Loadgen(loadgenproc.binary(), request.param)
 
 
 # ------------------------------------------------------- the test servers
@@ -267,8 +220,8 @@ RUSAGE_KEYS = {"user_s", "sys_s", "voluntary_ctxt_switches", "involuntary_ctxt_s
 ])
 def test_every_service_succeeds_with_full_report(loadgen, server, service, handler, extra):
     srv = server(handler)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 8,
-                                    "--requests", 5, "--service", service, *extra)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 8,
+                                        "--requests", 5, "--service", service, *extra)
     assert code == 0, err
     assert REPORT_KEYS <= report.keys()
     assert report["service"] == service
@@ -313,8 +266,8 @@ def test_all_clients_connect_before_the_first_request(loadgen, server):
     retry (about 1 s later).  When the first request arrives, no client may
     still be connecting."""
     srv = server(serve_echo, backlog=1, accept_after=0.5)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 6,
-                                    "--requests", 2, "--service", "echo")
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 6,
+                                        "--requests", 2, "--service", "echo")
     assert code == 0, err
     assert report["requests_ok"] == 12
     assert report["elapsed_s"] > 0.9, "no SYN was retried: the test proved nothing"
@@ -324,8 +277,8 @@ def test_all_clients_connect_before_the_first_request(loadgen, server):
 
 
 def test_connection_refused_is_counted(loadgen):
-    code, report, _ = run_loadgen(loadgen, "--port", free_port(), "--clients", 4,
-                                  "--requests", 3)
+    code, report, _ = loadgenproc.run(loadgen, "--port", free_port(), "--clients", 4,
+                                      "--requests", 3)
     assert code == 1
     assert report["errors"] == {"ECONNREFUSED": 4}
     assert (report["connections_ok"], report["connections_failed"]) == (0, 4)
@@ -337,8 +290,8 @@ def test_connection_refused_is_counted(loadgen):
 
 def test_reset_connections_are_counted(loadgen, server):
     srv = server(serve_reset)
-    code, report, _ = run_loadgen(loadgen, "--port", srv.port, "--clients", 3,
-                                  "--requests", 2, "--timeout", 5)
+    code, report, _ = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 3,
+                                      "--requests", 2, "--timeout", 5)
     assert code == 1
     assert report["errors"] == {"ECONNRESET": 3}
     assert report["connections_ok"] == 3
@@ -349,8 +302,8 @@ def test_reset_connections_are_counted(loadgen, server):
 def test_silent_server_times_out_within_the_bound(loadgen, server):
     srv = server(serve_silent)
     started = time.monotonic()
-    code, report, _ = run_loadgen(loadgen, "--port", srv.port, "--clients", 3,
-                                  "--requests", 2, "--timeout", 0.5)
+    code, report, _ = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 3,
+                                      "--requests", 2, "--timeout", 0.5)
     took = time.monotonic() - started
     assert code == 1
     assert report["errors"] == {"ETIMEDOUT": 3}
@@ -365,9 +318,9 @@ def test_connect_timeout_does_not_hold_the_others_hostage(loadgen, server):
     not wait for them longer than the connect timeout."""
     srv = server(serve_silent, backlog=1, accept_after=60)
     started = time.monotonic()
-    code, report, _ = run_loadgen(loadgen, "--port", srv.port, "--clients", 6,
-                                  "--requests", 1, "--connect-timeout", 0.5,
-                                  "--timeout", 0.5)
+    code, report, _ = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 6,
+                                      "--requests", 1, "--connect-timeout", 0.5,
+                                      "--timeout", 0.5)
     took = time.monotonic() - started
     assert code == 1
     assert report["errors"] == {"ETIMEDOUT": 6}  # at connect or awaiting the reply
@@ -378,8 +331,8 @@ def test_connect_timeout_does_not_hold_the_others_hostage(loadgen, server):
 
 def test_zero_requests_only_connects(loadgen, server):
     srv = server(serve_echo)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 5,
-                                    "--requests", 0, "--service", "echo")
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 5,
+                                        "--requests", 0, "--service", "echo")
     assert code == 0, err
     assert (report["connections_ok"], report["requests_ok"], report["requests_failed"]) == (5, 0, 0)
     assert report["latency_us"]["samples"] == 0 and report["latency_us"]["p50"] is None
@@ -392,8 +345,8 @@ def test_zero_requests_only_connects(loadgen, server):
 ])
 def test_protocol_violations_are_named(loadgen, server, handler, name):
     srv = server(handler)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 2,
-                                    "--requests", 2, "--timeout", 5)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 2,
+                                        "--requests", 2, "--timeout", 5)
     assert code == 1
     assert report["errors"] == {name: 2}
     assert report["requests_ok"] == 0
@@ -405,9 +358,9 @@ def test_err_during_a_large_upload_is_a_bad_reply_not_epipe(loadgen, server):
     """The server answers ERR and closes while the body is still being sent:
     the ERR explains the failure, the broken pipe that follows does not."""
     srv = server(serve_err)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 2,
-                                    "--requests", 1, "--service", "sink",
-                                    "--size", 8_000_000, "--timeout", 5)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 2,
+                                        "--requests", 1, "--service", "sink",
+                                        "--size", 8_000_000, "--timeout", 5)
     assert code == 1
     assert report["errors"] == {"BADREPLY": 2}
     assert "ERR" in err
@@ -419,8 +372,8 @@ def test_garbled_echo_is_a_bad_reply(loadgen, server):
         conn.sendall(bytes(reversed(data)))
 
     srv = server(serve_garbled_echo)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 1,
-                                    "--requests", 1, "--service", "echo", "--size", 32)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 1,
+                                        "--requests", 1, "--service", "echo", "--size", 32)
     assert code == 1
     assert report["errors"] == {"BADREPLY": 1}
     assert "differ" in err
@@ -447,7 +400,7 @@ def test_garbled_echo_is_a_bad_reply(loadgen, server):
      "--host"),
 ])
 def test_bad_arguments_exit_2_with_a_message(loadgen, args, complaint):
-    code, report, err = run_loadgen(loadgen, *args)
+    code, report, err = loadgenproc.run(loadgen, *args)
     assert code == 2
     assert report is None, "no JSON for a run that never started"
     assert complaint in err
@@ -458,18 +411,18 @@ def test_refuses_more_clients_than_open_files_allow(loadgen, server):
         resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
 
     srv = server(serve_echo)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 200,
-                                    "--requests", 1, "--service", "echo",
-                                    preexec_fn=low_nofile)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 200,
+                                        "--requests", 1, "--service", "echo",
+                                        preexec_fn=low_nofile)
     assert code == 2
     assert report is None
     assert srv.accepted == 0, "it refused before connecting anything"
     fits = int(re.search(r"at most (\d+) clients fit", err).group(1))
     assert 0 < fits < 48
     # The number it names is true: that many clients do run under that limit.
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", fits,
-                                    "--requests", 1, "--service", "echo",
-                                    preexec_fn=low_nofile)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", fits,
+                                        "--requests", 1, "--service", "echo",
+                                        preexec_fn=low_nofile)
     assert code == 0, err
     assert report["connections_ok"] == fits
 
@@ -483,23 +436,22 @@ def test_dies_with_its_parent(loadgen, server, tmp_path):
          "--port", str(srv.port), "--clients", "1", "--requests", "1", "--timeout", "30"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while not (pid_file.exists() and pid_file.read_text().strip()) or not srv.accepted:
-            assert time.monotonic() < deadline, "loadgen never connected"
-            time.sleep(0.02)
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip() and srv.accepted, within=10,
+                 what="loadgen connected")
         child = int(pid_file.read_text())
     finally:
         parent.kill()
         parent.wait(timeout=5)
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
+
+    def gone():
         try:
             os.kill(child, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.02)
-    os.kill(child, signal.SIGKILL)
-    pytest.fail("loadgen outlived its parent by 5 s")
+            return True
+        return False
+    if not wait_until(gone, within=5):
+        os.kill(child, signal.SIGKILL)
+        pytest.fail("loadgen outlived its parent by 5 s")
 
 
 def test_against_the_threaded_server(loadgen):
@@ -511,8 +463,8 @@ def test_against_the_threaded_server(loadgen):
     try:
         ready = proc.stdout.readline().split()
         assert ready[:1] == ["listening"], f"threaded printed {ready!r}"
-        code, report, err = run_loadgen(loadgen, "--port", ready[1], "--clients", 50,
-                                        "--requests", 3, "--service", "top", "--k", 3)
+        code, report, err = loadgenproc.run(loadgen, "--port", ready[1], "--clients", 50,
+                                            "--requests", 3, "--service", "top", "--k", 3)
         assert code == 0, err
         assert (report["requests_ok"], report["requests_failed"]) == (150, 0)
         assert report["errors"] == {}

@@ -11,9 +11,11 @@ where the service bounds them: the spin service answers no sooner than the time 
 
 import pytest
 
+import loadgenproc
 import serverproc
 from labkit import schedule
-from test_loadgen import ENGINES, Loadgen, build_loadgen, run_loadgen, serve_spin, server  # noqa: F401 (fixture)
+from loadgenproc import ENGINES, Loadgen
+from test_loadgen import serve_spin, server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -24,12 +26,12 @@ SPIN_US = 200
 
 @pytest.fixture(scope="module", params=ENGINES)
 def loadgen(request):
-    return Loadgen(build_loadgen(), request.param)
+    return Loadgen(loadgenproc.binary(), request.param)
 
 
 @pytest.fixture(scope="module")
 def events():
-    return Loadgen(build_loadgen(), "events")
+    return Loadgen(loadgenproc.binary(), "events")
 
 
 def test_batches_split_the_plan_and_count_below_the_runs_percentiles(loadgen):
@@ -38,8 +40,8 @@ def test_batches_split_the_plan_and_count_below_the_runs_percentiles(loadgen):
     run's percentile add up to the run's own count there (at least its share of 200), and
     strictly below to fewer."""
     with serverproc.running("epoll", service="spin") as srv:
-        code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 4, "--requests", 50,
-                                        "--service", "spin", "--spin-us", SPIN_US)
+        code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 4, "--requests", 50,
+                                            "--service", "spin", "--spin-us", SPIN_US)
     assert code == 0, err
     batches, whole = report["latency_batches"], report["latency_us"]
     assert [samples for samples, _ in batches] == [10] * BATCHES
@@ -61,8 +63,8 @@ def test_a_batch_with_no_sample_is_empty(loadgen, server):
     """One client, 3 exchanges: batches 0, 6 and 13 of 20 (g x 20 / 3) hold one each; the rest
     are [0, null]."""
     srv = server(serve_spin)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 1, "--requests", 3,
-                                    "--service", "spin")
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 1, "--requests", 3,
+                                        "--service", "spin")
     assert code == 0, err
     held = [i for i, (samples, _) in enumerate(report["latency_batches"]) if samples]
     assert held == [0, 6, 13], report["latency_batches"]
@@ -76,8 +78,8 @@ def test_the_batches_divide_what_the_warm_up_leaves(events, server, warmup):
     the 750 measured exchanges fill all 20 batches, 37 or 38 each, rather than leaving the
     warm-up's five empty (a run's intervals need every batch: labkit/batches.py)."""
     srv = server(serve_spin)
-    code, report, err = run_loadgen(events, "--port", srv.port, "--clients", 4, "--service", "spin",
-                                    "--rate", 1000, "--duration", 1, "--arrivals", "even", "--warmup", warmup)
+    code, report, err = loadgenproc.run(events, "--port", srv.port, "--clients", 4, "--service", "spin",
+                                        "--rate", 1000, "--duration", 1, "--arrivals", "even", "--warmup", warmup)
     assert code == 0, err
     counts = [samples for samples, _ in report["latency_batches"]]
     assert sum(counts) == report["requests_measured"] == 750, counts
@@ -91,9 +93,9 @@ def test_requests_due_in_the_window_are_the_schedules_own(events, server, arriva
     a server that keeps up completes exactly that many; the generator's own lateness is
     measured for the exchanges whose connection was free when they fell due."""
     srv = server(serve_spin)
-    code, report, err = run_loadgen(events, "--port", srv.port, "--clients", 4, "--service", "spin",
-                                    "--rate", 1000, "--duration", 1, "--arrivals", arrivals, "--seed", 5,
-                                    "--warmup", "0.2s")
+    code, report, err = loadgenproc.run(events, "--port", srv.port, "--clients", 4, "--service", "spin",
+                                        "--rate", 1000, "--duration", 1, "--arrivals", arrivals, "--seed", 5,
+                                        "--warmup", "0.2s")
     assert code == 0, err
     start, end = report["measured_window_ns"]
     assert start == 200_000_000 and (end - start) / 1e9 == pytest.approx(report["measured_window_s"], abs=1e-9)
@@ -110,8 +112,8 @@ def test_a_server_that_cannot_keep_up_falls_short_of_the_due_count(events):
     """2,000/s to a server that spins 2 ms a request (at most 500/s): over the window the
     schedule had far more exchanges due than the server completed."""
     with serverproc.running("epoll", service="spin") as srv:
-        code, report, err = run_loadgen(events, "--port", srv.port, "--clients", 8, "--service", "spin",
-                                        "--spin-us", 2000, "--rate", 2000, "--duration", 1, "--timeout", 0.3)
+        code, report, err = loadgenproc.run(events, "--port", srv.port, "--clients", 8, "--service", "spin",
+                                            "--spin-us", 2000, "--rate", 2000, "--duration", 1, "--timeout", 0.3)
     assert code == 1, err  # exchanges still due at the deadline were never sent
     assert report["requests_not_sent"] > 0
     # completed by the deadline (1.3 s) at 500/s at most: 650; due by the last reply: about 2,000

@@ -10,46 +10,30 @@ ASan + UBSan build of loadgen (the rows with san=True).
 
 import contextlib
 import json
-import re
 import resource
-import shutil
 import socket
 import struct
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
-import serverproc
+import loadgenproc
 import waits
-from labkit import paths
+from labkit import kernel_view, paths
+from labkit.bench import free_port
+from loadgenproc import RUN_TIMEOUT, Loadgen
 from threaded_server import ThreadPerConnection
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
-RUN_TIMEOUT = 60  # seconds; no run here comes near it
-SAN_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-
 # --------------------------------------------------------------- the binary
 
-def loadgen_binary(san: bool) -> Path:
-    """build/bin/loadgen, or build/san/bin/loadgen with san, made from the current source
-    (serverproc's one build per test run, the loadgen target)."""
-    return serverproc.bin_dir(san, "loadgen") / "loadgen"
-
-
 def run(*args, san=False, timeout=RUN_TIMEOUT):
-    """Run loadgen with the events engine; (exit code, JSON, stderr, wall seconds)."""
-    command = [str(loadgen_binary(san)), "--engine", "events", *map(str, args)]
+    """loadgenproc.run with the events engine; (exit code, JSON, stderr, wall seconds)."""
     began = time.monotonic()
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    wall = time.monotonic() - began
-    if any(mark in proc.stderr for mark in SAN_MARKERS):
-        pytest.fail(f"sanitizer report:\n{proc.stderr}", pytrace=False)
-    report = json.loads(proc.stdout) if proc.stdout.strip() else None
-    return proc.returncode, report, proc.stderr, wall
+    code, report, stderr = loadgenproc.run(Loadgen(loadgenproc.binary(san), "events"), *args, timeout=timeout)
+    return code, report, stderr, time.monotonic() - began
 
 
 # ------------------------------------------------------- the test servers
@@ -127,22 +111,6 @@ def lab_server(model, service, *flags):
         proc.stdout.close()
 
 
-def listen_overflows():
-    """TcpExt ListenOverflows of this network namespace: from nstat when it is
-    installed (absolute, history untouched), else /proc/net/netstat."""
-    if shutil.which("nstat"):
-        out = subprocess.run(["nstat", "-azs", "TcpExtListenOverflows"], capture_output=True,
-                             text=True, timeout=10).stdout
-        match = re.search(r"TcpExtListenOverflows\s+(\d+)", out)
-        if match:
-            return int(match.group(1))
-    lines = Path("/proc/net/netstat").read_text().splitlines()
-    for names, values in zip(lines[::2], lines[1::2]):
-        if names.startswith("TcpExt:"):
-            return int(dict(zip(names.split()[1:], values.split()[1:]))["ListenOverflows"])
-    raise AssertionError("no TcpExt ListenOverflows in /proc/net/netstat")
-
-
 # -------------------------------------------------- misbehaving connections
 
 ACTIVE = ["--clients", 3, "--rate", 60, "--duration", 2]
@@ -208,7 +176,7 @@ def test_bad_connections_connect_before_the_active_ones(recorder):
     assert firsts == [b"T"] * bad + [b"TOP 2\n"] * clients
 
 
-def test_bad_connections_the_server_closes_are_counted_apart_not_as_failures():
+def test_bad_connections_closed_counted_apart():
     """The server closes the first bad connection (FIN) and resets the second
     (RST) at their first byte: closed_by_server, named EOF and ECONNRESET under
     "bad", and the run, whose active connections were served, still succeeds."""
@@ -238,9 +206,7 @@ def test_bad_connections_the_server_closes_are_counted_apart_not_as_failures():
 def test_bad_connections_that_cannot_connect_are_counted_apart():
     """Nothing listens: the bad connects are refused, counted under "bad",
     and the active ones fail as usual (exit 1)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     code, report, _, _ = run("--port", port, "--clients", 2, "--requests", 1, "--bad", 3)
     assert code == 1 and report["connections_failed"] == 2
     b = report["bad"]
@@ -287,7 +253,7 @@ def test_bad_flags_are_refused_where_they_do_not_apply():
         (["--engine", "events", "--bad-interval", 0], "--bad-interval '0'"),
         (["--engine", "events", "--bad", -1], "--bad '-1'"),
     ]:
-        proc = subprocess.run([str(loadgen_binary(False)), "--port", "9", "--clients", "2",
+        proc = subprocess.run([str(loadgenproc.binary(False)), "--port", "9", "--clients", "2",
                                "--requests", "1", *map(str, args)], capture_output=True, text=True,
                               timeout=RUN_TIMEOUT)
         assert (proc.returncode, proc.stdout) == (2, ""), args
@@ -299,7 +265,7 @@ def test_refuses_more_bad_connections_than_open_files_allow(recorder):
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
     srv = recorder(service="echo")
-    proc = subprocess.run([str(loadgen_binary(False)), "--engine", "events", "--port", str(srv.port),
+    proc = subprocess.run([str(loadgenproc.binary(False)), "--engine", "events", "--port", str(srv.port),
                            "--clients", "2", "--requests", "1", "--bad", "500"], capture_output=True,
                           text=True, timeout=RUN_TIMEOUT, preexec_fn=low_nofile)
     assert (proc.returncode, proc.stdout) == (2, "")
@@ -307,13 +273,14 @@ def test_refuses_more_bad_connections_than_open_files_allow(recorder):
     assert srv.chunks == [], "it refused before connecting anything"
 
 
-def test_without_bad_connections_the_key_is_null_and_help_and_describe_agree(recorder):
+def test_bad_key_null_and_help_agrees(recorder):
+    """Without bad connections the key is null and help and describe agree."""
     srv = recorder(service="echo")
     code, report, err, _ = run("--port", srv.port, "--clients", 2, "--requests", 2, "--service", "echo")
     assert code == 0, err
     assert report["bad"] is None
-    helptext = subprocess.run([str(loadgen_binary(False)), "--help"], capture_output=True, text=True).stdout
-    described = json.loads(subprocess.run([str(loadgen_binary(False)), "--describe"], capture_output=True,
+    helptext = subprocess.run([str(loadgenproc.binary(False)), "--help"], capture_output=True, text=True).stdout
+    described = json.loads(subprocess.run([str(loadgenproc.binary(False)), "--describe"], capture_output=True,
                                           text=True).stdout)
     for flag in ("--bad ", "--bad-kind", "--bad-interval"):
         assert flag in helptext
@@ -341,14 +308,11 @@ def test_a_full_accept_queue_shows_as_whole_second_connects(recorder, engine, sa
     0.3 s lets them in at the first retransmission (1 s); accepting nothing
     for 2.5 s, at the one 3 s after the connect, which the default
     --connect-timeout of 5 s still waits for."""
-    before = listen_overflows()
+    before = kernel_view.tcp_ext()["ListenOverflows"]  # this network namespace's
     srv = recorder(service="echo", backlog=1, accept_every=accept_every, accept_after=accept_after)
-    command = [str(loadgen_binary(san)), "--engine", engine, "--port", str(srv.port),
-               "--clients", "20", "--requests", "0"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    assert not any(mark in proc.stderr for mark in SAN_MARKERS), proc.stderr
-    report = json.loads(proc.stdout)
-    after = listen_overflows()
+    _, report, _ = loadgenproc.run(Loadgen(loadgenproc.binary(san), engine), "--port", srv.port,
+                                   "--clients", 20, "--requests", 0)
+    after = kernel_view.tcp_ext()["ListenOverflows"]
     c, histogram = report["connect_us"], report["connect_histogram"]
     assert c["samples"] == report["connections_ok"] and c["samples"] + report["connections_failed"] == 20
     assert sum(count for _, _, count in histogram) == c["samples"]
@@ -396,7 +360,7 @@ def test_littles_law_holds_below_saturation(recorder, threads, san):
     flight = report["inflight"]
     # sampled every 10 ms by each event loop while the run lasts, never more often: as many
     # samples as the run's length allows (201 over 2.01 s here; a busy machine's run lasts
-    # longer: 627 in a CI run with a spinner on each CPU), a few more for its first and last moments
+    # longer: 627 with a spinner on each CPU), a few more for its first and last moments
     assert flight["interval_ms"] == 10 and 1 <= flight["samples"] <= threads * (report["elapsed_s"] * 100 + 5)
     assert flight["max_exact"] == (threads == 1)
     # each reply comes 5 ms after its request or later: at least completed_rps x 5 ms in flight

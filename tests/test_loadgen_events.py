@@ -25,18 +25,18 @@ import time
 
 import pytest
 
+import loadgenproc
 import serverproc
 from labkit import paths
-from test_loadgen import Loadgen, ScriptedServer, build_loadgen, run_loadgen, serve_echo, server  # noqa: F401 (fixture)
+from loadgenproc import RUN_TIMEOUT, Loadgen
+from test_loadgen import ScriptedServer, serve_echo, server  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
-
-RUN_TIMEOUT = 60  # seconds; no run here comes near it
 
 
 @pytest.fixture(scope="module")
 def loadgen():
-    return Loadgen(build_loadgen(), "events")
+    return Loadgen(loadgenproc.binary(), "events")
 
 
 # ------------------------------------------------- a single-threaded server
@@ -113,9 +113,9 @@ def event_echo_server(stall_after=0, stall_s=0.0, lifetime=60, close_silent=0.0)
 @pytest.mark.parametrize("model", ["threaded", "epoll"])
 def test_two_thousand_echo_connections_without_a_failure(loadgen, model):
     with serverproc.running(model, "echo") as srv:
-        code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 2000,
-                                        "--requests", 5, "--service", "echo", "--size", 256,
-                                        "--timeout", 20)
+        code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 2000,
+                                            "--requests", 5, "--service", "echo", "--size", 256,
+                                            "--timeout", 20)
     assert code == 0, err
     assert (report["connections_ok"], report["connections_failed"]) == (2000, 0)
     assert (report["requests_ok"], report["requests_failed"]) == (10_000, 0)
@@ -167,8 +167,8 @@ def test_open_loop_shows_the_stall_that_closed_measurement_hides(loadgen):
     from when each request was due, the ~200 that should have been sent
     during the stall waited too (10%: p99 shows it)."""
     with event_echo_server(stall_after=800, stall_s=0.2) as port:
-        code, report, err = run_loadgen(loadgen, "--port", port, "--clients", 10,
-                                        "--rate", 1000, "--duration", 2, "--service", "echo")
+        code, report, err = loadgenproc.run(loadgen, "--port", port, "--clients", 10,
+                                            "--rate", 1000, "--duration", 2, "--service", "echo")
     assert code == 0, err
     assert report["mode"] == "open" and report["rate_rps"] == 1000
     assert report["requests_ok"] == report["requests_planned"] == 2000
@@ -182,8 +182,8 @@ def test_open_loop_shows_the_stall_that_closed_measurement_hides(loadgen):
 
 def test_warmup_by_count_is_excluded(loadgen, server):
     srv = server(serve_echo)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 4,
-                                    "--requests", 50, "--service", "echo", "--warmup", 30)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 4,
+                                        "--requests", 50, "--service", "echo", "--warmup", 30)
     assert code == 0, err
     assert report["requests_ok"] == 200
     assert report["warmup"] == {"seconds": None, "requests": 30, "excluded": 30}
@@ -195,9 +195,9 @@ def test_warmup_by_time_excludes_what_was_due_in_it(loadgen, server):
     """Open loop: exchange g is due at g / rate, so at 500/s the first 0.4 s
     hold exactly exchanges 0..199."""
     srv = server(serve_echo)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 5,
-                                    "--rate", 500, "--duration", 1, "--service", "echo",
-                                    "--warmup", "0.4s")
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 5,
+                                        "--rate", 500, "--duration", 1, "--service", "echo",
+                                        "--warmup", "0.4s")
     assert code == 0, err
     assert report["requests_ok"] == 500
     assert (report["requests_per_client"], report["duration_s"]) == (None, 1)
@@ -232,8 +232,8 @@ def test_lost_connections_are_counted_and_the_others_go_on(loadgen, server):
             conn.sendall(data)
 
     srv = server(serve_then_reset_every_second)
-    code, report, _ = run_loadgen(loadgen, "--port", srv.port, "--clients", 10,
-                                  "--requests", 5, "--service", "echo", "--timeout", 5)
+    code, report, _ = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 10,
+                                      "--requests", 5, "--service", "echo", "--timeout", 5)
     assert code == 1
     assert report["errors"] == {"ECONNRESET": 5}
     assert (report["connections_ok"], report["connections_lost"]) == (10, 5)
@@ -244,8 +244,8 @@ def test_idle_connections_closed_by_the_server_are_counted(loadgen):
     """A server that closes every connection silent for 0.5 s: the idle ones
     are lost, counted apart and by name; the active ones go on."""
     with event_echo_server(close_silent=0.5) as port:
-        code, report, _ = run_loadgen(loadgen, "--port", port, "--clients", 2, "--idle", 5,
-                                      "--rate", 20, "--duration", 1.5, "--service", "echo")
+        code, report, _ = loadgenproc.run(loadgen, "--port", port, "--clients", 2, "--idle", 5,
+                                          "--rate", 20, "--duration", 1.5, "--service", "echo")
     assert code == 1
     assert (report["idle_connections_ok"], report["idle_connections_failed"]) == (0, 5)
     assert report["errors"] == {"EOF": 5}
@@ -254,11 +254,11 @@ def test_idle_connections_closed_by_the_server_are_counted(loadgen):
 
 def test_both_engines_print_the_same_keys(server):
     srv = server(serve_echo)
-    binary, reports = build_loadgen(), {}
+    binary, reports = loadgenproc.binary(), {}
     for engine in ("threads", "events"):
-        code, reports[engine], err = run_loadgen(Loadgen(binary, engine), "--port", srv.port,
-                                                 "--clients", 3, "--requests", 4,
-                                                 "--service", "echo")
+        code, reports[engine], err = loadgenproc.run(Loadgen(binary, engine), "--port", srv.port,
+                                                     "--clients", 3, "--requests", 4,
+                                                     "--service", "echo")
         assert code == 0, err
     threads, events = reports["threads"], reports["events"]
     assert threads.keys() == events.keys()
@@ -282,15 +282,15 @@ def test_both_engines_print_the_same_keys(server):
      "at most 20000000 requests"),
 ])
 def test_bad_event_arguments_exit_2_with_a_message(args, complaint):
-    code, report, err = run_loadgen(build_loadgen(), "--port", 9, "--clients", 2,
-                                    "--requests", 1, *args)
+    code, report, err = loadgenproc.run(loadgenproc.binary(), "--port", 9, "--clients", 2,
+                                        "--requests", 1, *args)
     assert (code, report) == (2, None)
     assert complaint in err
 
 
 def test_duration_needs_a_rate():
-    code, _, err = run_loadgen(build_loadgen(), "--engine", "events", "--port", 9,
-                               "--clients", 2, "--duration", 1)
+    code, _, err = loadgenproc.run(loadgenproc.binary(), "--engine", "events", "--port", 9,
+                                   "--clients", 2, "--duration", 1)
     assert code == 2 and "--duration needs --rate" in err
 
 
@@ -299,8 +299,8 @@ def test_refuses_more_idle_connections_than_open_files_allow(loadgen, server):
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
     srv = server(serve_echo)
-    code, report, err = run_loadgen(loadgen, "--port", srv.port, "--clients", 2,
-                                    "--requests", 1, "--idle", 500, preexec_fn=low_nofile)
+    code, report, err = loadgenproc.run(loadgen, "--port", srv.port, "--clients", 2,
+                                        "--requests", 1, "--idle", 500, preexec_fn=low_nofile)
     assert (code, report) == (2, None)
     assert srv.accepted == 0, "it refused before connecting anything"
     assert "connections (clients + idle) fit" in err

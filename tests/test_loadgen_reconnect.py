@@ -15,8 +15,11 @@ import time
 
 import pytest
 
-from test_loadgen_breaking import SAN_MARKERS, lab_server, loadgen_binary, run
+import loadgenproc
+from loadgenproc import SAN_MARKERS
+from test_loadgen_breaking import lab_server, run
 from threaded_server import ThreadPerConnection
+from waits import wait_until
 from labkit.bench import free_port
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
@@ -60,13 +63,10 @@ class Recorder(ThreadPerConnection):
     def snapshot(self):
         """(accept times, bytes received, closed by the client), per connection,
         once the handler threads have seen every close."""
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
+        def idle():
             with self.lock:
-                busy = any(t.is_alive() for t in self.threads)
-            if not busy:
-                break
-            time.sleep(0.02)
+                return not any(t.is_alive() for t in self.threads)
+        wait_until(idle, within=5)
         with self.lock:
             return list(self.accepted), list(self.received), list(self.client_closed)
 
@@ -176,7 +176,7 @@ def test_the_lab_servers_serve_a_reconnecting_load(model, service, load):
 
 @pytest.mark.parametrize("engine", [None, "threads"])
 def test_reconnect_is_refused_with_the_threads_engine(engine):
-    command = [str(loadgen_binary(False)), "--port", "9", "--clients", 1, "--requests", 1, "--reconnect"]
+    command = [str(loadgenproc.binary(False)), "--port", "9", "--clients", 1, "--requests", 1, "--reconnect"]
     if engine:
         command += ["--engine", engine]
     proc = subprocess.run([*map(str, command)], capture_output=True, text=True, timeout=30)
@@ -186,7 +186,7 @@ def test_reconnect_is_refused_with_the_threads_engine(engine):
 
 
 def test_usage_describes_reconnect():
-    proc = subprocess.run([str(loadgen_binary(False)), "--help"], capture_output=True, text=True, timeout=30)
+    proc = subprocess.run([str(loadgenproc.binary(False)), "--help"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 0
     assert "--reconnect" in proc.stdout and "connections_opened" in proc.stdout
 

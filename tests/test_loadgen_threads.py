@@ -8,26 +8,28 @@ import os
 
 import pytest
 
+import loadgenproc
 import serverproc
-from test_loadgen import Loadgen, build_loadgen, run_loadgen
+from loadgenproc import Loadgen
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
 
 def loadgen_events():
-    return Loadgen(build_loadgen(), "events")
+    return Loadgen(loadgenproc.binary(), "events")
 
 
 def _both(loadgen, port, *args):
     reports = {}
     for threads in (1, 2):
-        code, reports[threads], err = run_loadgen(loadgen, "--port", port, "--threads", threads, *args)
+        code, reports[threads], err = loadgenproc.run(loadgen, "--port", port, "--threads", threads, *args)
         assert code == 0, err
         assert reports[threads]["threads"] == threads
     return reports[1], reports[2]
 
 
-def test_two_threads_make_exactly_the_exchanges_and_bytes_one_thread_makes():
+def test_two_threads_match_one():
+    """Two threads make exactly the exchanges and bytes one thread makes."""
     with serverproc.running("epoll", "echo") as srv:
         one, two = _both(loadgen_events(), srv.port, "--clients", 41, "--requests", 30, "--service", "echo",
                          "--size", 20000, "--vary", "log", "--seed", 7, "--idle", 9)
@@ -47,10 +49,11 @@ def test_uploads_over_threads_deliver_every_byte():
     assert one["sink_server_reads_mean"] > 0 and two["sink_server_reads_mean"] > 0
 
 
-def test_the_summary_histogram_is_the_sum_of_the_threads_and_its_percentiles_follow():
+def test_summary_histogram_sums_threads():
+    """The summary histogram is the sum of the threads and its percentiles follow."""
     with serverproc.running("epoll", "echo") as srv:
-        code, report, err = run_loadgen(loadgen_events(), "--port", srv.port, "--threads", 3, "--clients", 30,
-                                        "--requests", 200, "--service", "echo")
+        code, report, err = loadgenproc.run(loadgen_events(), "--port", srv.port, "--threads", 3, "--clients", 30,
+                                            "--requests", 200, "--service", "echo")
     assert code == 0, err
     merged = {}
     for part in report["per_thread"]:
@@ -72,8 +75,8 @@ def test_the_summary_histogram_is_the_sum_of_the_threads_and_its_percentiles_fol
 
 def test_an_open_loop_keeps_its_total_rate_over_threads():
     with serverproc.running("epoll", "echo") as srv:
-        code, report, err = run_loadgen(loadgen_events(), "--port", srv.port, "--threads", 2, "--clients", 8,
-                                        "--rate", 3000, "--duration", 2, "--service", "echo")
+        code, report, err = loadgenproc.run(loadgen_events(), "--port", srv.port, "--threads", 2, "--clients", 8,
+                                            "--rate", 3000, "--duration", 2, "--service", "echo")
     assert code == 0, err
     assert report["requests_ok"] == report["requests_planned"] == 6000
     assert abs(report["throughput_rps"] - 3000) <= 0.05 * 3000
@@ -83,26 +86,27 @@ def test_an_open_loop_keeps_its_total_rate_over_threads():
 
 def test_warmup_by_count_is_counted_once_for_all_threads():
     with serverproc.running("epoll", "echo") as srv:
-        code, report, err = run_loadgen(loadgen_events(), "--port", srv.port, "--threads", 2, "--clients", 10,
-                                        "--requests", 50, "--warmup", 120, "--service", "echo")
+        code, report, err = loadgenproc.run(loadgen_events(), "--port", srv.port, "--threads", 2, "--clients", 10,
+                                            "--requests", 50, "--warmup", 120, "--service", "echo")
     assert code == 0, err
     assert report["warmup"]["excluded"] == 120
     assert report["latency_us"]["samples"] == 500 - 120
 
 
-def test_threads_default_to_the_cpus_it_may_run_on_and_never_more_than_connections():
+def test_threads_default_to_cpus():
+    """Threads default to the cpus it may run on and never more than connections."""
     cpus = len(os.sched_getaffinity(0))
     with serverproc.running("epoll", "echo") as srv:
-        code, report, err = run_loadgen(loadgen_events(), "--port", srv.port, "--clients", 50, "--requests", 2,
-                                        "--service", "echo")
+        code, report, err = loadgenproc.run(loadgen_events(), "--port", srv.port, "--clients", 50, "--requests", 2,
+                                            "--service", "echo")
         assert code == 0, err
         assert report["threads"] == min(cpus, 50)
-        code, report, err = run_loadgen(loadgen_events(), "--port", srv.port, "--clients", 50, "--requests", 2,
-                                        "--service", "echo", preexec_fn=lambda: os.sched_setaffinity(0, {0}))
+        code, report, err = loadgenproc.run(loadgen_events(), "--port", srv.port, "--clients", 50, "--requests", 2,
+                                            "--service", "echo", preexec_fn=lambda: os.sched_setaffinity(0, {0}))
         assert code == 0, err
         assert report["threads"] == 1  # pinned to one CPU: one loop
-        code, report, err = run_loadgen(loadgen_events(), "--port", srv.port, "--clients", 1, "--requests", 2,
-                                        "--service", "echo", "--threads", 8)
+        code, report, err = loadgenproc.run(loadgen_events(), "--port", srv.port, "--clients", 1, "--requests", 2,
+                                            "--service", "echo", "--threads", 8)
         assert code == 0, err
         assert report["threads"] == 1 and len(report["per_thread"]) == 1  # one connection: one loop
 
@@ -113,6 +117,6 @@ def test_threads_default_to_the_cpus_it_may_run_on_and_never_more_than_connectio
     (["--engine", "events", "--threads", 5000], "--threads '5000'"),
 ])
 def test_bad_thread_counts_exit_2_with_a_message(args, complaint):
-    code, report, err = run_loadgen(build_loadgen(), "--port", 9, "--clients", 2, "--requests", 1, *args)
+    code, report, err = loadgenproc.run(loadgenproc.binary(), "--port", 9, "--clients", 2, "--requests", 1, *args)
     assert (code, report) == (2, None)
     assert complaint in err

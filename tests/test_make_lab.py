@@ -17,12 +17,13 @@ import sys
 import pytest
 
 from labkit import paths
-from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _free_loopback_port, _quiet_settings, _stop, \
-    _wait_until_serving
+from labkit.bench import free_port
+from test_browser import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, _quiet_settings, _stop, _wait_until_serving
 
 
 @pytest.mark.timeout(300)
-def test_make_lab_shows_the_notebooks_and_mine_c_opens_from_the_file_browser(tmp_path):
+def test_make_lab_shows_the_notebooks(tmp_path):
+    """Make lab shows the notebooks and mine c opens from the file browser."""
     from playwright.sync_api import expect, sync_playwright
 
     if not CHROMIUM.exists():
@@ -39,7 +40,7 @@ def test_make_lab_shows_the_notebooks_and_mine_c_opens_from_the_file_browser(tmp
     assert mine.is_file() and (home / "notebooks" / "07_your_server.ipynb").is_file(), made.stdout
     _quiet_settings(tmp_path / "settings")
 
-    port, token = _free_loopback_port(), secrets.token_hex(16)
+    port, token = free_port(), secrets.token_hex(16)
     arguments = f"--no-browser --ip=127.0.0.1 --port={port} --ServerApp.port_retries=0 --IdentityProvider.token={token}"
     log = open(tmp_path / "make-lab.log", "w")
     lab = subprocess.Popen(["make", "--no-print-directory", "lab", f"JUPYTER_ARGS={arguments}"], cwd=paths.ROOT,

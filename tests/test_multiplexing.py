@@ -111,7 +111,8 @@ def test_too_many_idle_connections_are_refused_up_front_with_what_fits():
 # --- points against real servers ----------------------------------------------------
 
 
-def test_echo_scale_point_measures_latency_losses_and_server_cost_per_request(built_bin):
+def test_echo_scale_point_measures(built_bin):
+    """Echo scale point measures latency losses and server cost per request."""
     row = measuring.point("epoll", clients=300, requests=20, service="echo", engine="events", size=64,
                         **PINS)
     assert row["status"] == "ok", row["error"]
@@ -142,7 +143,8 @@ def test_idle_point_holds_idle_connections_beside_an_open_loop(built_bin):
     assert row["lat_uncorrected_p99_us"] <= row["lat_p99_us"] * 1.01
 
 
-def test_select_past_fd_setsize_is_a_failed_point_quoting_the_servers_refusal(built_bin):
+def test_select_past_fd_setsize_fails(built_bin):
+    """Select past fd setsize is a failed point quoting the servers refusal."""
     row = measuring.point("select", clients=20, requests=1, service="echo", engine="events", rate=500,
                         duration=0.5, warmup="0.1s", idle=1100, **PINS)
     assert row["status"] == "failed"
@@ -154,7 +156,7 @@ def test_select_past_fd_setsize_is_a_failed_point_quoting_the_servers_refusal(bu
 def _kill_one_worker(model: str, after_s: float, killed: list) -> None:
     """SIGKILL one worker process of the running `model` server, once it has workers."""
     deadline = time.monotonic() + after_s + 10
-    time.sleep(after_s)
+    time.sleep(after_s)  # the kill comes this far into the run: the subject, not a wait
     while time.monotonic() < deadline and not killed:
         for proc in psutil.Process().children(recursive=True):
             try:

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
@@ -36,7 +35,8 @@ def _serve(link, model="epoll", service="echo"):
                               prefix=link.server_prefix)
 
 
-def test_echo_and_uploads_across_the_link_give_the_same_bytes_as_on_loopback(built_bin):
+def test_link_bytes_match_loopback(built_bin):
+    """Echo and uploads across the link give the same bytes as on loopback."""
     echo = LoadSpec(20, 30, "echo", {"size": 3000, "engine": "events"})
     upload = LoadSpec(4, 1, "sink", {"size": 1 << 20, "engine": "events"})
     with netlink.Link() as link:
@@ -66,7 +66,8 @@ def test_the_namespaces_have_no_route_but_the_link():
         assert out.returncode != 0
 
 
-def test_a_100_mbit_link_measures_80_to_105_with_iperf3_and_with_the_labs_upload(built_bin):
+def test_100_mbit_link_measures_right(built_bin):
+    """A 100 mbit link measures 80 to 105 with iperf3 and with the labs upload."""
     with netlink.Link(rate="100mbit") as link:
         mbit = bench.iperf3_ceiling(seconds=2, link=link) * 1000
         with _serve(link, "threaded", "sink") as server:
@@ -76,7 +77,8 @@ def test_a_100_mbit_link_measures_80_to_105_with_iperf3_and_with_the_labs_upload
     assert 80 <= run.summary["goodput_gbit_s"] * 1000 <= 105, run.summary["goodput_gbit_s"]
 
 
-def test_a_name_already_taken_is_refused_and_the_other_runs_link_is_left_alone():
+def test_taken_link_name_is_refused():
+    """A name already taken is refused and the other runs link is left alone."""
     with netlink.Link() as first:
         with pytest.raises(LabError) as refused:  # the same id in this lab: its record says so
             netlink.Link(id=first.id).create()
@@ -134,7 +136,7 @@ def test_a_link_whose_owner_was_killed_is_deleted_by_its_reaper(built_bin, args)
     killed): the reaper, told by its death signal, deletes the namespaces and the record."""
     link_id = _killed_owner(args)
     # the namespaces go first, the record after them: wait for both (checking the record the
-    # moment the namespaces were gone caught the reaper between the two, a CI run's failure)
+    # moment the namespaces are gone can catch the reaper between the two)
     waits.wait_for(lambda: not any(link_id in name for name in netlink.lab_namespaces())
                    and not any(link_id in name for name, _ in netlink.leftover_records()),
                    within=10, what="the reaper deleting the link's namespaces and its record", every=0.05)
@@ -170,7 +172,8 @@ def test_bad_link_parameters_are_refused_before_anything_is_made(given, says):
     assert netlink.lab_namespaces() == before
 
 
-def test_delay_comes_from_netem_where_the_kernel_has_it_else_from_the_delay_line():
+def test_delay_from_netem_or_delay_line():
+    """Delay comes from netem where the kernel has it else from the delay line."""
     available, why = netlink.netem_available()
     with netlink.Link(delay_ms=5) as link:
         assert link.mechanism == ("netem" if available else "delayline")
@@ -277,7 +280,7 @@ def test_an_experiment_refuses_a_bad_link_rate_before_measuring():
         experiments.resolve("uploads", "quick", placement="elsewhere")
 
 
-def test_a_normal_user_without_user_namespaces_is_told_exactly_what_to_run(monkeypatch):
+def test_no_user_namespaces_says_what_to_run(monkeypatch):
     """Not root, and the kernel refuses unprivileged user namespaces: the message names the
     command, nothing is made, and doctor reports the same."""
     monkeypatch.setattr(netlink.link.os, "geteuid", lambda: 1000)
@@ -321,7 +324,7 @@ time.sleep(60)
 """
 
 
-def test_a_normal_user_gets_links_in_a_user_namespace_and_nothing_outlives_it(built_bin):
+def test_user_namespace_links(built_bin):
     """As a normal user (nobody), where the kernel allows user namespaces: the same links,
     echo and uploads across them, the delay line; and after a kill -9 of the owner,
     no process of that user is left (the namespaces went with the user namespace)."""
@@ -349,14 +352,13 @@ def _as_a_user_then_killed(env: dict) -> None:
     assert subprocess.run(["pgrep", "-u", "65534", "-f", "delayline"]).returncode == 0
     owner.kill()
     owner.wait()
-    deadline = time.monotonic() + 5
-    while subprocess.run(["pgrep", "-u", "65534"], capture_output=True).returncode == 0 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    waits.wait_until(lambda: subprocess.run(["pgrep", "-u", "65534"], capture_output=True).returncode != 0,
+                     within=5, every=0.1)
     left = subprocess.run(["pgrep", "-a", "-u", "65534"], capture_output=True, text=True).stdout
     assert left == "", f"left after kill -9 of the owner: {left}"
 
 
-def test_autocorking_is_turned_off_in_the_links_namespaces_only_and_the_kernel_counts_it(built_bin, tmp_path):
+def test_autocorking_off_in_links_only(built_bin, tmp_path):
     """net.ipv4.tcp_autocorking is per namespace: off in both hosts of the link, this host's own
     untouched.  Behind a 10 Mbit/s tbf the qdisc is rarely empty, so with TCP_NODELAY and
     autocorking on, the client's kernel holds small writes back while its last packet is queued

@@ -1,7 +1,7 @@
 """A notebook run never leaves a server, client or perf process behind.
 
 These tests run notebook 01 through papermill -- the path instructors use, here
-as grading and export run it, its kernel on Unix sockets (labkit/notebook_run.py)
+as grading and export run it, its kernel on Unix sockets (labkit/execute.py)
 -- with a sweep long enough to be caught mid-measurement, then end the run the
 two brutal ways: papermill killed with SIGKILL, and papermill's own execution
 timeout.  Each makes sure the end lands in the sweep (its server model and
@@ -12,7 +12,6 @@ may be alive and no port may stay bound.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,10 +21,10 @@ import psutil
 import pytest
 
 from labkit import netlink, paths
-from waits import wait_until
+from waits import port_is_free, wait_until
 
 NOTEBOOK = paths.NOTEBOOKS / "01_proc_service.ipynb"
-PAPERMILL = [sys.executable, "-m", "labkit.notebook_run"]
+PAPERMILL = [sys.executable, "-m", "labkit.execute"]
 
 pytestmark = pytest.mark.slow
 
@@ -93,18 +92,6 @@ def listening_ports(procs: list[psutil.Process]) -> set[int]:
         except psutil.Error:
             pass
     return ports
-
-
-def port_is_free(port: int) -> bool:
-    """A new server could listen there (as servers do, with SO_REUSEADDR:
-    the run's closed connections may linger in TIME_WAIT, holding nothing)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 SWEPT_MODEL = "threaded"  # the one model the long run's sweep measures; the cells before it run select and poll

@@ -306,7 +306,7 @@ def test_04_small_nodelay_writes_behind_a_slow_link_mostly_merge():
     # 100 nodelay writes of 15 bytes behind 10 Mbit/s mostly merge, autocorking on or off (TCP
     # Small Queues holds them too).  Which merges more is not asserted: on an idle 2-CPU machine
     # on gave 6.0-6.8 segments and off 7.6-10.8 (five repeats each), but beside a process
-    # spinning on every CPU one repeat gave 8.4 on and 7.5 off (CI, 2026-11-26): timing decides
+    # spinning on every CPU one repeat gave 8.4 on and 7.5 off: timing decides
     # as much as the setting.
     small = {r["link_autocorking"]: r["data_segments_per_repetition"] for r in ran(NB04).rows
              if r["experiment"] == "write_strategies" and r["repetitions"] == 200}
@@ -466,7 +466,7 @@ def test_06_drips_hold_a_pools_workers_the_idle_timeout_sheds_silent_readers_and
     assert stuck["status"] == "failed" and stuck["served_fraction"] < 0.5 and "ETIMEDOUT" in stuck["error"]
     # the timeout sheds silent readers, after which the pool serves.  Shed once silent for the
     # 1 s timeout, within the quick profile's 2 s of load: a silent client whose buffers filled
-    # after the first second is still inside its timeout when the load ends (CI, quiet phase: one
+    # after the first second is still inside its timeout when the load ends (in the quiet phase one
     # of the two, once in six runs), so at least one, and both counters agree.
     shed = slow[("pool", "silent", 1)]
     assert shed["status"] == "ok" and shed["served_fraction"] == 1
@@ -508,7 +508,7 @@ def test_06_select_fork_wakes_every_worker_for_a_connection_and_epollexclusive_m
     assert herd["select_fork"]["server_cs_per_request"] >= herd["epoll_reuseport"]["server_cs_per_request"] + 1.5
     # EPOLLEXCLUSIVE: the first registered worker that is asleep in epoll_wait, so one worker takes
     # most; less the busier the machine, which finds it still on its way back to epoll_wait more often
-    # (0.616 of 4 workers' connections in one CI quiet phase): at least twice an even share
+    # (0.616 of 4 workers' connections in a quiet phase): at least twice an even share
     assert herd["epoll_workers"]["busiest_worker_share"] >= 2 / herd["epoll_workers"]["workers"]
     assert herd["prefork"]["busiest_worker_share"] <= 0.4
 
@@ -529,7 +529,7 @@ def test_06_the_known_answer_poisson_arrivals_wait_no_less_than_even_ones_where_
     # higher rate Poisson arrivals wait longer than even ones.  Theory puts the queue's part at
     # about twice, but each mean also holds some 100 µs outside the queue, and an even schedule
     # shows whatever variability the machine adds (bench/README.md, D/D/1): the means' ratio was
-    # 1.49 in one quick run and 1.17 in another (CI run 73), so only the order.
+    # 1.49 in one quick run and 1.17 in another, so only the order.
     truth = {(r["arrivals"], r["rate"]): r for r in rows_of_06("service_time")}
     assert set(truth) == {(a, rate) for a in ("even", "poisson") for rate in (2000, 5000)}, sorted(truth)
     assert all(r["status"] == "ok" and r["requests_ok"] == r["rate"] * r["duration"] for r in truth.values()), \
@@ -540,10 +540,10 @@ def test_06_the_known_answer_poisson_arrivals_wait_no_less_than_even_ones_where_
     if "above theory, this machine's own floor included" in noisy:
         assert float(re.search(r"sit up to ([\d.]+)× above theory", noisy).group(1)) >= 2.0, noisy
     elif "a queue has no steady state" in noisy:  # the floor's loop cost put 5,000/s at utilisation 1 or more
-        # (its 0.5 s quick run measured 40-58 µs on a quiet 2-core VM, and more than 100 µs in a fresh CI
-        # run, where the means were even 143 ms and Poisson 2.2 ms): theory then orders nothing there
+        # (its 0.5 s quick run measured 40-58 µs on a quiet 2-core VM, and more than 100 µs on a busy
+        # machine, where the means were even 143 ms and Poisson 2.2 ms): theory then orders nothing there
         assert float(re.search(r"utilisation ([\d.]+): at 1 or more", noisy).group(1)) >= 1, noisy
-    else:  # ... and only as far as the two runs' intervals tell them apart (a fresh CI run: even 387 µs,
+    else:  # ... and only as far as the two runs' intervals tell them apart (a busy machine: even 387 µs,
         # Poisson 366, 0.5 s each): where they separate, Poisson's is the higher
         rows = [truth[(a, 5000)] for a in ("poisson", "even")]
         given = [r["lat_mean_low_us"] is not None and r["lat_mean_low_us"] == r["lat_mean_low_us"] for r in rows]

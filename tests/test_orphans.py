@@ -13,14 +13,12 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-import time
 
 import psutil
 import pytest
 
 import waits
 from labkit import orphans, paths
-from test_procs import _port_is_free
 
 pytestmark = [pytest.mark.measuring, pytest.mark.timeout(120)]
 
@@ -65,11 +63,12 @@ def _report(kernel: subprocess.Popen, timeout: float = 20) -> dict:
 
 def _all_gone(pids, within: float = 2.0) -> list[int]:
     """The pids still running (not zombies) after `within` seconds."""
-    deadline = time.monotonic() + within
     alive = list(pids)
-    while alive and time.monotonic() < deadline:
-        alive = [pid for pid in alive if _running(pid)]
-        time.sleep(0.05)
+
+    def gone():
+        alive[:] = [pid for pid in alive if _running(pid)]
+        return not alive
+    waits.wait_until(gone, within)
     return alive
 
 
@@ -105,7 +104,7 @@ def test_kill_9_of_the_kernel_kills_the_server_and_perf(tmp_path):
     kernel.wait()
     pids = [report["server"], *report["perf"]]
     assert _all_gone(pids) == []
-    assert _port_is_free(report["port"])
+    assert waits.port_is_free(report["port"], "0.0.0.0")
     for pid in pids:  # perf too is started through the launcher: its pid file is left for doctor --clean
         assert (paths.RUN_DIR / f"{pid}.json").exists(), pid
     if report["perf"]:
@@ -220,7 +219,7 @@ def test_normal_exit_and_exceptions_stop_everything(ending, code):
     report = _report(kernel)
     assert kernel.wait(timeout=10) == code
     assert _all_gone([report["server"]]) == []
-    assert _port_is_free(report["port"])
+    assert waits.port_is_free(report["port"], "0.0.0.0")
     assert not (paths.RUN_DIR / f"{report['server']}.json").exists()
 
 
@@ -230,7 +229,7 @@ def test_sigterm_to_the_kernel_stops_the_server_and_perf():
     kernel.send_signal(signal.SIGTERM)
     assert kernel.wait(timeout=10) == -signal.SIGTERM  # the handler stops children, then dies by SIGTERM
     assert _all_gone([report["server"], *report["perf"]]) == []
-    assert _port_is_free(report["port"])
+    assert waits.port_is_free(report["port"], "0.0.0.0")
     assert not (paths.RUN_DIR / f"{report['server']}.json").exists()
 
 
@@ -270,7 +269,7 @@ def test_a_ctrl_c_during_the_fork_is_not_lost_and_the_child_is_stopped():
     _assert_interrupted_and_nothing_left(kernel)
 
 
-def test_a_ctrl_c_while_popen_waits_for_the_childs_exec_is_kept_and_the_child_stopped():
+def test_ctrl_c_during_popen_exec():
     """After the fork, Popen's constructor waits for the child's exec; a KeyboardInterrupt
     raised there leaves Popen without its object while the child runs on, untracked (a
     sweep interrupted 0.15 s in, on a busy machine, left its server running).  spawn()

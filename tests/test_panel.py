@@ -218,7 +218,8 @@ def test_list_fields_are_text_boxes_that_take_any_number_to_check(panel):
     assert "ten" in panel.messages["clients"].value
 
 
-def test_an_error_message_sets_its_commands_as_code_not_as_literal_backticks():
+def test_error_commands_set_as_code():
+    """An error message sets its commands as code not as literal backticks."""
     page = friendly.error_html(LabError("the `ip` command failed", "run `make build`, then <retry>"))
     assert "<code>ip</code>" in page and "<code>make build</code>" in page
     assert "`" not in page and "&lt;retry&gt;" in page
@@ -258,7 +259,7 @@ def test_a_failed_points_reason_is_said_under_the_panel_in_its_own_words(panel, 
     assert "2 failed (epoll, concurrent clients 2; epoll, concurrent clients 4)" in shown, shown
 
 
-def test_what_the_sweep_says_is_said_in_the_panel_once_and_its_estimate_is_not_left_stale(panel, monkeypatch, capsys):
+def test_panel_says_sweep_once(panel, monkeypatch, capsys):
     """The sweep's sentences (its estimate, CPUs shared with another lab run) stay inside the
     panel: the estimate is the line above Run, refreshed after the Run; nothing is left under
     the panel's results saying "8 points to measure; nothing ... measured yet"."""

@@ -126,7 +126,8 @@ def test_each_declared_limit_is_the_one_the_generator_enforces(flag):
     ("uploads", dict(size=["300MB"]), "the size 300MB in size is outside 1B to 256MB"),
     ("write_strategies", dict(shape=["2000x10"]), "2000x10 in shape is outside the load generator's caps"),
 ])
-def test_a_value_past_the_generators_limit_is_refused_before_anything_runs(experiment, given, says):
+def test_value_past_generator_limit_refused(experiment, given, says):
+    """A value past the generators limit is refused before anything runs."""
     from labkit import experiments
 
     with pytest.raises(LabError, match=says.replace("(", r"\(").replace(")", r"\)")):

@@ -12,8 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from labkit import perf, run_delay
+from labkit import perf, busy_machine
 from labkit.errors import LabError
+from waits import wait_for
 
 # make test runs these first, alone on the machine (tests/conftest.py): a spinner's share of a
 # CPU is what some assert, and beside the parallel phase's loopback traffic (softirq work, which
@@ -52,7 +53,8 @@ def test_vm_as_root_counts_software_and_marks_hardware_missing():
     assert detail("debian12-vm-root.csv")["cycles"].status == "not supported"
 
 
-def test_user_only_mode_strips_modifier_and_refuses_the_fake_zero_context_switches():
+def test_user_only_mode():
+    """User only mode strips modifier and refuses the fake zero context switches."""
     values = parse("debian12-vm-user-paranoid2.csv")
     assert set(values) == set(perf.DEFAULT_EVENTS)  # ":u" stripped
     assert values["task-clock"] == pytest.approx(24.41)
@@ -89,7 +91,8 @@ def test_bare_metal_hardware_counters_and_derived_ratios():
     assert derived["cpus-utilized"] == pytest.approx(0.987, abs=0.001)
 
 
-def test_multiplexed_counters_keep_perfs_scaled_value_and_their_percentage():
+def test_multiplexed_counters_keep_scaling():
+    """Multiplexed counters keep perfs scaled value and their percentage."""
     readings = detail("written-multiplexed-user.csv")
     assert readings["cycles"].value == 2901338452
     assert readings["cycles"].percent_running == pytest.approx(66.50)
@@ -355,10 +358,10 @@ def test_attach_counts_a_busy_child(source, monkeypatch, child_factory):
     elif not perf.probe().usable:
         pytest.skip("perf is not usable here")
     child = child_factory(BURN_AND_SLEEP)
-    stolen_ticks = run_delay.steal_ticks()
+    stolen_ticks = busy_machine.steal_ticks()
     with perf.attach(child.popen.pid) as counting:
         cpu_s = child.go() - child.startup_cpu_s
-    stolen_ticks = run_delay.steal_ticks() - stolen_ticks
+    stolen_ticks = busy_machine.steal_ticks() - stolen_ticks
     assert counting.source == source
     values = counting.counters
     assert set(values) == set(perf.DEFAULT_EVENTS)
@@ -367,7 +370,7 @@ def test_attach_counts_a_busy_child(source, monkeypatch, child_factory):
     # (perf_clock() in kernel/events/core.c), and the child's CPU time on the run queue's
     # task clock, which leaves out what a hypervisor stole while the child was on a CPU
     # (update_rq_clock_task, with paravirtual steal accounting); so what the machine was
-    # stolen in the window may be counted too (in run 64 of CI, 21.5 ms in a 209 ms burn).
+    # stolen in the window may be counted too (21.5 ms in a 209 ms burn on a virtual machine).
     tick_ms = 1000 / os.sysconf("SC_CLK_TCK")
     steal_ms = (stolen_ticks + 1) * tick_ms  # /proc/stat's sum rounds down: one tick more
     proc_tick_ms = tick_ms if source == "proc" else 0
@@ -454,9 +457,11 @@ def test_threads_that_exist_before_attach_are_counted():
 def test_a_process_that_never_runs_reads_zero_not_missing():
     sleeper = subprocess.Popen(["sleep", "20"])
     try:
-        time.sleep(0.1)
+        asleep = psutil.Process(sleeper.pid)
+        wait_for(lambda: asleep.name() == "sleep" and asleep.status() == psutil.STATUS_SLEEPING,
+                 within=10, what="sleep 20 started and asleep")
         with perf.attach(sleeper.pid, events=perf.SOFTWARE_EVENTS) as counting:
-            time.sleep(0.2)
+            time.sleep(0.2)  # the window counted: the sleeper does not run in it
         assert counting.counters["task-clock"] == 0.0
         assert "did not run" in counting.note
     finally:
@@ -468,7 +473,8 @@ def test_a_process_that_never_runs_reads_zero_not_missing():
 @pytest.mark.timeout(30)
 def test_attach_leaves_no_perf_behind_even_on_error(child_factory):
     child = child_factory("pass")
-    time.sleep(0.1)
+    wait_for(lambda: psutil.Process(child.popen.pid).status() == psutil.STATUS_SLEEPING,
+             within=10, what="the child waiting on its stdin")
     with pytest.raises(RuntimeError):
         with perf.attach(child.popen.pid):
             assert perf_processes_watching(child.popen.pid), "perf should be running here"
@@ -520,9 +526,11 @@ def test_a_spinning_process_uses_one_cpu_over_the_time_counted(source, monkeypat
         pytest.fail("perf is not usable here: run the tests as root, or see labkit doctor", pytrace=False)
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(0.2)
+        # past the interpreter's start (a few tens of ms of CPU), into the loop
+        wait_for(lambda: sum(psutil.Process(spinner.pid).cpu_times()[:2]) > 0.1, within=30,
+                 what="the spinner spinning")
         with perf.attach(spinner.pid, ["task-clock"]) as counting:
-            time.sleep(1.0)
+            time.sleep(1.0)  # the window counted
     finally:
         spinner.kill()
         spinner.wait()

@@ -56,7 +56,8 @@ def _model_traces(fig):
     return {t.name: t for t in fig.data if t.name != "failed"}
 
 
-def test_one_repeats_percentile_is_drawn_with_the_runs_own_interval_and_says_so():
+def test_one_repeat_draws_runs_own_interval():
+    """One repeats percentile is drawn with the runs own interval and says so."""
     df = synthetic(models=("epoll",), repeats=1)
     df["lat_p99_low_us"], df["lat_p99_high_us"] = df["lat_p99_us"] * 0.9, df["lat_p99_us"] * 1.2
     df["lat_p99_confidence"] = [0.96, 0.96, 0.61]
@@ -76,7 +77,8 @@ def test_one_repeats_percentile_is_drawn_with_the_runs_own_interval_and_says_so(
     assert "whiskers: one run, no interval" in bare.layout.title.subtitle.text
 
 
-def test_a_point_that_failed_a_self_check_is_hollow_and_the_chart_says_why():
+def test_failed_check_point_is_hollow():
+    """A point that failed a self check is hollow and the chart says why."""
     df = synthetic(models=("epoll",), repeats=1)
     df["verdicts"] = [{}, {"rate_not_reached": "offered rate not reached: completed 2,400/s of the 3,000/s offered"},
                       {"too_few_for_p999": "too few requests for p999: 50 bound it at 5%, not 95%"}]
@@ -199,7 +201,7 @@ WAITS = ("not measurable until exercise 1.1: the top service runs your procstat_
 @pytest.mark.parametrize("draw", [lambda df: plots.metric_vs(df, "throughput_rps"),
                                   lambda df: plots.metric_vs(df, "server_task-clock"),
                                   lambda df: plots.latency_vs(df)], ids=["metric", "counter", "latency"])
-def test_a_figure_whose_every_point_waits_for_an_exercise_says_so_and_not_that_they_failed(draw):
+def test_all_points_waiting_figure(draw):
     """Points that wait for an unsolved exercise were never run: the figure gives the
     exercise's sentence, not "every point failed" nor a counter's note."""
     df = synthetic(failed=[(m, c, r) for m in ("iterative", "threaded", "select") for c in (3, 6, 10)
@@ -391,7 +393,8 @@ def test_an_axis_takes_a_log_scale_where_the_values_span_decades():
     assert plots.metric_vs(wide, "lat_p99_us", log_y=False).layout.yaxis.type in (None, "linear")  # asked: kept
 
 
-def test_bars_stand_at_their_points_named_and_a_failed_one_shows_on_a_log_axis():
+def test_bars_named_and_failed_on_log_axis():
+    """Bars stand at their points named and a failed one shows on a log axis."""
     rows = pd.DataFrame([dict(model=m, clients=c, status=st, lat_p99_us=v, repeat=0, error=e)
                          for m, c, st, v, e in (("epoll", 500, "ok", 500.0, ""), ("epoll", 2000, "ok", 900.0, ""),
                                                 ("threaded", 500, "ok", 2e5, ""),
@@ -403,7 +406,8 @@ def test_bars_stand_at_their_points_named_and_a_failed_one_shows_on_a_log_axis()
     assert list(cross.x) == ["2,000"] and 0 < cross.y[0] < 500.0  # below the lowest bar, not at log(0)
 
 
-def test_no_bar_stands_on_a_log_axis_each_model_gets_a_mark_of_its_own_and_one_model_is_not_per_model():
+def test_log_axis_marks_per_model():
+    """No bar stands on a log axis each model gets a mark of its own and one model is not per model."""
     wide = pd.DataFrame([dict(model=m, clients=c, status="ok", lat_p99_us=v, repeat=0, error="")
                          for m, c, v in (("epoll", 10, 500.0), ("epoll", 100, 900.0), ("threaded", 10, 2e5),
                                          ("threaded", 100, 1e6))])
@@ -442,7 +446,8 @@ def test_a_reference_line_is_drawn_at_its_value_on_linear_and_log_axes(log_y):
     assert line - 20 <= label < line, (label, line)  # yanchor bottom: the text sits on the line
 
 
-def test_the_counters_note_says_each_remark_once_and_lists_what_was_missing_once():
+def test_counters_note_says_each_once():
+    """The counters note says each remark once and lists what was missing once."""
     df = pd.DataFrame({"counters_note": [
         "perf ok; not measurable on this machine: cycles, instructions",
         "perf ok; not measurable on this machine: cycles, instructions, branches",
@@ -529,7 +534,7 @@ def test_every_figure_an_experiment_offers_has_an_axis_title_in_words():
 
 
 @pytest.mark.parametrize("workers, drawn", [((4,), go.Bar), ((2, 4), go.Scatter)])
-def test_one_value_of_x_is_drawn_as_bars_side_by_side_not_markers_on_each_other(workers, drawn):
+def test_one_x_value_draws_bars(workers, drawn):
     """The herd's quick profile has one worker count: four models' markers at one x sat on
     each other; bars at that x stand apart.  Two or more values of x: lines, as declared."""
     df = synthetic(models=("select_fork", "epoll_workers", "prefork"), clients=(20,), repeats=1)
@@ -542,7 +547,8 @@ def test_one_value_of_x_is_drawn_as_bars_side_by_side_not_markers_on_each_other(
     assert fig.layout.yaxis.title.text.startswith("server context switches per")
 
 
-def test_a_checks_reasons_are_said_once_each_wrapped_not_once_per_repeat_on_one_line():
+def test_check_reasons_said_once():
+    """A checks reasons are said once each wrapped not once per repeat on one line."""
     df = synthetic(models=("epoll",), clients=(3,), repeats=4)
     df["verdicts"] = [{"not_steady": f"not steady: p50 was {100 + r}-{110 + r} µs in the run's first half and "
                                      f"{150 + r}-{160 + r} µs in its second (95% intervals)"} for r in range(3)] + [{}]
@@ -565,7 +571,8 @@ def _spin_rows(verdicts):
     return of_experiment(pd.DataFrame(rows), "service_time")
 
 
-def test_the_theory_figure_draws_hollow_what_the_panels_figure_of_the_same_points_draws_hollow():
+def test_theory_figure_hollow_like_panel():
+    """The theory figure draws hollow what the panels figure of the same points draws hollow."""
     from labkit import ground_truth
 
     steady = "not steady: p50 was 100-110 µs in the run's first half and 150-160 µs in its second (95% intervals)"
@@ -588,7 +595,8 @@ def test_the_theory_figure_draws_hollow_what_the_panels_figure_of_the_same_point
     assert "p50 was 100-110 µs" in ground_truth.describe(table, "mean")  # its text version says why
 
 
-def test_points_never_run_are_not_measurable_with_their_own_mark_never_failed_crosses():
+def test_points_never_run_not_failed():
+    """Points never run are not measurable with their own mark never failed crosses."""
     waits = "not measurable until exercise 1.2: the poll model runs your poll loop, which is still the stub"
     df = synthetic(failed=[("select", c, r) for c in (3, 6, 10) for r in range(3)] + [("threaded", 10, 0)])
     df["waiting_for_exercise"] = ""

@@ -42,7 +42,8 @@ def test_any_finite_number_made_first_passes_right_or_wrong(points, value):
 
 
 @pytest.mark.parametrize("value", [None, "5", float("nan"), float("inf"), True, [1], ["pool", 2]])
-def test_no_number_nor_list_of_names_fails_with_an_assertion_saying_what_to_do(points, value):
+def test_empty_prediction_says_what_to_do(points, value):
+    """No number nor list of names fails with an assertion saying what to do."""
     with pytest.raises(AssertionError, match="write your prediction in predicted_x"):
         predictions.check(exported(predictions.made("x", value)), variable="predicted_x")
 
@@ -54,7 +55,8 @@ def test_a_missing_or_damaged_record_fails(points):
         predictions.check({"name": "x", "value": 1.0, "sweeps_before": "0"})
 
 
-def test_a_prediction_after_its_sweep_fails_and_one_before_a_later_sweep_passes(points):
+def test_prediction_must_precede_sweep(points):
+    """A prediction after its sweep fails and one before a later sweep passes."""
     frame = pd.DataFrame({"elapsed_s": [1.0, 2.0]})
     frame.attrs.update(points_before=6, planned=2)   # an earlier sweep measured 6 points
     before = exported(predictions.made("x", 2.0) | {"sweeps_before": 6})

@@ -10,9 +10,10 @@ import time
 
 import psutil
 import pytest
-from waits import wait_for
+from waits import port_is_free, wait_for
 
 from labkit import build, launcher, paths, procs
+from labkit.bench import free_port
 from labkit.errors import ClientFailed, LabError, ServerFailed
 
 pytestmark = [pytest.mark.measuring, pytest.mark.timeout(120)]
@@ -37,18 +38,6 @@ def _ask_top(port: int, k: int = 2) -> list[str]:
         return _top(conn, k)
 
 
-def _port_is_free(port: int) -> bool:
-    probe = socket.socket()
-    try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        probe.bind(("0.0.0.0", port))
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
-
-
 @pytest.fixture(autouse=True)
 def _nothing_left():
     yield
@@ -67,7 +56,7 @@ def test_each_model_starts_pinned_answers_and_stops(model):
         assert server.pid in launcher.live_children()
         # Threads the server creates later inherit the pinning: read while the connection is
         # open, since the thread a threaded server made for it ends with it (listing the threads
-        # after the close, then reading one that had ended since, failed in a CI run)
+        # after the close may list one that ends before it is read)
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
             lines = _top(conn, k=3)
             assert lines[-1] == "END" and len(lines) == 4
@@ -82,7 +71,7 @@ def test_each_model_starts_pinned_answers_and_stops(model):
     assert not server.alive()
     assert not (paths.RUN_DIR / f"{server.pid}.json").exists()
     assert launcher.live_children() == []
-    assert _port_is_free(server.port)
+    assert port_is_free(server.port, "0.0.0.0")
 
 
 def test_explicit_port_in_use_names_its_owner():
@@ -102,9 +91,7 @@ def test_explicit_port_in_use_names_its_owner():
 
 
 def test_explicit_free_port_is_used():
-    with socket.socket() as finder:
-        finder.bind(("127.0.0.1", 0))
-        port = finder.getsockname()[1]
+    port = free_port()
     with procs.start_server("select", port=port) as server:
         assert server.port == port
         assert _ask_top(port)[-1] == "END"
@@ -173,9 +160,7 @@ def test_client_runs_pinned_and_counts(monkeypatch, no_perf):
 
 
 def test_client_against_a_closed_port_reports_refused_connections():
-    with socket.socket() as finder:
-        finder.bind(("127.0.0.1", 0))
-        port = finder.getsockname()[1]
+    port = free_port()
     run = procs.run_load(procs.LoadSpec(3, 1, timeout=5), port)
     assert run.returncode == 1
     assert run.summary["connections_failed"] == 3
@@ -221,8 +206,9 @@ def test_keyboard_interrupt_during_the_client_stops_it_and_propagates():
                 if p.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_too_many_clients_for_the_open_file_limit_are_refused_naming_what_fits():
+def test_too_many_clients_refused():
     # A child Python with a hard limit of 200 open files: 1000 clients cannot fit.
+    """Too many clients for the open file limit are refused naming what fits."""
     script = (
         "import resource\n"
         "resource.setrlimit(resource.RLIMIT_NOFILE, (150, 200))\n"

@@ -62,10 +62,11 @@ def test_an_unknown_process_is_refused():
         qt.predict("bursty", "exp", 1000, SPIN)
 
 
-def test_each_point_is_set_beside_its_prediction_and_each_figure_draws_its_interval():
+def test_points_beside_predictions():
+    """Each point is set beside its prediction and each figure draws its interval."""
     import pandas as pd
 
-    from labkit import figure_check, ground_truth
+    from labkit import figure_lint, ground_truth
 
     rows = [dict(model="epoll", arrivals=a, spin_dist="exp", spin_us=100, rate=rate, status="ok", lat_mean_us=mean,
                  lat_p99_us=9 * mean, requests_ok=1000, lat_p99_low_us=8 * mean, lat_p99_high_us=10 * mean,
@@ -84,7 +85,7 @@ def test_each_point_is_set_beside_its_prediction_and_each_figure_draws_its_inter
     measured = [trace for trace in p99.data if trace.name.endswith("measured")]
     assert measured and all(trace.error_y.array is not None for trace in measured)
     assert "whiskers: 96% interval from the run's own batches" in p99.layout.title.subtitle.text
-    assert figure_check.problems(p99) == [] and figure_check.problems(ground_truth.figure(table)) == []
+    assert figure_lint.problems(p99) == [] and figure_lint.problems(ground_truth.figure(table)) == []
     assert "poisson arrivals, exp service, utilisation 0.65: 600 µs measured" in ground_truth.describe(table)
     assert "5,400 µs measured (4,800 to 6,000: 96% interval from the run's own batches)" in \
         ground_truth.describe(table, "p99")
@@ -101,7 +102,7 @@ def test_a_point_past_saturation_has_no_theory_to_be_held_against():
     table failed on the unbounded theory.  Now theory reads ∞, there is no ratio, no line."""
     import pandas as pd
 
-    from labkit import figure_check, ground_truth
+    from labkit import figure_lint, ground_truth
 
     row = dict(model="epoll", arrivals="poisson", spin_dist="exp", spin_us=100, rate=6000, status="ok",
                lat_mean_us=9000.0, lat_p99_us=40000.0, requests_ok=1000, lat_p99_low_us=35000.0,
@@ -120,10 +121,11 @@ def test_a_point_past_saturation_has_no_theory_to_be_held_against():
     fig = ground_truth.figure(table)
     theory = [t for t in fig.data if t.name.endswith("theory")]
     assert theory and all(math.isnan(y) for t in theory for y in t.y)
-    assert figure_check.problems(fig) == []
+    assert figure_lint.problems(fig) == []
 
 
-def test_means_far_above_theory_are_said_to_be_the_machines_not_the_queues():
+def test_means_above_theory_blame_machine():
+    """Means far above theory are said to be the machines not the queues."""
     import pandas as pd
 
     from labkit import ground_truth

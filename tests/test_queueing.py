@@ -1,11 +1,11 @@
-"""labkit.queueing: the knee and Little's law, on frames whose answers are known."""
+"""labkit.what_breaks: the knee and Little's law, on frames whose answers are known."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from labkit import queueing
+from labkit import what_breaks
 
 
 def frame(points):
@@ -22,7 +22,7 @@ def frame(points):
 def test_the_knee_is_the_first_rate_more_than_5_percent_short(completed, knee, kept_up):
     rates = [250, 1000, 2000, 4000]
     df = frame([("epoll", r, c, 500, 0.1, "ok") for r, c in zip(rates, completed)])
-    found = queueing.knees(df).set_index("model").loc["epoll"]
+    found = what_breaks.knees(df).set_index("model").loc["epoll"]
     for value, expected in ((found["knee_rps"], knee), (found["kept_up_rps"], kept_up)):
         assert (math.isnan(value) and math.isnan(expected)) or value == expected
     assert found["best_completed_rps"] == max(completed)
@@ -31,7 +31,7 @@ def test_the_knee_is_the_first_rate_more_than_5_percent_short(completed, knee, k
 def test_failed_points_do_not_count_and_medians_are_over_repeats():
     df = frame([("threaded", 1000, 1000, 400, 0.4, "ok"), ("threaded", 1000, 990, 600, 0.6, "ok"),
                 ("threaded", 1000, 10, 9e6, 90, "failed"), ("threaded", 1000, 1010, 500, 0.5, "ok")])
-    law = queueing.littles_law(df).iloc[0]
+    law = what_breaks.littles_law(df).iloc[0]
     assert law["completed_rps"] == 1000 and law["lat_mean_us"] == 500 and law["inflight_sampled"] == 0.5
     assert law["rate_x_latency"] == pytest.approx(0.5) and law["ratio"] == pytest.approx(1.0)
     assert not law["past_knee"]
@@ -40,7 +40,7 @@ def test_failed_points_do_not_count_and_medians_are_over_repeats():
 def test_littles_law_marks_the_points_past_each_models_knee():
     df = frame([("epoll", 1000, 1000, 1000, 1.0, "ok"), ("epoll", 4000, 2000, 500_000, 2500, "ok"),
                 ("threaded", 1000, 1000, 2000, 2.1, "ok"), ("threaded", 4000, 3990, 3000, 12, "ok")])
-    law = queueing.littles_law(df).set_index(["model", "rate"])
+    law = what_breaks.littles_law(df).set_index(["model", "rate"])
     assert list(law["past_knee"]) == [False, True, False, False]
     assert law.loc[("epoll", 4000), "rate_x_latency"] == 1000
     assert law.loc[("threaded", 1000), "ratio"] == pytest.approx(1.05)
@@ -52,7 +52,7 @@ def test_the_latency_figure_marks_each_knee_on_a_log_axis():
         rows.append({"model": "epoll", "rate": rate, "completed_rps": completed, "lat_mean_us": 300,
                      "inflight_mean": 0.1, "status": "ok", "lat_p50_us": 200, "lat_p99_us": 900,
                      "lat_p999_us": 2000, "client_saturated": False, "error": ""})
-    fig = queueing.latency_vs_offered(pd.DataFrame(rows))
+    fig = what_breaks.latency_vs_offered(pd.DataFrame(rows))
     assert [shape.x0 for shape in fig.layout.shapes] == [2000]  # data units; its label in log units:
     knees = [note.x for note in fig.layout.annotations if note.text == "knee: epoll"]
     assert knees == [pytest.approx(math.log10(2000))]
@@ -66,7 +66,7 @@ def test_the_latency_figure_marks_each_knee_on_a_log_axis():
     (4, [1, 2, 3, 4, 5, 7, 11]),     # ip-sysctl: "1, 1, 1, 1, 1, 2, 4" with the default of 4
 ])
 def test_a_dropped_syn_is_sent_again_at_these_times(linear, times):
-    assert queueing.syn_retry_times(linear, len(times)) == times
+    assert what_breaks.syn_retry_times(linear, len(times)) == times
 
 
 @pytest.mark.parametrize("linear, syn_retries, retransmits, give_up", [
@@ -78,44 +78,44 @@ def test_a_dropped_syn_is_sent_again_at_these_times(linear, times):
     (4, 2, (1, 2, 3, 4, 5), 7),  # tcp_model_timeout(2) = 7 s ends it before the 6th resend
 ])
 def test_the_syn_schedule_and_when_connect_gives_up(linear, syn_retries, retransmits, give_up):
-    schedule = queueing.syn_schedule(linear, syn_retries)
+    schedule = what_breaks.syn_schedule(linear, syn_retries)
     assert schedule.retransmits == retransmits and schedule.give_up_s == give_up
 
 
 def test_03s_connect_timeout_and_06s_retry_times_come_from_one_function(monkeypatch):
     """notebook 03's "connection timed out" (labkit.failures) and notebook 06's connect-time
-    plot (queueing.syn_retry_times, connect_times) both take the schedule from
-    queueing.syn_schedule: replace it, and both change.  Pure: no server runs."""
+    plot (what_breaks.syn_retry_times, connect_times) both take the schedule from
+    what_breaks.syn_schedule: replace it, and both change.  Pure: no server runs."""
     from pathlib import Path
 
     from labkit import failures
 
-    made = queueing.SynSchedule(linear_timeouts=9, syn_retries=2, retransmits=(1.5, 4.25, 9.75), give_up_s=77.5)
+    made = what_breaks.SynSchedule(linear_timeouts=9, syn_retries=2, retransmits=(1.5, 4.25, 9.75), give_up_s=77.5)
     asked = []
 
     def fake(linear_timeouts, syn_retries=None):
         asked.append((linear_timeouts, syn_retries))
         return made
 
-    monkeypatch.setattr(queueing, "syn_schedule", fake)
+    monkeypatch.setattr(what_breaks, "syn_schedule", fake)
     why = failures.connect_timeout_why(1.0)
     assert made.describe() in why and "1.5, 4.25, 9.75 s" in why and "77.5 s" in why, why
     assert "127" not in why and "1, 2, 4" not in why
-    assert queueing.syn_retry_times(4, 5) == [1.5, 4.25, 9.75]
+    assert what_breaks.syn_retry_times(4, 5) == [1.5, 4.25, 9.75]
     histogram = [[(900_000, 1_100_000, 3)]]
     df = pd.DataFrame({"model": ["threaded"], "backlog": [4], "connect_histogram": histogram,
                        "syn_linear_timeouts": [4.0]})
-    fig = queueing.connect_times(df)
+    fig = what_breaks.connect_times(df)
     assert [shape.x0 for shape in fig.layout.shapes] == [1.5, 4.25, 9.75]
     assert "1.5 s, 4.25 s, 9.75 s" in fig.layout.title.subtitle.text
     assert len(asked) == 3
     # and the notebooks call these, not a schedule of their own
     notebooks = Path(__file__).resolve().parent.parent / "notebooks"
-    assert "queueing.syn_retry_times(" in (notebooks / "06_what_breaks_first.ipynb").read_text()
+    assert "what_breaks.syn_retry_times(" in (notebooks / "06_what_breaks_first.ipynb").read_text()
     assert "failures.connect_timeout(" in (notebooks / "03_uploads.ipynb").read_text()
 
 
-def test_a_failed_point_of_the_latency_against_offered_load_shows_on_its_log_axis():
+def test_failed_point_on_log_axis():
     """A point whose every repeat failed sits below the measured ones: on the log axis this
     figure has, at a positive latency (a negative one would be drawn nowhere, leaving only
     "failed" in the legend, as it once did for mine's points in notebook 07)."""
@@ -124,7 +124,7 @@ def test_a_failed_point_of_the_latency_against_offered_load_shows_on_its_log_axi
                          for m, r, st, v, e in (("epoll", 500, "ok", 700.0, ""), ("epoll", 3000, "ok", 9e5, ""),
                                                 ("mine", 500, "failed", math.nan, "the server died"),
                                                 ("mine", 3000, "failed", math.nan, "the server died"))])
-    fig = queueing.latency_vs_offered(rows)
+    fig = what_breaks.latency_vs_offered(rows)
     assert fig.layout.yaxis.type == "log"
     [cross] = [t for t in fig.data if t.name == "failed"]
     assert list(cross.x) == [500, 3000] and all(0 < y < 700.0 for y in cross.y), list(cross.y)

@@ -60,7 +60,8 @@ def test_a_reader_waits_for_the_run_made_first_in_line_and_reads_it(stand_in, tm
     assert read and read[0].elapsed == 1.5
 
 
-def test_a_failed_run_made_first_in_line_fails_its_readers_with_its_message(stand_in, tmp_path):
+def test_failed_first_run_fails_readers(stand_in, tmp_path):
+    """A failed run made first in line fails its readers with its message."""
     made, go, fails = stand_in
     fails.append("the kernel died in cell 3")
     go.set()

@@ -90,7 +90,8 @@ def test_a_cell_shows_the_number_or_not_measured_never_zero_or_nan(value, unit, 
     assert recap.shown(value, unit, why) == expected
 
 
-def test_the_table_has_every_goal_its_number_and_the_seed_where_there_is_one():
+def test_table_has_every_goal():
+    """The table has every goal its number and the seed where there is one."""
     rows = [
         recap.Row("1. serialisation", "iterative over select at 50 clients", 2.96, "x", seed=1.02),
         ("2. counters", "server cycles at 50 clients", recap.Missing("no hardware counters"), "count"),
@@ -200,7 +201,8 @@ def test_a_median_says_how_sure_it_is_in_its_cell():
     assert recap.ratio(three, 2.0) == 500.0  # arithmetic as a float's
 
 
-def test_a_number_the_lab_measured_is_not_not_measured_when_only_the_exercise_is_unanswered():
+def test_measured_number_kept_if_unanswered():
+    """A number the lab measured is not not measured when only the exercise is unanswered."""
     lab = recap.median(DF, "elapsed_s", model="iterative", clients=10)
     cell = recap.shown(recap.answered(None, lab, "6.1"), "s")  # the stub's littles_ratio = None
     assert cell.startswith("0.032 s") and "measured by the lab; your exercise 6.1 is unanswered" in cell, cell
@@ -210,7 +212,8 @@ def test_a_number_the_lab_measured_is_not_not_measured_when_only_the_exercise_is
     assert str(nothing).startswith("not measured (the point model = poll is not in this run's grid")
 
 
-def test_a_number_measured_on_cpus_another_lab_run_shared_is_marked_and_the_table_says_so():
+def test_shared_cpu_number_is_marked():
+    """A number measured on cpus another lab run shared is marked and the table says so."""
     df = DF.assign(cpus_shared=[[1], [], [], [], [], []])
     shared = recap.median(df, "elapsed_s", model="iterative", clients=10)
     quiet = recap.median(df, "elapsed_s", model="select", clients=10)

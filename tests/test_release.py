@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 from labkit import paths
-from labkit.exercises import edition as editions
+from labkit.stubs import which_edition as editions
 from labkit.instructor.release import edition as release
 from labkit.errors import LabError
 from quickrun import QUICK_RUN_LIMIT_S, kernel_env, papermill, run_quick
@@ -91,7 +91,8 @@ REFUSED_CELLS = [
 
 
 @pytest.mark.parametrize("source, complaint", REFUSED_CELLS, ids=["unbalanced marker", "untagged hidden check"])
-def test_a_notebook_with_a_cell_that_would_leak_stops_the_release_before_writing(tmp_path, source, complaint):
+def test_leaking_cell_stops_release(tmp_path, source, complaint):
+    """A notebook with a cell that would leak stops the release before writing."""
     notebooks = tmp_path / "notebooks"
     notebooks.mkdir()
     nb = nbformat.v4.new_notebook()
@@ -242,7 +243,7 @@ def needs_an_exercise(row: dict) -> bool:
     """Whether the point of `row` runs the function of a C exercise of the lab's own code
     (C_EXERCISES, each with what needs it): in a fresh edition such a point waits for its
     exercise (labkit.exercises) and is not measured."""
-    from labkit.exercises.catalog import C_EXERCISES
+    from labkit.stubs.catalog import C_EXERCISES
 
     flags = {"idle-timeout": row.get("idle_timeout")}
     return any(exercise.needs.server(row.get("model", ""), row.get("service", "top"), flags)
@@ -367,7 +368,8 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
-def test_the_edition_is_every_tracked_file_but_the_instructors_and_a_git_repository(released):
+def test_edition_is_tracked_files(released):
+    """The edition is every tracked file but the instructors and a git repository."""
     out, written = released
     tracked = set(release._tracked(paths.ROOT))
     shipped = set(git(out, "ls-files").split("\n")) - {""}
@@ -459,7 +461,8 @@ def edition_pytest(out: Path, *args: str) -> str:
     return done.stdout + done.stderr
 
 
-def test_the_editions_tests_leave_out_what_waits_for_an_answer_and_say_why(released, tmp_path):
+def test_edition_tests_leave_out_waiting(released, tmp_path):
+    """The editions tests leave out what waits for an answer and say why."""
     out = tmp_path / "edition"
     release.release(out)
     listed = json.loads((out / editions.LEFT_OUT_JSON).read_text())
@@ -482,7 +485,7 @@ def test_the_editions_tests_leave_out_what_waits_for_an_answer_and_say_why(relea
 
 @pytest.mark.timeout(STUDENT_RUN_LIMIT_S + 300)
 @pytest.mark.parametrize("name", sorted(IN_THE_EDITION))
-def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(released, tmp_path_factory, name):
+def test_edition_notebook_fails_visible_checks(released, tmp_path_factory, name):
     """In the edition itself (its labkit, its csrc with the stubs, built there): the notebook
     runs to the end in the quick profile and every visible check fails, a C exercise's stub
     included (the run the test above reads too)."""
@@ -504,7 +507,7 @@ def test_the_editions_notebook_runs_quick_and_fails_exactly_its_visible_checks(r
 
 
 @pytest.mark.parametrize("name", ["02_multiplexing.ipynb"])  # the run that built the edition
-def test_the_editions_poll_server_says_at_its_first_client_that_exercise_1_2_is_not_done(released, tmp_path_factory,
+def test_edition_poll_server_waits(released, tmp_path_factory,
                                                                                          name):
     """Before exercise 1.2's check passes, the edition's poll backend is the stub: its server
     exits at the first ready descriptor with the stub's words, rather than spinning while
@@ -537,7 +540,8 @@ def test_the_editions_poll_server_says_at_its_first_client_that_exercise_1_2_is_
     ("the released stub", False),                # its check fails: csrc/ keeps the stub
     ("a correct fill_iovec", True),              # its check passes: the lab runs it from now on
 ])
-def test_in_the_edition_a_passing_check_puts_the_students_function_into_csrc(tmp_path, written, adopted):
+def test_passing_check_puts_function_in_csrc(tmp_path, written, adopted):
+    """In the edition a passing check puts the students function into csrc."""
     from labkit import csource
 
     out = tmp_path / "edition"
@@ -593,7 +597,7 @@ def top_points_in(edition: Path) -> list[list]:
 
 
 @pytest.mark.timeout(900)
-def test_in_the_edition_the_top_service_waits_for_exercise_1_1_and_then_is_measured(released, tmp_path):
+def test_edition_top_waits_for_1_1(released, tmp_path):
     """A fresh edition runs the stub of procstat_parse (exercise 1.1) in its top service: the
     battery, on the instructor's reference server, says each top case is not measurable
     until exercise 1.1 and passes every other case, blaming the server for nothing; the
@@ -626,8 +630,9 @@ def test_in_the_edition_the_top_service_waits_for_exercise_1_1_and_then_is_measu
         assert (status, waiting, error) == ("ok", "", "") and answered > 0, (name, status, error)
 
 
-def test_the_editions_readme_is_the_students_with_every_c_exercise_and_nothing_of_grading(released):
-    from labkit.exercises.catalog import C_EXERCISES
+def test_edition_readme_is_students(released):
+    """The editions readme is the students with every c exercise and nothing of grading."""
+    from labkit.stubs.catalog import C_EXERCISES
 
     out, _ = released
     readme = (out / "README.md").read_text()

@@ -29,8 +29,9 @@ JUDGED = [
 
 
 @pytest.mark.parametrize("values, relative, done, repeats, half, sized", JUDGED)
-def test_a_point_is_done_when_the_repeats_its_first_six_sized_are_measured(values, relative, done, repeats,
+def test_point_done_at_sized_repeats(values, relative, done, repeats,
                                                                            half, sized):
+    """A point is done when the repeats its first six sized are measured."""
     reached = Target("lat_p99_us", relative).judge(values)
     assert (reached.done, reached.repeats, reached.sized) == (done, repeats, sized)
     assert reached.half_width == pytest.approx(half, nan_ok=True)
@@ -117,8 +118,9 @@ def plan(built_bin):
     return experiments.resolve("proc_top", profile="quick", models=["select"], clients=[2, 3], repeats=3)
 
 
-def test_each_point_is_repeated_as_its_first_six_size_it_in_rounds_and_the_sweep_says_which(plan, tmp_path,
+def test_points_repeated_in_rounds(plan, tmp_path,
                                                                                             capsys):
+    """Each point is repeated as its first six size it in rounds and the sweep says which."""
     target = Target("throughput_rps", 0.05, most=10)
     clock = Series({2: STEADY, 3: SETTLES})
     frame = sweep.run(plan, results=tmp_path / "r.jsonl", measure=clock.measure, progress=False, until=target,
@@ -139,7 +141,8 @@ def test_each_point_is_repeated_as_its_first_six_size_it_in_rounds_and_the_sweep
     assert again.measured == []
 
 
-def test_a_target_out_of_reach_stops_after_the_first_stage_and_says_what_was_reached(plan, tmp_path, capsys):
+def test_target_out_of_reach_stops(plan, tmp_path, capsys):
+    """A target out of reach stops after the first stage and says what was reached."""
     target = Target("throughput_rps", 0.01, most=6)
     clock = Series({2: STEADY, 3: [100.0, 150.0, 60.0]})
     frame = sweep.run(plan, results=tmp_path / "r.jsonl", measure=clock.measure, progress=False, until=target,
@@ -162,7 +165,8 @@ def test_a_time_budget_stops_the_extra_repeats_too(plan, tmp_path):
     assert frame.attrs["unmeasured"] == 1  # the second point's third planned repeat, never started; no extras
 
 
-def test_the_summary_names_the_points_not_reached_and_the_intervals_wider_than_the_target():
+def test_summary_names_unreached_points():
+    """The summary names the points not reached and the intervals wider than the target."""
     target = Target("lat_p99_us", 0.10)
     reached = [({"model": "epoll", "clients": 10}, target.judge([100.0] * 10)),
                ({"model": "select", "clients": 10}, target.judge(SPREAD + [80.0, 120.0, 80.0, 120.0])),

@@ -47,7 +47,8 @@ def test_each_repeat_of_a_point_has_its_own_seed_the_same_in_every_plan(built_bi
     assert argv[argv.index("--seed") + 1] == str(seeds[1])
 
 
-def test_the_generator_takes_every_seed_derived_and_refuses_past_its_limit(built_bin):
+def test_generator_takes_derived_seeds(built_bin):
+    """The generator takes every seed derived and refuses past its limit."""
     loadgen = str(build.binary(build.LOADGEN))
     for seed in (1, SEED_MAX):  # --seed is parsed before --describe ends the program
         assert subprocess.run([loadgen, "--seed", str(seed), "--describe"], capture_output=True).returncode == 0
@@ -55,7 +56,8 @@ def test_the_generator_takes_every_seed_derived_and_refuses_past_its_limit(built
     assert refused.returncode == 2 and "--seed" in refused.stderr
 
 
-def test_a_sweep_measures_its_repeats_in_rounds_and_each_row_keeps_its_seed(built_bin, tmp_path):
+def test_sweep_repeats_in_rounds_with_seeds(built_bin, tmp_path):
+    """A sweep measures its repeats in rounds and each row keeps its seed."""
     plan = small()
     stand_in = Recording()
     frame = sweep.run(plan, results=tmp_path / "r.jsonl", measure=stand_in.measure, progress=False)
@@ -86,7 +88,7 @@ def test_a_resumed_sweep_measures_what_is_left_in_the_same_rounds(built_bin, tmp
     assert len(frame) == 9 and frame["point_key"].is_unique
 
 
-def test_a_drift_of_the_machine_spreads_over_the_points_instead_of_landing_on_the_last(built_bin, tmp_path):
+def test_drift_spreads_over_points(built_bin, tmp_path):
     """Every run reads 1 higher than the one before (runs 1 to 9): measured point by point,
     the points' medians would be 2, 5 and 8, the last 6 above the first; in rounds they are
     4, 5 and 6, each point's repeats spread over the whole sweep."""
@@ -98,7 +100,8 @@ def test_a_drift_of_the_machine_spreads_over_the_points_instead_of_landing_on_th
     assert set(spans) == {6.0}  # every point saw the sweep's start and its end
 
 
-def test_an_experiment_that_gives_its_own_seed_keeps_it_and_every_row_says_the_seed_given(built_bin):
+def test_experiment_keeps_its_seed(built_bin):
+    """An experiment that gives its own seed keeps it and every row says the seed given."""
     from labkit import row as row_module
     from labkit.procs import LoadSpec, ServerSpec
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from labkit import figure_check, paths, seeds
+from labkit import figure_lint, paths, seeds
 from labkit.errors import LabError
 from test_plots import of_experiment, synthetic, uploads_rows  # results shaped like the sweep's
 
@@ -71,7 +71,8 @@ def test_001_matches_the_reports_tables():
             assert cell["value"].iloc[0] == float(printed.replace(",", ""))
 
 
-def test_000_is_complete_and_its_cpu_utilization_is_task_clock_over_elapsed():
+def test_000_is_complete():
+    """000 is complete and its cpu utilization is task clock over elapsed."""
     t = seeds.table("000")
     assert set(t["side"]) == {"client"}
     assert len(t) == 3 * 3 * len(METRICS_000)
@@ -134,7 +135,7 @@ def test_seed_comparison_puts_the_seed_beside_your_numbers():
     assert list(left["threaded"].error_y.array) == [2 * c * 3 - 2 * c * 2 for c in (3, 6, 10)]
     assert left["threaded"].customdata[0][0] == "75% interval of the median of 3 runs"
     assert "no interval: the report gives none" in threaded.hovertemplate
-    assert figure_check.problems(fig) == []
+    assert figure_lint.problems(fig) == []
 
 
 def test_seed_comparison_of_an_unmeasurable_metric_shows_only_the_seed():
@@ -161,7 +162,7 @@ def repeated_uploads(seconds_by_model: dict) -> pd.DataFrame:
     return of_experiment(pd.DataFrame(rows), "uploads")
 
 
-def test_your_medians_beside_a_seed_carry_their_interval_and_the_table_says_which():
+def test_your_medians_carry_intervals():
     """Three repeats: the median's interval is [min, max] (75%); one run has none, and the
     seed printed one number, so has none either."""
     table = seeds.times_table(repeated_uploads({"aio": [0.004, 0.005, 0.0045], "select": [0.006]}),
@@ -208,7 +209,8 @@ def test_seed_placements_table_puts_the_seeds_hosts_beside_your_links():
     assert row[("yours (ms)", "loopback")] == pytest.approx(4.0)
 
 
-def test_the_seed_003_table_compares_only_shared_points_and_writes_failed_not_nan():
+def test_seed_003_table_shared_points():
+    """The seed 003 table compares only shared points and writes failed not nan."""
     rows = [dict(model=m, clients=c, exchanges=e, status="failed" if (m, c) == ("select", 10000) else "ok",
                  lat_p50_us=2000.0, lost_connections=7 if m == "select" else 0, repeat=0, error="")
             for m in ("threaded", "select", "epoll", "epoll_workers")

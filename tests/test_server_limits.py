@@ -27,6 +27,8 @@ import pytest
 
 import serverproc
 import waits
+from labkit import kernel_view
+from nstat import nstat
 from waits import wait_for
 
 
@@ -44,8 +46,8 @@ COUNTERS = re.compile(r"^counters pid=(\d+) accepted=(\d+) futile_accepts=(\d+) 
 TCP_LISTEN = "0A"  # /proc/net/tcp's st for LISTEN (include/net/tcp_states.h)
 TCP_ESTABLISHED = "01"
 # Where the tests that count every accept() listen: an address of loopback's 127.0.0.0/8 that
-# no other test uses.  On 127.0.0.1 a CI run counted 202 accepts for the 200 connections the
-# test made: its server had a port number another test's client was still connecting to.
+# no other test uses.  On 127.0.0.1 a server can get a port number another test's client is
+# still connecting to, and count more accepts than the test's connections.
 COUNTED_HOST = "127.0.99.1"
 
 
@@ -156,8 +158,8 @@ def proc_net_tcp_queued(port: int) -> int | None:
 
 
 def ss(*args: str) -> list[list[str]]:
-    # a hang guard, not a timing: beside the parallel phase's other tests `ss -lntp` once took
-    # over 5 s (-p reads every process's descriptors; CI run 75)
+    # a hang guard, not a timing: beside the parallel phase's other tests `ss -lntp`
+    # can take over 5 s (-p reads every process's descriptors)
     result = subprocess.run(["ss", "-H", *args], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     return [line.split() for line in result.stdout.splitlines() if line.strip()]
@@ -177,25 +179,14 @@ def server_side_established(server_port: int, client_port: int) -> int:
     local, remote = f"0100007F:{server_port:04X}", f"0100007F:{client_port:04X}"
     with open("/proc/net/tcp") as f:
         # by inode: /proc/net/tcp is read a page at a time, and while other tests open and close
-        # thousands of sockets the kernel may list one twice (run 54 counted one socket 3 times)
+        # thousands of sockets the kernel may list one twice (one socket counted 3 times)
         return len({fields[9] for line in f.readlines()[1:]
                     if (fields := line.split())[1] == local and fields[2] == remote and fields[3] == TCP_ESTABLISHED})
 
 
-def listen_overflows() -> tuple[int, int]:
-    """TcpExt ListenOverflows from nstat (absolute, its history file untouched) and
-    from /proc/net/netstat."""
-    result = subprocess.run(["nstat", "-asz", "TcpExtListenOverflows"], capture_output=True, text=True,
-                            timeout=5)
-    assert result.returncode == 0, result.stderr
-    from_nstat = int(result.stdout.split("TcpExtListenOverflows")[1].split()[0])
-    with open("/proc/net/netstat") as f:
-        lines = f.read().splitlines()
-    for names, values in zip(lines[::2], lines[1::2]):
-        if names.startswith("TcpExt:"):
-            table = dict(zip(names.split()[1:], values.split()[1:]))
-            return from_nstat, int(table["ListenOverflows"])
-    raise AssertionError("no TcpExt line in /proc/net/netstat")
+def listen_overflows() -> tuple[int, float]:
+    """TcpExt ListenOverflows from nstat and from labkit.kernel_view (/proc/self/net/netstat)."""
+    return nstat("TcpExtListenOverflows"), kernel_view.tcp_ext()["ListenOverflows"]
 
 
 def nonblocking_connect(port: int, host: str = "127.0.0.1") -> socket.socket:
@@ -378,7 +369,7 @@ def silent_reader_is_shed(port: int) -> None:
     assert server_side_established(port, client_port) <= 1
     # The bound is the wait's own: timed again around it, the reads of /proc/net/tcp a busy
     # machine slows (thousands of sockets of the parallel phase) counted as the server's delay
-    # (CI: shed in time, then 2.88 s counted against 2.5).
+    # (shed in time, then 2.88 s counted against 2.5).
     wait_for(lambda: server_side_established(port, client_port) == 0, within=2 * IDLE + 1.5,
              what="the server closing a client that never reads")
     sock.close()
@@ -577,9 +568,9 @@ def test_worker_counters_add_up_to_the_connections_made(model, san, tmp_path):
 
 
 # A worker SIGTERM reaches before its loop has a stop pipe of its own (just forked, or not yet
-# run on a busy machine) ends at once, and once did so without its line (CI, 2026-11-26: 2 lines
-# of 3).  Before the fix (csrc/common/workers.c), 1 to 8 of 500 starts per model lost a line on
-# an idle 2-CPU machine, in every model; a start takes a few milliseconds.  A worker the machine
+# run on a busy machine) ends at once, and must still write its line: without the handling in csrc/common/workers.c,
+# 1 to 8 of 500 starts per model lose it on an idle 2-CPU machine, in every model; a start
+# takes a few milliseconds.  A worker the machine
 # did not run within the parent's 800 ms after SIGTERM is killed, and says so (STOP_TIMEOUT_MS in
 # csrc/common/workers.c): its line is rightly lost, and that start says nothing of the race (a
 # spinning run of the whole suite saw it once in 2,000 starts).  Such starts are left out of the
@@ -611,8 +602,8 @@ def test_a_worker_stopped_as_soon_as_it_exists_still_prints_its_line(model):
                 assert time.monotonic() < deadline, f"{model} did not start {WORKERS} workers in 5 s"
                 time.sleep(0.0002)
             proc.send_signal(signal.SIGTERM)
-            # 1 s is the contract; a busy machine's delays are not counted (CI, 2026-11-27: a
-            # 5 s communicate ran out once in 2,000 starts, cause unknown, so now measured)
+            # 1 s is the contract; a busy machine's delays are not counted (a 5 s wall-clock
+            # bound runs out about once in 2,000 starts)
             if waits.exit_status(proc, within=5.0, cap=30.0) is None:
                 pytest.fail(f"{model} did not exit after SIGTERM, though not held back:\n"
                             + waits.where_they_sleep(proc.pid))

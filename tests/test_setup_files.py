@@ -109,7 +109,7 @@ def test_the_grading_cluster_is_an_extra_not_every_students():
     assert not {"dask", "distributed", "cryptography"} & base
 
 
-def test_what_the_lock_leaves_out_is_not_installed_and_nbformat_imports_without_it():
+def test_lock_leaves_out_unused():
     """Each package left out says why, is in no lock line, is not installed (make setup would
     not bring it), and importing nbformat does not reach for it."""
     lock = parse_lock(LOCK.read_text().splitlines())

@@ -87,7 +87,8 @@ def answer_row(answer: str, student="ana") -> dict:
 
 
 @pytest.mark.parametrize("cell", HOSTILE, ids=repr)
-def test_answers_csv_holds_no_formula_and_a_mark_given_on_it_applies_to_the_answer(tmp_path, cell):
+def test_answers_csv_has_no_formula(tmp_path, cell):
+    """Answers csv holds no formula and a mark given on it applies to the answer."""
     hand.settle(tmp_path, [answer_row(cell)], {})
     nothing_runs(tmp_path / hand.ANSWERS)
     # the instructor fills in the points in the file as written, and hands it back
@@ -116,7 +117,8 @@ def test_the_gradebook_holds_no_formula_and_reads_back_as_graded(tmp_path, cell)
 
 
 @pytest.mark.parametrize("cell", HOSTILE, ids=repr)
-def test_collected_and_submitted_csv_hold_no_formula_in_the_file_name_a_student_gave(tmp_path, cell):
+def test_csv_file_names_have_no_formula(tmp_path, cell):
+    """Collected and submitted csv hold no formula in the file name a student gave."""
     folder = tmp_path / "class" / "ana"
     collect._write_record(folder, {"01_proc_service.ipynb": {
         "file": "01_proc_service.ipynb", "lms": "canvas", "handed_in_as": cell,

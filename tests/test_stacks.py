@@ -41,7 +41,8 @@ def test_many_stacks_are_trimmed_to_the_most_sampled_and_the_rest_summed():
     assert kept[stacks.OTHER] == sum(range(1, 51))
 
 
-def test_a_live_run_samples_the_servers_stacks_and_counts_its_system_calls(built_bin):
+def test_live_run_samples_stacks(built_bin):
+    """A live run samples the servers stacks and counts its system calls."""
     row = measuring.point("epoll", clients=50, requests=400, service="echo", engine="events", stacks=True)
     assert row["status"] == "ok", row["error"]
     assert row["stacks_samples"] == sum(row["server_stacks"].values()) > 0, row["stacks_note"]
@@ -93,7 +94,8 @@ def test_a_flame_chart_has_a_box_per_call_path_as_wide_as_its_samples():
     assert "vfs_read" in trace.labels and "10 samples" in fig.layout.title.text
 
 
-def test_side_by_side_draws_one_chart_per_model_and_names_the_ones_without():
+def test_side_by_side_chart_per_model():
+    """Side by side draws one chart per model and names the ones without."""
     rows = [dict(model=m, status="ok", throughput_rps=1000.0, requests_ok=100, stacks_samples=10,
                  stacks_scope="kernel and user stacks", stacks_note="",
                  server_stacks={f"{m};main;poll_[k]": 10} if m != "poll" else {},
@@ -128,9 +130,10 @@ def test_the_charts_title_says_what_perf_could_sample_and_name(paranoid, kptr, r
         assert "sudo sysctl" in lines[1]
 
 
-def test_kernel_frames_perf_could_not_name_are_kernel_frames_and_the_title_says_so():
+def test_unnamed_kernel_frames():
     # `perf script` where the kernel's addresses are hidden from it (as --kallsyms of an empty file
     # gives): each kernel frame "[unknown]", in [kernel.kallsyms] or in no known object at all
+    """Kernel frames perf could not name are kernel frames and the title says so."""
     script = ("epoll 1234/1234\n"
               "\tffffffff821ed4e6 [unknown] ([kernel.kallsyms])\n"
               "\tffffffff81000130 [unknown] ([unknown])\n"
@@ -147,7 +150,8 @@ def test_kernel_frames_perf_could_not_name_are_kernel_frames_and_the_title_says_
     assert stacks.named_scope(stacks.KERNEL_AND_USER, named) == stacks.KERNEL_AND_USER
 
 
-def test_a_users_perf_where_kptr_restrict_is_1_samples_the_kernel_but_cannot_name_it():
+def test_kptr_restrict_1_for_a_user():
+    """A users perf where kptr restrict is 1 samples the kernel but cannot name it."""
     folded = perf.fold(KPTR_RESTRICTED.read_text())  # a real run: the kernel's frames "[unknown] ([unknown])"
     assert sum(folded.values()) == 12
     assert folded["dd;__GI___libc_write;" + stacks.UNNAMED_KERNEL] == 3

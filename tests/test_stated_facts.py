@@ -1,7 +1,7 @@
 """Facts the lab's text states that code can hold, each against the code or table it is
 about: what a stall does to the leaderboard's p99 (docs/autograders.md, leaderboard.py),
 which cases the capstone's contract says run under the sanitizers (csrc/capstone/mine.c
-against the battery's table), what kernel.io_uring_disabled = 1 admits (battery/host.py),
+against the battery's table), what kernel.io_uring_disabled = 1 admits (battery/refusals.py),
 and on which kernels a route's rto_min shortens the delayed ACK (notebook 04)."""
 
 import re
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from labkit import battery, kernel_view, paths
-from labkit.battery import host
+from labkit.battery import refusals
 from labkit.instructor.autograder import leaderboard
 from labkit.queue_theory import lindley
 
@@ -71,8 +71,9 @@ def test_the_capstone_contract_names_the_cases_the_sanitizer_build_runs():
     ("1", "-1", "only a process with CAP_SYS_ADMIN may use io_uring, no group may (kernel.io_uring_group is -1"),
     ("1", "1000", "only a process with CAP_SYS_ADMIN may use io_uring, and members of group 1000"),
 ])
-def test_io_uring_disabled_at_1_admits_cap_sys_admin_and_the_io_uring_group(setting, group, says):
-    assert says in host.io_uring_disabled_meaning(setting, group)
+def test_io_uring_disabled_1_admits(setting, group, says):
+    """Io uring disabled at 1 admits cap sys admin and the io uring group."""
+    assert says in refusals.io_uring_disabled_meaning(setting, group)
 
 
 @pytest.mark.parametrize("release, says", [

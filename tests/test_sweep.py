@@ -146,7 +146,7 @@ def test_the_saturation_verdict_follows_from_what_the_generator_reported(name, b
 STARVERS = 9  # processes that spin on the generator's CPU, each in a session (an autogroup) of its own
 
 
-def test_a_generator_over_driven_on_a_cpu_it_shares_is_measured_waiting_for_it():
+def test_overdriven_generator_waits():
     """An open loop offered far more than one loop can send, its CPU shared with STARVERS
     spinning processes, each in a session of its own: a fair share leaves the generator a
     tenth of its CPU, so its CPU time alone would call it idle.  It waits, runnable, for that
@@ -463,7 +463,7 @@ def test_ctrl_c_at_any_moment_of_a_sweep_leaves_nothing_running(tmp_path, delay)
     assert len(written) < 24
 
 
-def test_a_ctrl_c_python_dropped_still_stops_the_sweep_before_its_next_point(tmp_path):
+def test_dropped_ctrl_c_stops_sweep(tmp_path):
     """Python drops a KeyboardInterrupt raised while a weakref callback or a __del__ runs
     (printed as "Exception ignored"): here the point being measured swallows it the same way.
     The sweep must still stop before its next point, the row it was measuring kept."""
@@ -493,7 +493,8 @@ def test_a_ctrl_c_python_dropped_still_stops_the_sweep_before_its_next_point(tmp
     ([4, 4], "fine"),
     ([5, 4], "newer"),
 ])
-def test_rows_carry_their_schema_and_loading_says_what_changed_or_refuses_a_newer_one(tmp_path, schemas, outcome):
+def test_rows_carry_their_schema(tmp_path, schemas, outcome):
+    """Rows carry their schema and loading says what changed or refuses a newer one."""
     import warnings
 
     from labkit import row as row_module

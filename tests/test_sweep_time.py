@@ -1,4 +1,4 @@
-"""labkit.estimate and the sweep's time budget: how long a sweep will take, from what this
+"""labkit.sweep_time and the sweep's time budget: how long a sweep will take, from what this
 machine measured (tables of earlier rows), and a budget that starts no point once spent.
 The sweeps here measure with a stand-in that advances a clock of their own: the subject is
 the sweep's bookkeeping, not a server."""
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from labkit import estimate, experiments, sweep
+from labkit import sweep_time, experiments, sweep
 from labkit.repeat_until import Target
 from labkit.row import SCHEMA
 
@@ -37,18 +37,18 @@ ESTIMATES = [
     ([{"clients": 1, "duration": 30}], EARLIER, (30.0, 30.0), "from 4 points"),
     # another machine's rows say nothing of this one's: the cost model bounds it (start-up + 1 request)
     ([{"clients": 1}], [row(5.0, host="elsewhere", clients=1)],
-     (estimate.START_UP_S[0] + estimate.ANY_SERVICE_S[0], estimate.START_UP_S[1] + estimate.ANY_SERVICE_S[1]),
+     (sweep_time.START_UP_S[0] + sweep_time.ANY_SERVICE_S[0], sweep_time.START_UP_S[1] + sweep_time.ANY_SERVICE_S[1]),
      "nothing of this experiment measured here yet: a bound from its requests"),
     # rows saved before the wall time was kept: the same; 10 clients x 100 requests each
     ([{"clients": 10, "requests": 100}], [{"clients": 1, "env_hostname": "here"}],
-     (estimate.START_UP_S[0] + 1000 * estimate.ANY_SERVICE_S[0],
-      estimate.START_UP_S[1] + 1000 * estimate.ANY_SERVICE_S[1]), "the lab's measured range"),
+     (sweep_time.START_UP_S[0] + 1000 * sweep_time.ANY_SERVICE_S[0],
+      sweep_time.START_UP_S[1] + 1000 * sweep_time.ANY_SERVICE_S[1]), "the lab's measured range"),
     # an echo point: echo's own range, not the whole lab's (a top request costs a hundred times more)
     ([{"clients": 10, "requests": 100, "service": "echo"}], [],
-     (estimate.START_UP_S[0] + 1000 * estimate.COST_PER_REQUEST_S["echo"][0],
-      estimate.START_UP_S[1] + 1000 * estimate.COST_PER_REQUEST_S["echo"][1]), "a request of echo"),
+     (sweep_time.START_UP_S[0] + 1000 * sweep_time.COST_PER_REQUEST_S["echo"][0],
+      sweep_time.START_UP_S[1] + 1000 * sweep_time.COST_PER_REQUEST_S["echo"][1]), "a request of echo"),
     # an open loop: its duration and the start-up
-    ([{"clients": 10, "duration": 3.0}], [], (estimate.START_UP_S[0] + 3, estimate.START_UP_S[1] + 3), "a bound"),
+    ([{"clients": 10, "duration": 3.0}], [], (sweep_time.START_UP_S[0] + 3, sweep_time.START_UP_S[1] + 3), "a bound"),
     # a point whose requests are not known: nothing to bound it by
     ([{"model": "epoll"}], [], (math.nan, math.nan), "the first points will tell"),
 ]
@@ -56,22 +56,23 @@ ESTIMATES = [
 
 @pytest.mark.parametrize("points, earlier, expected, basis", ESTIMATES)
 def test_the_estimate_comes_from_what_this_machine_measured(points, earlier, expected, basis):
-    took = estimate.estimate([Planned(p) for p in points], earlier, "here")
+    took = sweep_time.estimate([Planned(p) for p in points], earlier, "here")
     assert (took.low_s, took.high_s) == pytest.approx(expected, nan_ok=True)
     assert took.to_measure == len(points) and basis in took.basis
 
 
 def test_the_estimate_in_words():
-    assert estimate.estimate([], EARLIER, "here").sentence() == "every point is already measured: nothing to run"
-    took = estimate.estimate([Planned({"clients": 8})] * 300, EARLIER, "here")
+    assert sweep_time.estimate([], EARLIER, "here").sentence() == "every point is already measured: nothing to run"
+    took = sweep_time.estimate([Planned({"clients": 8})] * 300, EARLIER, "here")
     assert took.sentence().startswith("300 points to measure: about 57.5 min to 2.1 h on this machine (from 4 points")
-    unknown = estimate.estimate([Planned({"model": "epoll"})], [], "here").sentence()
+    unknown = sweep_time.estimate([Planned({"model": "epoll"})], [], "here").sentence()
     assert unknown == ("1 point to measure; nothing of this experiment was measured on this machine yet: "
                        "the first points will tell")
 
 
-def test_before_any_point_of_the_experiment_ran_here_other_experiments_rows_give_the_cost_per_request():
-    start = estimate.START_UP_S[0]
+def test_cost_from_other_experiments():
+    """Before any point of the experiment ran here other experiments rows give the cost per request."""
+    start = sweep_time.START_UP_S[0]
     # 4 top points of another experiment: 1, 2, 2 and 4 ms a request (wall time less the start-up)
     others = [{"experiment": "other", "env_hostname": "here", "point_wall_s": start + n * cost, "requests_ok": n,
                "service": "top"} for n, cost in ((100, 0.001), (200, 0.002), (50, 0.002), (10, 0.004))]
@@ -81,15 +82,15 @@ def test_before_any_point_of_the_experiment_ran_here_other_experiments_rows_give
                 "service": "top"},
                *({"experiment": "other", "env_hostname": "here", "point_wall_s": start + 0.001, "requests_ok": 100,
                   "service": "echo"} for _ in range(4))]  # echo's points say nothing of a top request
-    took = estimate.estimate([Planned({"clients": 10, "requests": 10, "service": "top"})], [], "here", others=others)
+    took = sweep_time.estimate([Planned({"clients": 10, "requests": 10, "service": "top"})], [], "here", others=others)
     # the middle half of 1, 2, 2, 4 ms: 1.75 to 2.5 ms, x 100 requests
-    assert (took.low_s, took.high_s) == pytest.approx((start + 0.175, estimate.START_UP_S[1] + 0.25))
+    assert (took.low_s, took.high_s) == pytest.approx((start + 0.175, sweep_time.START_UP_S[1] + 0.25))
     assert "the cost per request of 4 top points of other experiments here" in took.basis
 
 
 def test_the_repeats_a_target_may_add_are_counted_as_a_range():
     earlier = [row(10.0, clients=1), row(20.0, clients=2)]
-    took = estimate.estimate([Planned({"clients": 1})] * 3, earlier, "here",
+    took = sweep_time.estimate([Planned({"clients": 1})] * 3, earlier, "here",
                              added=[(Planned({"clients": 1}), 3, 17), (Planned({"clients": 2}), 0, 0)])
     assert (took.to_measure, took.most) == (6, 20)
     assert (took.low_s, took.high_s) == pytest.approx((60.0, 200.0))
@@ -111,13 +112,14 @@ class Clock:
         return {"schema": SCHEMA, "status": "ok", "error": ""}
 
 
-def test_a_budget_starts_no_point_once_spent_and_a_next_run_measures_the_rest(tmp_path, built_bin, capsys):
+def test_budget_stops_and_next_run_resumes(tmp_path, built_bin, capsys):
+    """A budget starts no point once spent and a next run measures the rest."""
     plan = experiments.resolve("proc_top", profile="quick", models=["iterative", "select"], clients=[2, 3], repeats=1)
     results = tmp_path / "r.jsonl"
     before = sweep.how_long(plan, results)  # 4 points of 2 or 3 clients x 1 request: the cost model's bound
     assert (before.low_s, before.high_s) == pytest.approx(
-        (4 * estimate.START_UP_S[0] + 10 * estimate.COST_PER_REQUEST_S["top"][0],
-         4 * estimate.START_UP_S[1] + 10 * estimate.COST_PER_REQUEST_S["top"][1]))
+        (4 * sweep_time.START_UP_S[0] + 10 * sweep_time.COST_PER_REQUEST_S["top"][0],
+         4 * sweep_time.START_UP_S[1] + 10 * sweep_time.COST_PER_REQUEST_S["top"][1]))
     assert "a bound from its requests" in before.sentence()
     until = sweep.how_long(plan, results, until=Target("throughput_rps", 0.1))  # 1 planned repeat, 6 to 20
     assert (until.to_measure, until.most) == (24, 80)

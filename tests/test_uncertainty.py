@@ -36,7 +36,8 @@ COVERAGE = [
 
 @pytest.mark.parametrize("draw, n, q, truth", COVERAGE, ids=[f"{d.__name__}-{n}-p{q * 100:g}"
                                                              for d, n, q, _ in COVERAGE])
-def test_a_95_percent_interval_holds_the_true_percentile_in_93_to_97_percent_of_runs(draw, n, q, truth):
+def test_95_percent_interval_coverage(draw, n, q, truth):
+    """A 95 percent interval holds the true percentile in 93 to 97 percent of runs."""
     rng = np.random.default_rng(20261126)
     low, high, reached = uncertainty.quantile_ranks(n, q)
     held = 0
@@ -119,7 +120,8 @@ def test_a_bucketed_interval_is_the_exact_one_to_within_a_bucket():
     assert bucketed.high == pytest.approx(exact.high, rel=1 / 128)
 
 
-def test_a_bucketed_95_percent_interval_holds_the_true_p99_in_93_to_97_percent_of_runs():
+def test_bucketed_interval_coverage():
+    """A bucketed 95 percent interval holds the true p99 in 93 to 97 percent of runs."""
     rng = np.random.default_rng(20261126)
     truth = -math.log(0.01) * 100.0  # the exponential's p99, mean 100 µs
     held = sum(truth in uncertainty.histogram_quantile_interval(loadgen_buckets(rng.exponential(100.0, 5000)), 0.99)
@@ -143,7 +145,8 @@ POINT_INTERVALS = [  # repeats' values, the run's own interval: what a figure dr
 
 
 @pytest.mark.parametrize("values, run, drawn", POINT_INTERVALS)
-def test_a_figure_draws_the_medians_interval_or_the_runs_own_and_says_which(values, run, drawn):
+def test_figure_says_which_interval(values, run, drawn):
+    """A figure draws the medians interval or the runs own and says which."""
     low, high, words = uncertainty.point_interval(values, *run)
     assert (low, high, words) == pytest.approx(drawn, nan_ok=True) if values else math.isnan(low)
     assert words == drawn[2]
@@ -178,7 +181,7 @@ def test_the_rank_test_is_the_published_one():
     assert uncertainty.rank_test([1, 2, 3], [4, 5, 6]) == pytest.approx(0.1)  # why 3 each cannot tell at 5%
 
 
-def test_compare_calls_identical_systems_different_at_most_5_percent_and_finds_20_percent_apart():
+def test_compare_false_and_true_alarms():
     """The design: 8 replications of each system, a run-to-run variation of 10% (lognormal,
     sigma 0.1: the lab's p99 varies 5-10% between runs of 4 s), the exact rank test at 5%
     (6 of each found 20% apart in 74.5% of comparisons: too few)."""

@@ -2,7 +2,6 @@
 servers' --expect batches, the load generator's upload mode, and the uploads
 experiment's parameters (sizes with units, the byte cap)."""
 
-import json
 import math
 import os
 import socket
@@ -13,9 +12,11 @@ import time
 
 import pytest
 
+import loadgenproc
 import serverproc
 from labkit import experiments, params, seeds
 from labkit.errors import LabError
+from waits import wait_until
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -83,13 +84,13 @@ def test_a_body_cut_short_by_a_reset_leaves_the_server_serving_others(model):
 
 
 def _batch_lines(server, count: int, within: float = 5.0) -> list[str]:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
+    def reports():
         lines = [line for line in server.stdout_lines() if line.startswith("expect: ")]
-        if len(lines) >= count:
-            return lines
-        time.sleep(0.02)
-    raise AssertionError(f"fewer than {count} batch reports: {server.stdout_lines()}")
+        return lines if len(lines) >= count else None
+    lines = wait_until(reports, within)
+    if lines is None:
+        raise AssertionError(f"fewer than {count} batch reports: {server.stdout_lines()}")
+    return lines
 
 
 @pytest.mark.parametrize("model", ["threaded", "busypoll", "aio", "select", "epoll"])
@@ -142,11 +143,8 @@ def test_bad_expect_flags_are_refused(args, says):
 
 
 def loadgen(port: int, *args: str) -> dict:
-    binary = serverproc.bin_dir(target="loadgen") / "loadgen"
-    done = subprocess.run([str(binary), "--port", str(port), "--service", "sink", *args],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    """The report of a run against the sink service on `port` (loadgenproc.ok: exit 0)."""
+    return loadgenproc.ok(loadgenproc.binary(), "--port", port, "--service", "sink", *args)
 
 
 def test_loadgen_draws_the_same_sizes_from_the_same_seed_in_both_engines():
@@ -173,12 +171,11 @@ def test_loadgen_reports_transfer_time_and_goodput_of_the_bodies():
 
 
 def test_loadgen_refuses_vary_for_top_and_an_unknown_rule():
-    binary = serverproc.bin_dir(target="loadgen") / "loadgen"
     for args, says in ((["--service", "top", "--vary", "log"], "top requests have none"),
                        (["--service", "sink", "--vary", "gauss"], "expected none, uniform or log")):
-        done = subprocess.run([str(binary), "--port", "9", "--clients", "1", "--requests", "1", *args],
-                              capture_output=True, text=True, timeout=5)
-        assert done.returncode == 2 and says in done.stderr
+        code, _, stderr = loadgenproc.run(loadgenproc.binary(), "--port", 9, "--clients", 1, "--requests", 1, *args,
+                                          timeout=5)
+        assert code == 2 and says in stderr
 
 
 # ---------------------------------------------------------------------------
@@ -189,7 +186,8 @@ def test_loadgen_refuses_vary_for_top_and_an_unknown_rule():
     ("10", "has no unit"), ("10XB", "not a number with a unit"), ("MB", "has no number"),
     ("1.5B", "not a whole number of bytes"), ("300MB", "outside 1B to 256MB"),
 ])
-def test_a_size_without_a_unit_or_out_of_range_is_refused_saying_what_to_give(given, says):
+def test_bad_size_is_refused(given, says):
+    """A size without a unit or out of range is refused saying what to give."""
     with pytest.raises(LabError) as refused:
         experiments.resolve("uploads", "quick", size=given)
     assert says in refused.value.what and "10MB" in refused.value.fix
@@ -230,7 +228,8 @@ def test_the_server_is_told_how_many_connections_to_expect():
     assert load[load.index("--size") + 1] == str(point["size"]) and "--expect" not in load
 
 
-def test_seed_002_numbers_are_transcribed_and_less_than_one_is_missing_not_zero():
+def test_seed_002_numbers_transcribed():
+    """Seed 002 numbers are transcribed and less than one is missing not zero."""
     table = seeds.table("002")
     one = table[(table["model"] == "aio") & (table["clients"] == 100) & (table["size"] == 10 << 20)
                 & (table["placement"] == "same_host")]
@@ -240,7 +239,8 @@ def test_seed_002_numbers_are_transcribed_and_less_than_one_is_missing_not_zero(
     assert set(table["model"]) == {"threaded", "busypoll", "aio", "select"}
 
 
-def test_more_connections_than_the_open_file_limit_holds_is_refused_before_the_run():
+def test_too_many_connections_refused():
+    """More connections than the open file limit holds is refused before the run."""
     from labkit import system
 
     hard = system.nofile_limit()[1]

@@ -62,7 +62,8 @@ def test_a_metric_hears_only_the_verdicts_that_bear_on_it():
 
 
 @pytest.mark.measuring
-def test_a_rate_the_server_cannot_keep_up_with_and_a_run_too_short_for_its_tail_are_flagged():
+def test_overload_and_short_runs_flagged():
+    """A rate the server cannot keep up with and a run too short for its tail are flagged."""
     from labkit import measure
     from labkit.procs import LoadSpec, Pinning, ServerSpec
 

@@ -14,7 +14,7 @@ import pytest
 
 import serverproc
 from serverproc import Client
-from waits import wait_for
+from waits import wait_for, wait_until
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
@@ -95,10 +95,11 @@ def test_workers_die_with_a_killed_parent(model):
         proc.wait()
         proc.stdout.close()
     alive = workers
-    deadline = time.monotonic() + 1.0
-    while alive and time.monotonic() < deadline:
-        time.sleep(0.02)
-        alive = [w for w in alive if serverproc.still_running(w)]
+
+    def all_gone():
+        alive[:] = [w for w in alive if serverproc.still_running(w)]
+        return not alive
+    wait_until(all_gone, within=1.0)
     for worker in alive:
         worker.kill()
     assert not alive, f"workers outlived their parent: {alive}"

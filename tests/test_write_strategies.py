@@ -10,6 +10,7 @@ import threading
 
 import pytest
 
+import loadgenproc
 import serverproc
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
@@ -19,14 +20,8 @@ WRITE_FAMILY = ["write", "writev", "sendto", "sendmsg"]
 
 
 def loadgen_argv(port: int, *args: str) -> list[str]:
-    return [str(serverproc.bin_dir(target="loadgen") / "loadgen"), "--port", str(port), "--service", "sink",
-            "--clients", "1", *args]
-
-
-def run_loadgen(port: int, *args: str) -> dict:
-    done = subprocess.run(loadgen_argv(port, *args), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    """One client of the sink service on `port`: loadgenproc.ok runs it, perf wraps it."""
+    return [str(loadgenproc.binary()), "--port", str(port), "--service", "sink", "--clients", "1", *args]
 
 
 class CountingSink:
@@ -71,8 +66,8 @@ class CountingSink:
 def test_every_byte_arrives_and_the_reported_reads_are_the_servers_own(strategy):
     sink = CountingSink()
     try:
-        report = run_loadgen(sink.port, "--requests", "2", "--strategy", strategy, "--nbufs", "15",
-                             "--bufsize", "100", "--repetitions", "2000")
+        report = loadgenproc.ok(*loadgen_argv(sink.port, "--requests", "2", "--strategy", strategy, "--nbufs", "15",
+                                              "--bufsize", "100", "--repetitions", "2000"))
     finally:
         sink.close()
     assert sink.bodies and all(got == 2000 * 15 * 100 for got, _ in sink.bodies)
@@ -113,8 +108,8 @@ def test_nagle_meets_delayed_ack_only_for_two_writes_without_nodelay(strategy, n
     """write-write-read: the body waits for the ACK of the request line (Nagle), which the
     server delays (~40 ms on Linux) because it has nothing to say yet."""
     with serverproc.running("threaded", service="sink") as server:
-        report = run_loadgen(server.port, "--requests", "6", "--strategy", strategy, "--nbufs", "1",
-                             "--bufsize", "100", "--nodelay", nodelay)
+        report = loadgenproc.ok(*loadgen_argv(server.port, "--requests", "6", "--strategy", strategy, "--nbufs", "1",
+                                              "--bufsize", "100", "--nodelay", nodelay))
     p50_ms = report["latency_us"]["p50"] / 1000
     if slow:
         assert p50_ms >= 30, p50_ms

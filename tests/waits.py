@@ -9,14 +9,17 @@ passed, and once more at the end (a condition that came true during the last sle
     exit_status(proc, within=1.0)                             # a Popen's status, or None
     where_they_sleep(proc.pid)                                # what a stuck process's report says
 
+The conditions several tests wait on live here too:
+    port_is_free(port)                                        # a new server could listen there
 A free port for a test's own server is labkit.bench.free_port.
 """
 
+import socket
 import subprocess
 import time
 from pathlib import Path
 
-from labkit import run_delay
+from labkit import busy_machine
 
 
 def wait_until(condition, within: float, every: float = 0.05):
@@ -55,15 +58,28 @@ def settled(read, quiet: float = 0.1, within: float = 5.0, every: float = 0.01):
 
 def exit_status(proc: subprocess.Popen, within: float, cap: float = 10.0) -> int | None:
     """`proc`'s exit status once it has ended within `within` s, not counting time a busy
-    machine held it back (labkit.run_delay.exit_status: up to `cap` s in all); None if it has not."""
-    return run_delay.exit_status(proc, within, cap)
+    machine held it back (labkit.busy_machine.exit_status: up to `cap` s in all); None if it has not."""
+    return busy_machine.exit_status(proc, within, cap)
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """A new server could listen on `host`:`port` (with SO_REUSEADDR, as the lab's servers
+    bind: a closed connection lingering in TIME_WAIT holds nothing); "0.0.0.0" asks for
+    every address at once."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def where_they_sleep(pid: int) -> str:
     """`pid`'s and its descendants' state, the kernel function each sleeps in and its signal
     masks (/proc/PID/status, /proc/PID/wchan), a line each: what a stuck server's report needs."""
     lines = []
-    for each in run_delay.tree(pid):
+    for each in busy_machine.tree(pid):
         try:
             status = dict(line.split(":\t", 1) for line in Path(f"/proc/{each}/status").read_text().splitlines()
                           if ":\t" in line)

@@ -10,7 +10,7 @@ still be alive: a crash fails the case whatever the client saw.
 
 The files: cases.py (what a server answers: the cases, their groups and sizes),
 resources.py (what it uses: CPU while idle, descriptors and memory as connections come
-and go), host.py (what this host refuses a server: such a case is not measurable here),
+and go), refusals.py (what this host refuses a server: such a case is not measurable here),
 client.py (plain sockets, every wait bounded), spin_probe.py (how much CPU a loop that only
 spins gets here now: the yardstick of the spin verdict), and this one (a fresh server per case,
 the report, the checks).  tests/test_capstone.py runs the battery on lab models whose
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..launcher import how_it_ended
-from . import cases as _protocol_cases, client, host, resources
+from . import cases as _protocol_cases, client, refusals, resources
 from .cases import FD_LIMIT, GROUPS, HIDDEN, SANITIZED_GROUPS, VISIBLE, Case, Size
 from .client import CaseFailed, said_by
 
@@ -53,7 +53,7 @@ class Result:
     message: str = ""
     sanitized: bool = False
     unmeasurable: bool = False  # the machine cannot run it (the message says why): no verdict
-    waiting_for: str = ""       # ... because it runs this unsolved exercise's stub (labkit.exercises)
+    waiting_for: str = ""       # ... because it runs this unsolved exercise's stub (labkit.stubs)
     earlier: bool = False       # passed on an earlier run of the same text, in this process (run())
     measured: str = ""          # what a passed case measured of the server (the resource cases say)
 
@@ -145,21 +145,21 @@ def run_case(binary: Path, case: Case, size: Size = VISIBLE, sanitize: bool = Fa
              workers: int | None = 2) -> Result:
     """`case` against a fresh server started from `binary`; the server must outlive the case
     (and, built with sanitizers, report nothing)."""
-    from .. import exercises
+    from .. import stubs
     from ..scratch import ScratchServer
     from ..procs import takes_workers
 
-    wait = exercises.blocking_service(case.service)
+    wait = stubs.blocking_service(case.service)
     if wait is not None:  # the lab's stub would answer, not the student's server: no verdict
         return Result(case, False, None, wait.sentence, sanitize, unmeasurable=True, waiting_for=wait.exercise.label)
-    refused = host.io_uring_refused() if host.uses_io_uring(binary) else None
+    refused = refusals.io_uring_refused() if refusals.uses_io_uring(binary) else None
     if refused is not None:  # a correct io_uring server cannot start here: no verdict
         return Result(case, False, None, refused, sanitize, unmeasurable=True)
     started = time.monotonic()
     args = ["--workers", str(workers)] if workers and takes_workers(binary) else []
     prefix = ["prlimit", f"--nofile={FD_LIMIT}:{FD_LIMIT}", "--"] if case.server == "fd_limit" else []
     if sanitize:
-        room = host.room_for_asan()
+        room = refusals.room_for_asan()
         if isinstance(room, str):
             return Result(case, False, None, room, sanitize, unmeasurable=True)
         prefix = room + prefix
@@ -212,7 +212,7 @@ def _sigterm(server, case: Case, size: Size) -> str:
         os.kill(server.server.pid, signal.SIGTERM)
         signalled = time.monotonic()
         status = server.server.exit_status_unless_stuck(within=1.0)
-        if status is None:  # a busy machine's delays not counted: see labkit.run_delay
+        if status is None:  # a busy machine's delays not counted: see labkit.busy_machine
             return (f"the server was still running {time.monotonic() - signalled:.1f} s after SIGTERM, with 5 "
                     "clients connected")
         if status != 0:

@@ -3,7 +3,7 @@ and a failure that says what the client saw.
 
 A wait that runs out is a failure only if the server is stuck: while the server under test
 (watching(port, pid)) is working or waiting for a CPU on a busy machine, the wait is given
-again, up to MORE_WAITS times (labkit.run_delay)."""
+again, up to MORE_WAITS times (labkit.busy_machine)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import socket
 import struct
 import time
 
-from .. import run_delay
+from .. import busy_machine
 
 MORE_WAITS = 3  # a wait given again while the server is held back, at most
 _watched: dict[int, int] = {}  # the port of each server under test -> its pid
@@ -31,12 +31,12 @@ def watching(port: int, pid: int):
 
 def held_back(sock: socket.socket) -> bool:
     """Whether the server at the other end of `sock` is working or waiting for a CPU
-    (run_delay.held_back), rather than stuck."""
+    (busy_machine.held_back), rather than stuck."""
     try:
         pid = _watched.get(sock.getpeername()[1])
     except OSError:
         return False
-    return pid is not None and run_delay.held_back(pid)
+    return pid is not None and busy_machine.held_back(pid)
 
 
 def _more(waits: int) -> str:

@@ -12,7 +12,7 @@ import sys
 SPIN_SHARE = 0.25  # a server using a quarter of what a spinning process got beside it, while clients wait in its
                   # queue, spins (one that waits uses next to none)
 PROBE_LEAST = 0.1  # s: a spinning process that got less in the 2 s window measured a machine that ran nothing
-                   # then (a CI run's probe got 0.0 s), and no verdict: 0 s is not "a quarter of 0 s" spinning
+                   # then (a probe can get 0.0 s), and no verdict: 0 s is not "a quarter of 0 s" spinning
 
 
 def spins(server_cpu_s: float, probe_cpu_s: float) -> bool:

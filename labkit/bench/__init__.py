@@ -38,7 +38,7 @@ first.  No figure is asserted anywhere: the tests check that each bench runs
 and prints well-formed figures, not how fast this machine is.
 
 One module per anchor: sockperf.py (rtt), iperf3.py (upload, iperf3_ceiling),
-ev_bench.py (events, event_cost), echo.py (the lab's own: throughput, scaling), queueing.py
+ev_bench.py (events, event_cost), echo.py (the lab's own: throughput, scaling), known_answer.py
 (queueing theory), replications.py (a run's interval against replications);
 common.py holds what they share.  Every process starts through labkit.launcher
 (the lab's load generator through procs.run_load), and saved rows go through
@@ -47,7 +47,7 @@ labkit.store, as the sweeps' do.
 
 from __future__ import annotations
 
-from . import common, echo, ev_bench, iperf3, queueing, replications, sockperf
+from . import common, echo, ev_bench, iperf3, known_answer, replications, sockperf
 from .common import RESULTS_DIR, RTT_SIZE, free_port, pinning
 from .echo import SCALING_TARGET, format_scaling, format_throughput, scaling, scaling_plan, throughput
 from .ev_bench import BACKENDS, event_cost, events, format_events
@@ -84,8 +84,8 @@ def run_command(args) -> str:
         return format_upload(upload(rounds=args.rounds, seconds=args.seconds or 2, server_cpus=server_cpus,
                                     client_cpus=client_cpus))
     if args.bench == "queueing":
-        return queueing.format_calibration(queueing.calibrate(
-            duration=args.seconds or queueing.DURATION, replications=args.replications or queueing.REPLICATIONS,
+        return known_answer.format_calibration(known_answer.calibrate(
+            duration=args.seconds or known_answer.DURATION, replications=args.replications or known_answer.REPLICATIONS,
             server_cpus=server_cpus, client_cpus=client_cpus))
     if args.bench == "replications":
         return replications.format_replications(replications.replicate(

@@ -4,14 +4,14 @@ figure of it (event_cost).  A backend that cannot watch that many descriptors (s
 FD_SETSIZE) gets a row with NaN figures and its refusal, never a 0; one that fails gets NaN
 figures and its message, and the other backends are measured all the same.  In a students'
 edition whose poll backend is still exercise 1.2's stub, poll is not run: its rows say why
-(labkit.exercises), and so does a line printed before anything runs."""
+(labkit.stubs), and so does a line printed before anything runs."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
 
-from labkit import build, exercises, store, system, uncertainty
+from labkit import build, store, stubs, system, uncertainty
 from labkit.errors import LabError
 
 from .common import NAN, environment_columns, environment_line, pinning, prose, results_file, run_tool
@@ -45,7 +45,7 @@ def events(descriptors=(100, 1000, 10000), active: int = 1, writes: int = 1000, 
     rows = []
     for backend in backends:
         program = bin_dir / f"ev_bench_{backend}"
-        waits = exercises.blocking_backend(backend)
+        waits = stubs.blocking_backend(backend)
         failed = waits.sentence if waits else None  # said before anything runs; its rows carry it
         if waits:
             print(waits.sentence)

@@ -16,7 +16,7 @@ a students' edition a passing visible check puts the function into csrc/ (editio
 from __future__ import annotations
 
 from ..scratch import ScratchServer, build_with, scratch_build
-from .edition import adopt
+from ..stubs.which_edition import adopt
 from .ev_poll import POLL_BACKEND, POLL_MODEL, build_poll_server, check_poll_server
 from .fill_iovec import IOVEC_SOURCE, build_iovec_loadgen, check_fill_iovec
 from .lingering_close import LINGER_MODEL, LINGER_SOURCE, build_lingering_server, check_lingering_close

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from ..scratch import ScratchServer, build_with
-from .edition import adopt
+from ..stubs.which_edition import adopt
 
 POLL_MODEL = "poll"
 POLL_BACKEND = Path("loop") / "ev_poll.c"

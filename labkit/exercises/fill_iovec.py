@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import launcher
 from ..scratch import build_with
-from .edition import adopt
+from ..stubs.which_edition import adopt
 
 
 IOVEC_SOURCE = Path("loadgen") / "strategies.c"

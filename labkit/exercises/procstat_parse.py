@@ -15,11 +15,11 @@ import sys
 import time
 from pathlib import Path
 
-from .. import cpu_budget, launcher, procstat
+from .. import cpu_limit, launcher, procstat
 from ..csource import replace_function
 from ..errors import BuildError
 from ..scratch import SCRATCH, digest, locked
-from .edition import adopt, edition
+from ..stubs.which_edition import adopt, edition
 
 
 def procstat_parse_module(code: str) -> tuple[str, Path]:
@@ -51,18 +51,18 @@ def parse_lines(code: str, lines: list[str], cpu_seconds: float = 10.0) -> list[
     """The student's procstat_parse on each line, run in a process of its own: a crash
     or an endless loop in it is the check's failure, and nothing it does can reach
     the process that judges it.  An endless loop is told by the CPU time it used
-    (labkit.cpu_budget), so a busy machine cannot fail a correct parser."""
+    (labkit.cpu_limit), so a busy machine cannot fail a correct parser."""
     name, target = procstat_parse_module(code)
     child = launcher.spawn([sys.executable, "-c", "from labkit.exercises.procstat_parse import _parse_main; "
                             "_parse_main()", name, str(target), f"{cpu_seconds:g}"], "exercise", None,
                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out, err = launcher.run_to_end(child, cpu_budget.wall(cpu_seconds), input=json.dumps(lines).encode())
+        out, err = launcher.run_to_end(child, cpu_limit.wall(cpu_seconds), input=json.dumps(lines).encode())
     except subprocess.TimeoutExpired:
-        raise AssertionError(f"your procstat_parse did not return within {cpu_budget.wall(cpu_seconds):g} s, "
+        raise AssertionError(f"your procstat_parse did not return within {cpu_limit.wall(cpu_seconds):g} s, "
                              "using little CPU (is it waiting on something, a sleep or a read?)") from None
     status = child.popen.returncode
-    if cpu_budget.spent(status):
+    if cpu_limit.spent(status):
         raise AssertionError(f"your procstat_parse did not return within {cpu_seconds:g} s of CPU time "
                              "(an endless loop? check how it walks the line)")
     if status != 0:
@@ -78,7 +78,7 @@ def _parse_main() -> None:
     import importlib.util
 
     name, target = sys.argv[1], sys.argv[2]
-    cpu_budget.limit(float(sys.argv[3]))  # before the student's code is loaded
+    cpu_limit.limit(float(sys.argv[3]))  # before the student's code is loaded
     loader = importlib.machinery.ExtensionFileLoader(name, target)
     module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, target, loader=loader))
     loader.exec_module(module)

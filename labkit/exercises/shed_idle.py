@@ -22,7 +22,7 @@ from pathlib import Path
 
 from .. import server_counters
 from ..scratch import ScratchServer, build_with
-from .edition import adopt
+from ..stubs.which_edition import adopt
 
 SHED_MODEL = "epoll"
 SHED_SOURCE = Path("loop") / "loop.c"

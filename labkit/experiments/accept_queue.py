@@ -9,7 +9,7 @@ the client sends it again when its retransmission timeout expires: 1 s after the
 (TCP_TIMEOUT_INIT), then doubling (1, 3, 7 s), or, on Linux 6.5 and later with
 net.ipv4.tcp_syn_linear_timeouts = n (default 4), every 1 s for the first n + 1 timeouts
 (1, 2, 3, 4, 5 s) before doubling: connect times gather at those times
-(labkit.queueing.syn_schedule, syn_retry_times).  The backlog bounds the SYN queue too; with
+(labkit.what_breaks.syn_schedule, syn_retry_times).  The backlog bounds the SYN queue too; with
 net.ipv4.tcp_syncookies = 1 a SYN beyond it gets a cookie instead, whose SYN-ACK is never
 sent again.  labkit.kernel_view samples the queue (ss
 -lnt's Recv-Q) while the clients connect."""

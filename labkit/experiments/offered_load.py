@@ -10,7 +10,7 @@ with c_a^2 near 0).  `arrivals` poisson offers the same mean rate as a Poisson p
 (c_a^2 = 1, the arrivals M/M/1's rho/(1-rho) assumes; experiment service_time holds a
 server of known cost against it).  Latency counts from when each request was due, so
 the requests a saturated server holds back are not hidden (coordinated omission).
-labkit.queueing marks each model's knee (the first rate whose completions fall more
+labkit.what_breaks marks each model's knee (the first rate whose completions fall more
 than 5% short of the offer) and checks Little's law at every point: the requests in
 flight, sampled every 10 ms by the load generator, against completed rate x mean
 latency."""
@@ -45,8 +45,8 @@ EXPERIMENT = Experiment(
     ),
     x="rate",
     log_x=True,
-    # quick: the top rate twice what epoll served on a quiet 2-core machine (2,890 of 3,000 offered,
-    # November 2026; the scan's cost grows with the processes on the machine), so the knee shows
+    # quick: the top rate twice what epoll served on a quiet 2-core machine (2,890 of 3,000 offered;
+    # the scan's cost grows with the processes on the machine), so the knee shows
     profiles={"quick": {"models": ["threaded", "epoll"], "rate": [250, 1000, 2000, 6000], "duration": 1,
                         "warmup": "0.2s", "repeats": 1}},
     figures=(

@@ -1,8 +1,8 @@
-"""The old name of labkit.exercises.catalog, for notebooks and editions handed out before it moved:
+"""The old name of labkit.stubs.catalog, for notebooks and editions handed out before it moved:
 importing this gives that very module."""
 
 import sys
 
-from labkit.exercises import catalog as _moved
+from labkit.stubs import catalog as _moved
 
 sys.modules[__name__] = _moved

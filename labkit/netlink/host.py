@@ -18,8 +18,8 @@ ROOT_FIX = ("namespaces and veth links need CAP_NET_ADMIN: run the lab as root (
             "container or VM where you are root")
 
 
-# `ip netns add` waited over 20 s on a busy 2-CPU machine (CI, 2026-11-26, while other runs made
-# and removed namespaces); it normally takes milliseconds.
+# `ip netns add` can wait over 20 s on a busy 2-CPU machine (while other runs make and remove
+# namespaces); it normally takes milliseconds.
 IP_TIMEOUT_S = 60
 
 

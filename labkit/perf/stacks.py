@@ -191,8 +191,8 @@ class StackSampler:
     def _wait_until_sampling(self) -> None:
         """Return once perf record has opened its events and waits for samples (as
         attach.Attached waits for perf stat): a load started sooner could run, on a busy
-        machine, while perf still reads the processes' maps, and leave no sample at all (a CI
-        run of 2026-11-26).  Past READY_TIMEOUT_S the run goes on, its note saying so."""
+        machine, while perf still reads the processes' maps, and leave no sample at all.
+        Past READY_TIMEOUT_S the run goes on, its note saying so."""
         from labkit.perf.attach import perf_is_ready
 
         deadline = time.monotonic() + READY_TIMEOUT_S

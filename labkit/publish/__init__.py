@@ -1,7 +1,7 @@
 """Figures and tables of the lab's executed notebooks, for slides and reports.
 
   export.py    `labkit export`: every figure and results table into one folder
-  figures.py   static images (PNG, SVG, PDF) through one long-lived kaleido Chromium
+  images.py    static images (PNG, SVG, PDF) through one long-lived kaleido Chromium
 
 Importing this package imports nothing.
 """

@@ -35,7 +35,7 @@ import plotly.graph_objects as go
 from .. import launcher, paths, spreadsheet
 from ..plots import alt_text
 from ..errors import LabError
-from .figures import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
+from .images import CHROMIUM_FIX, IMAGE_FORMATS, PLOTLY_MIME, StaticRenderer, attach_png, find_chromium
 
 DEFAULT_OUT = paths.WORK / "export"
 EXECUTE_TIMEOUT_S = 900  # one notebook, quick profile: about a minute; generous for slow machines
@@ -462,8 +462,8 @@ def execute(notebooks: list[Path], into: Path, profile: str = "quick", kernel: s
         results = into / f"{source.stem}.results.jsonl"
         results.unlink(missing_ok=True)
         env = dict(os.environ, LABKIT_RESULTS=str(results))
-        # papermill, its kernel on Unix sockets (labkit/notebook_run.py says why)
-        command = [sys.executable, "-m", "labkit.notebook_run", str(source), str(target), "-p", "profile", profile,
+        # papermill, its kernel on Unix sockets (labkit/execute.py says why)
+        command = [sys.executable, "-m", "labkit.execute", str(source), str(target), "-p", "profile", profile,
                    "-k", kernel, "--cwd", str(into)]
         run = launcher.spawn(command, "papermill", None, env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT)

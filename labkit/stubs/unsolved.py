@@ -1,7 +1,7 @@
 """Which of the lab's programs wait for a C exercise the student has not solved yet.
 
 In the students' edition four of the lab's own C functions ship as stubs
-(labkit.exercises.catalog: C_EXERCISES, each with what `needs` it): the top
+(labkit.stubs.catalog: C_EXERCISES, each with what `needs` it): the top
 service runs procstat_parse (exercise 1.1), the poll model ev_poll (1.2), the load
 generator's writev strategy fill_iovec (4.1), an event loop's --idle-timeout shed_idle
 (6.2).  Until the student's visible check passes and puts their function into csrc/, what
@@ -42,7 +42,7 @@ def waiting(root: Path | str | None = None) -> list[CExercise]:
     """The C exercises whose function in csrc/ is still the edition's stub (in the tree at
     `root`, default the csrc/ this user's programs are built from); [] in the instructor's
     checkout."""
-    from .edition import still_stubbed
+    from .which_edition import still_stubbed
 
     return still_stubbed(root)
 

@@ -49,7 +49,7 @@ def function_text(text: str, function: str) -> str:
     found = find_function(lines, function)
     if found is None:
         raise LabError(f"no function {function}() in the C source of exercise {function}",
-                       "keep C_EXERCISES in labkit/exercises/catalog.py in step with csrc/")
+                       "keep C_EXERCISES in labkit/stubs/catalog.py in step with csrc/")
     return "\n".join(lines[found[0]:found[1] + 1])
 
 

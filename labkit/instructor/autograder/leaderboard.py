@@ -53,7 +53,7 @@ def measure(text: str, target_us: float, rates=RATES, earlier: dict[str, str] | 
     student's `earlier` functions adopted first): {"rate", "p99_us", "target_us", "steps":
     [step(...) ...], "stopped": why}, or {"error": why} when it did not build or start."""
     from ... import capstone, procs
-    from ...exercises.edition import adopt_earlier
+    from ...stubs.which_edition import adopt_earlier
     from ...scratch import ScratchServer
 
     adopt_earlier(earlier or {})
@@ -86,7 +86,7 @@ def measure(text: str, target_us: float, rates=RATES, earlier: dict[str, str] | 
 def step(rate: int, runs: list[dict], target_us: float) -> dict:
     """One offered rate judged from its runs' summaries (the load generator's JSON): the
     median completions and p99, the p99's range, whether it kept up and stayed within."""
-    from ...queueing import KNEE_SHORTFALL
+    from ...what_breaks import KNEE_SHORTFALL
 
     p99s = [run["latency_us"]["p99"] for run in runs if (run.get("latency_us") or {}).get("p99") is not None]
     completed = statistics.median(run.get("completed_rps") or 0.0 for run in runs)

@@ -21,7 +21,7 @@ import math
 import os
 import types
 
-from labkit import cpu_budget
+from labkit import cpu_limit
 
 EXPORTS_ENV = "LABKIT_EXPORTS"
 MAX_BYTES = 64 * 1024 * 1024  # the exports file of one run, at most
@@ -76,14 +76,14 @@ def _function(function) -> dict:
 class StudentFunction:
     """A student's function, run alone: each call starts `python -I` with the function's
     source and the call's arguments (plain data, as JSON) and reads its result back.  A
-    crash, an endless loop (`timeout` seconds of CPU time: labkit.cpu_budget) or an
+    crash, an endless loop (`timeout` seconds of CPU time: labkit.cpu_limit) or an
     exception becomes an AssertionError that says so; nothing the function does reaches
     the caller's process."""
 
     RUNNER = ("import json, math, sys\n"
-              "from labkit import cpu_budget\n"
+              "from labkit import cpu_limit\n"
               "call = json.load(sys.stdin)\n"
-              "cpu_budget.limit(call['cpu_seconds'])\n"
+              "cpu_limit.limit(call['cpu_seconds'])\n"
               "space = {'__name__': '__student__', 'math': math}\n"
               "exec(compile(call['source'], '<your ' + call['name'] + '>', 'exec'), space)\n"
               "result = space[call['name']](*call['args'])\n"
@@ -104,12 +104,12 @@ class StudentFunction:
             done = subprocess.run([sys.executable, "-I", "-c", self.RUNNER],
                                   input=json.dumps({"name": self.__name__, "source": self.source,
                                                     "args": list(args), "cpu_seconds": self.timeout}),
-                                  capture_output=True, text=True, timeout=cpu_budget.wall(self.timeout))
+                                  capture_output=True, text=True, timeout=cpu_limit.wall(self.timeout))
         except subprocess.TimeoutExpired:
             raise AssertionError(f"your {self.__name__}{tuple(args)} did not return within "
-                                 f"{cpu_budget.wall(self.timeout):g} s, using little CPU (is it waiting on "
+                                 f"{cpu_limit.wall(self.timeout):g} s, using little CPU (is it waiting on "
                                  "something, a sleep or input?)") from None
-        if cpu_budget.spent(done.returncode):
+        if cpu_limit.spent(done.returncode):
             raise AssertionError(f"your {self.__name__}{tuple(args)} did not return within "
                                  f"{self.timeout:g} s of CPU time (an endless loop?)")
         if done.returncode == 86:

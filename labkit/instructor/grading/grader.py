@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import capstone, paths
-from ...exercises import checks, edition as editions
-from ...exercises.catalog import C_EXERCISES
+from ...exercises import checks
+from ...stubs import which_edition as editions
+from ...stubs.catalog import C_EXERCISES
 from . import hand, run_lab
 from ..release import edition as release
 from ..sandbox import run as sandbox

@@ -15,7 +15,7 @@ can read holds a solution in any form:
     at the copy, so make finds it up to date);
   * the lab is marked as an edition (RELEASE.json, tests/edition_left_out.json), so that in
     the run, as on the student's own machine, a C exercise whose visible check passes puts the
-    student's function into the run's csrc/ (labkit.exercises.edition.adopt), and the programs
+    student's function into the run's csrc/ (labkit.stubs.which_edition.adopt), and the programs
     are rebuilt from it when next used: in the run, by the run's uid, never by root (a student's
     C can `#include` any file the compiler can read, and the compiler's messages quote it).
     The exercises of the student's earlier notebooks are adopted the same way before the
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from ... import makefile, paths, procstat
 from ...errors import LabError
-from ...exercises import edition as editions
+from ...stubs import which_edition as editions
 from ..release import edition as release
 
 # What a run needs of the lab besides the C: the package, the seeds' tables.

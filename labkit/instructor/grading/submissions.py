@@ -17,7 +17,7 @@ import stat
 from pathlib import Path
 
 from ... import capstone, paths
-from ...exercises.catalog import C_EXERCISES
+from ...stubs.catalog import C_EXERCISES
 
 MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
 EXERCISES_C = Path("csrc") / "exercises"  # a student's C exercise files, beside the notebook as in their csrc/

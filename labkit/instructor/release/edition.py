@@ -39,8 +39,8 @@ from pathlib import Path
 
 from ... import paths
 from ...errors import LabError
-from ...exercises.catalog import C_EXERCISES
-from ...exercises.edition import LEFT_OUT_JSON, RELEASE_JSON, function_text, sha256
+from ...stubs.catalog import C_EXERCISES
+from ...stubs.which_edition import LEFT_OUT_JSON, RELEASE_JSON, function_text, sha256
 from . import readme as students_readme
 
 HIDDEN_TAG = "hidden-check"

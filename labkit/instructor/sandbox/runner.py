@@ -78,18 +78,18 @@ def _main() -> int:
     import papermill
     from nbclient.exceptions import DeadKernelError
 
-    from labkit import notebook_run  # papermill, its kernel on Unix sockets (it says why)
+    from labkit import execute  # papermill, its kernel on Unix sockets (it says why)
     from labkit.instructor.grading.outcomes import COMPLETED, FAILED, KERNEL_DIED
 
     output = Path(spec["output"])
     if spec.get("adopt_earlier"):  # the student's earlier C exercises, as their own machine had them
-        from labkit.exercises.edition import adopt_earlier
+        from labkit.stubs.which_edition import adopt_earlier
 
         for line in adopt_earlier(spec["adopt_earlier"]):
             print(line, flush=True)
     try:
         # allow_errors: a student's broken cell must not hide the later exercises' checks.
-        notebook_run.execute(spec["input"], str(output), parameters=spec["parameters"],
+        execute.execute(spec["input"], str(output), parameters=spec["parameters"],
                                    kernel_name=spec["kernel"], cwd=spec["cwd"], progress_bar=False,
                                    log_output=False, allow_errors=True, start_timeout=120)
     except DeadKernelError as error:
