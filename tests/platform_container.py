@@ -238,6 +238,9 @@ def _script(platform: Platform, image: Path, scratch: Path, cgroup: Cgroup, comm
     if platform.top == "autograder":  # Gradescope's harness makes it (its stdout goes there); PrairieLearn does not
         results = root / platform.results
         steps.append(f"mkdir -p {_q(results.parent)} && chmod 755 {_q(results.parent)}")
+    if (scratch / "course").is_dir():  # PrairieLearn copies the question's serverFilesCourse folders in
+        where = root / "grade" / "serverFilesCourse"
+        steps.append(f"mkdir -p {_q(where)} && cp -a {_q(scratch / 'course')}/. {_q(where)}/")
     if (scratch / "submission").is_dir():
         where = root / platform.submission
         steps.append(f"mkdir -p {_q(where)} && cp -a {_q(scratch / 'submission')}/. {_q(where)}/")
@@ -253,9 +256,12 @@ def _script(platform: Platform, image: Path, scratch: Path, cgroup: Cgroup, comm
 
 
 def run(platform: Platform, image: Path, command: str | None = None, submission: dict[str, bytes] | None = None,
-        kill_s: float | None = None, writable_image: bool = False, base: Path = Path("/")) -> Graded:
+        kill_s: float | None = None, writable_image: bool = False, base: Path = Path("/"),
+        course: Path | None = None) -> Graded:
     """One container of `platform` on `image`: `submission` (relative path -> bytes) where the
-    platform puts it, `command` (default: the platform's entry point) run as root, killed with
+    platform puts it, `course` (a folder: the course's serverFilesCourse folders the question
+    names) copied to /grade/serverFilesCourse as PrairieLearn copies them into each grading
+    job, `command` (default: the platform's entry point) run as root, killed with
     everything in it after `kill_s` (default: the platform's).  `base`: the root the image's
     layer lies over (this machine's, with its venv bound in; or a fresh Debian root, whose
     image layer its own setup made)."""
@@ -268,6 +274,8 @@ def run(platform: Platform, image: Path, command: str | None = None, submission:
         target.write_bytes(data)
     if submission is not None:
         (scratch / "submission").mkdir(exist_ok=True)
+    if course is not None:
+        shutil.copytree(course, scratch / "course", symlinks=True)
     command = command or f"cd /{platform.top} && exec {platform.entry}"
     cgroup = Cgroup(platform)
     (scratch / "container.sh").write_text(_script(platform, image, scratch, cgroup, command, writable_image, base))

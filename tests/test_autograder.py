@@ -26,6 +26,8 @@ from labkit.instructor.grading import grade
 from labkit.instructor.release import edition as release
 from test_grade_dask import NOTEBOOK, instructor_notebook
 
+NOTEBOOK_01 = "01_proc_service"
+
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(os.geteuid() != 0, reason="grading runs as root"),
               pytest.mark.timeout(600)]
 
@@ -274,6 +276,33 @@ def test_the_prairielearn_folder_holds_its_image_entrypoint_and_options(tmp_path
     assert (out / "lab" / "notebooks" / "07_your_server.ipynb").is_file()
     with pytest.raises(Exception, match="not empty"):
         package.prairielearn(out)
+
+
+def test_prairielearns_public_image_holds_the_edition_and_a_wrong_course_folder_grades_nothing(tmp_path):
+    """The image's lab is the students' edition (no hidden check, the C solutions stubbed), the
+    instructor's side is the course's serverFilesCourse folder; a grading job without that folder,
+    or with a file of it changed, writes nothing into the lab and says what to do."""
+    import shutil
+
+    out = package.prairielearn(tmp_path / "pl", notebooks=[NOTEBOOK_01])
+    options = json.loads((out / "info-external-grading.json").read_text())["externalGradingOptions"]
+    assert options["serverFilesCourse"] == [f"{package.COURSE}/"]
+    lab, course = out / "lab", out / "serverFilesCourse" / package.COURSE
+    for name in (f"notebooks/{NOTEBOOK_01}.ipynb", "csrc/services/procstat.c", "csrc/capstone/mine.c"):
+        assert (course / name).read_bytes() == (paths.ROOT / name).read_bytes() != (lab / name).read_bytes()
+    assert "hidden=True" not in (lab / "notebooks" / f"{NOTEBOOK_01}.ipynb").read_text()
+    assert not (lab / "tests" / "test_release.py").exists() and (course / "tests" / "test_release.py").is_file()
+    edition = (lab / "notebooks" / f"{NOTEBOOK_01}.ipynb").read_bytes()
+    root = tmp_path / "root"
+    (root / "grade").mkdir(parents=True)
+    why = package.assemble(lab, root)
+    assert why and f"/grade/serverFilesCourse/{package.COURSE} is missing" in why and "serverFilesCourse" in why
+    shutil.copytree(out / "serverFilesCourse", root / package.MOUNTED)
+    (root / package.MOUNTED / package.COURSE / "csrc" / "capstone" / "mine.c").write_text("/* another answer */\n")
+    why = package.assemble(lab, root)
+    assert why and "csrc/capstone/mine.c not the package's" in why, why
+    assert stat.S_IMODE((root / package.MOUNTED).stat().st_mode) == 0o700  # hidden first, whatever follows
+    assert (lab / "notebooks" / f"{NOTEBOOK_01}.ipynb").read_bytes() == edition  # nothing written
 
 
 def test_the_instructors_files_are_made_roots_alone(tmp_path):

@@ -18,8 +18,10 @@ reads what it can of the instructor's files and the build into a written answer 
 results show the student), forges results.json, prints a flood, forks and then hangs: it
 must leak nothing, and its results must be written before the platform's limit."""
 
+import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -59,7 +61,9 @@ answer_q1 = f"SNOOPED {len(leaked)} files " + " | ".join(leaked[:50])
 print(answer_q1[:2000])
 '''
 
-# At the end: forge the platforms' results, flood the output, fork, then never finish.
+# Before the last check: forge the platforms' results, print 200 MiB, fork all it may and hold
+# the processes 5 s, then never finish (the notebook is stopped at the package's --timeout,
+# PER_NOTEBOOK_S, and its checks after this cell say so: timed out).
 WRECK = r'''
 import json, os, sys, time
 forged = {"score": 999, "gradable": True, "tests": [{"name": "forged", "score": 999, "points": 1, "max_points": 1}]}
@@ -71,17 +75,22 @@ for place in ["/autograder/results/results.json", "/grade/results/results.json"]
         print("FORGED", place)
     except OSError as error:
         print("refused", place, error)
-for _ in range(20):
+for _ in range(200):
     sys.stdout.write("x" * (1 << 20))
-forked = 0
+children = []
 for _ in range(3000):
     try:
-        if os.fork() == 0:
+        child = os.fork()
+        if child == 0:
             os.execv("/bin/sleep", ["sleep", "3600"])
-        forked += 1
+        children.append(child)
     except OSError:
         break
-print("FORKED", forked)
+print("FORKED", len(children))
+time.sleep(5)
+for child in children:  # what is left is a plain hang: the notebook's time limit stops it
+    os.kill(child, 9)
+    os.waitpid(child, 0)
 time.sleep(100000)
 '''
 
@@ -92,7 +101,7 @@ def images(tmp_path_factory):
     it, its C built in the image (the build's part of setup.sh / the Dockerfile: make build)."""
     assert os.geteuid() == 0, "the platforms' containers are made as root (namespaces, cgroups, overlays)"
     out = tmp_path_factory.mktemp("platforms")
-    made = {}
+    made = {"prairielearn-course": out / "prairielearn-grader" / "serverFilesCourse"}
     for platform, target, named in (("gradescope", out / "autograder.zip", f"{NOTEBOOK}.ipynb"),
                                     ("prairielearn", out / "prairielearn-grader", NOTEBOOK)):
         done = subprocess.run([sys.executable, "-m", "labkit", "autograder", platform, "--out", str(target),
@@ -118,8 +127,11 @@ def submission(student) -> dict[str, bytes]:
     return {f"my-lab/{NOTEBOOK}.ipynb": nbformat.writes(student).encode()}
 
 
-def grade_in(platform: str, images, handed: dict[str, bytes]) -> pc.Graded:
-    graded = pc.run(pc.PLATFORMS[platform], images[platform], submission=handed)
+def grade_in(platform: str, images, handed: dict[str, bytes], course: bool = True) -> pc.Graded:
+    """One grading through the platform's entry point; on PrairieLearn with the package's
+    serverFilesCourse folder in the job (`course`), as the question's options name it."""
+    graded = pc.run(pc.PLATFORMS[platform], images[platform], submission=handed,
+                    course=images["prairielearn-course"] if platform == "prairielearn" and course else None)
     print(f"{platform}: graded in {graded.elapsed_s:.0f} s (rc {graded.returncode}, killed {graded.killed}, "
           f"OOM kills {graded.oom_kills})")
     assert not graded.killed, "the platform killed the container before results were written"
@@ -150,14 +162,21 @@ def test_the_instructors_solutions_score_every_machine_point_on_gradescope(image
 
 
 def test_a_hostile_copy_of_the_solutions_leaks_nothing_and_its_results_are_written_in_time(images):
-    """On PrairieLearn (no network, 1,024 pids): the solutions with the snooping answer and the
-    wrecking cell at the end; every machine point still (the checks ran before it hung), the
-    snoop read none of the instructor's files, the forged results are not the results."""
+    """On PrairieLearn (no network, 1,024 pids, the instructor's side from serverFilesCourse):
+    the solutions with the snooping answer, and the wrecking cell before the last check; the
+    checks before it get every point, the last one 0 "timed out", the snoop read none of the
+    instructor's files, the forged results are not the results, and they are written before
+    PrairieLearn's 600 s (here the notebook's time is the package's --timeout, PER_NOTEBOOK_S,
+    where a real package gives 300 s or half of what is left)."""
     teacher, student = solved(NOTEBOOK)
-    for cell in student.cells:
-        if "answer_q1 =" in cell.source:
-            cell.source = SNOOP
-    student.cells.append(nbformat.v4.new_code_cell(WRECK))
+    answer = next(cell.source for cell in student.cells if "answer_q1 =" in cell.source).splitlines()[-1]
+    assert answer.startswith('ex.answer("answer_q1"'), answer
+    last = max(i for i, cell in enumerate(student.cells) if "@ex.check(" in cell.source)
+    # the snooping answer given before the wreck (the written answers' own cells come after it)
+    student.cells[last:last] = [nbformat.v4.new_code_cell(SNOOP + answer), nbformat.v4.new_code_cell(WRECK)]
+    last += 1
+    after = {name for cell in student.cells[last + 1:] for name in re.findall(r'@ex\.check\("([^"]+)"', cell.source)}
+    assert after, "the wrecking cell must come before a check"
     graded = grade_in("prairielearn", images, submission(student))
     results = graded.results
     said = json.dumps(results)
@@ -168,7 +187,71 @@ def test_a_hostile_copy_of_the_solutions_leaks_nothing_and_its_results_are_writt
     catalog = check_catalog(teacher)
     got = scored("prairielearn", results)
     for spec in catalog:
-        if not spec.by_hand and not spec.hidden:
+        if spec.name in after:
+            test = next(t for t in results["tests"] if t["name"].endswith(f": {spec.name}"))
+            # stopped at its time, or earlier where the watcher saw it hold its forks: a fork bomb
+            assert test["points"] == 0 and re.search(r"did not run: the notebook (ran over the|kept \d+ processes)",
+                                                      test["output"]), test
+        elif not spec.by_hand and not spec.hidden:
             assert got[spec.name] == (spec.max_points, spec.max_points), (spec.name, results["tests"])
-    assert 0 < results["score"] <= 1
+    assert 0 < results["score"] < 1
     assert graded.elapsed_s < pc.PRAIRIELEARN.kill_s
+
+
+def answers() -> tuple[set[str], set[str]]:
+    """(the instructor's answers' lines, every other line of the lab): each line (stripped, of
+    30 characters or more) of a solution, a hidden check's cell or a file the students' edition
+    leaves out, that no other file of the lab, nor the notebooks and C with their solutions
+    stubbed, holds."""
+    from labkit.instructor.autograder.package import _lab_files
+    from labkit.instructor.release import edition as release
+
+    secret, public = set(), set()
+
+    def lines(text: str) -> set[str]:
+        return {line.strip() for line in text.splitlines() if len(line.strip()) >= 30}
+
+    for name in _lab_files(paths.ROOT):
+        path = paths.ROOT / name
+        if name in release.INSTRUCTOR_ONLY:
+            secret |= lines(path.read_text(errors="replace"))
+        elif name.startswith("notebooks/") and name.endswith(".ipynb"):
+            teacher = nbformat.read(path, as_version=4)
+            secret |= {line for cell in teacher.cells if release.HIDDEN_TAG in cell.metadata.get("tags", [])
+                       for line in lines(cell.source)}
+            student, found = release.release_notebook(copy.deepcopy(teacher), path.stem)
+            secret |= {line for solution in found for line in lines(solution.text)}
+            public |= {line for cell in student.cells for line in lines(cell.source)}
+        elif name.startswith("csrc/") and path.suffix in (".c", ".h"):
+            stubbed, found = release.strip_solutions(path.read_text(), name)
+            secret |= {line for solution in found for line in lines(solution.text)}
+            public |= lines(stubbed)
+        else:
+            public |= lines(path.read_text(errors="replace"))
+    return secret - public, public
+
+
+def test_the_prairielearn_image_holds_no_answer_and_grading_without_the_course_says_why(images):
+    """The image PrairieLearn pulls (public) after its build, every file of it: no line of a
+    solution, a hidden check or the instructor's tests (the course's folder holds them); and a
+    grading job whose question does not name the course's folder is not gradable, saying what
+    to do, with nothing graded."""
+    needles, _ = answers()
+    assert len(needles) > 100, len(needles)
+    found, where = set(), {}
+    for top, course in ((images["prairielearn"], False), (images["prairielearn-course"], True)):
+        for path in top.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                held = {line.strip() for line in path.read_bytes().decode(errors="replace").splitlines()} & needles
+                if course:
+                    found |= held
+                elif held:
+                    where[str(path.relative_to(top))] = sorted(held)[:3]
+    assert not where, where
+    assert len(found) > 0.9 * len(needles)  # the grep finds them where they are
+    _, student = solved(NOTEBOOK)
+    graded = grade_in("prairielearn", images, submission(student), course=False)
+    assert graded.results == {"gradable": False, "format_errors": [graded.results["format_errors"][0]]}
+    why = graded.results["format_errors"][0]
+    assert "/grade/serverFilesCourse/labkit-grader is missing" in why
+    assert '"serverFilesCourse": ["labkit-grader/"]' in why

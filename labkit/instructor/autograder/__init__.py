@@ -5,7 +5,8 @@ external grader, from one command each, with the same grading as `labkit grade`.
              and its results.json written from labkit's gradebook rows)
   package:   `labkit autograder gradescope|prairielearn --out ...`: the zip, or the folder
              (Dockerfile, info.json's grading options, the entrypoint), with the instructor's
-             lab inside; only the platform's grader reads it
+             lab inside (PrairieLearn's public image: the edition; the instructor's side for the
+             course's serverFilesCourse, put back together per grading)
   run:       inside the platform's container, per submission: the handed-in notebooks graded
              by labkit.instructor.grading.grade, the platform's results.json written, what the
              container cannot do named in it

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 EXIT_OK = 0
@@ -16,7 +17,9 @@ def _package(args) -> int:
     else:
         out = package.prairielearn(args.out, args.notebooks, args.timeout, args.show_hidden)
         print(f"PrairieLearn grader: {out} (build its Dockerfile, put info-external-grading.json's options "
-              "in each question's info.json; docs/autograders.md)")
+              "in each question's info.json, its serverFilesCourse/ in the course's; docs/autograders.md)")
+        graded = json.loads((out / "lab" / package.CONFIG).read_text())["notebooks"]
+        print(package.pids_note(graded) or "", end="\n" if package.pids_note(graded) else "")
     return EXIT_OK
 
 

@@ -12,7 +12,9 @@ Invariants:
   * what the container cannot do (labkit doctor's findings that are not ok) is named at the
     head of the results, and a check it made unmeasurable is 0 of 0, never failed;
   * the capstone's leaderboard (Gradescope's) is measured by the grader (leaderboard.py), never
-    read from what the student's run exported.
+    read from what the student's run exported;
+  * on PrairieLearn the instructor's side of the lab comes from the course and is checked
+    before anything is graded (package.assemble); where it cannot be, the result says why.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ def limits_here() -> list[str]:
     try:
         from ... import doctor
 
-        return [f"{c.name}: {c.detail}" for c in doctor.checks() if c.status != doctor.OK]
+        return [f"{c.name}: {c.detail}" for c in doctor.findings() if c.status != doctor.OK]
     except Exception as problem:  # noqa: BLE001 -- the results are written all the same
         return [f"labkit doctor could not run here ({type(problem).__name__}: {problem})"]
 
@@ -73,7 +75,7 @@ def _class_of_one(submitted: Path, notebooks: list[str], into: Path) -> list[str
     of one student, `into`/submission/: the graded notebooks, the earlier notebooks whose C
     exercises a graded one adopts (the capstone's server is built with them), csrc/exercises/
     and the capstone's csrc/servers/mine.c.  Returns the graded notebooks found."""
-    from ...exercises.catalog import C_EXERCISES
+    from ...stubs.catalog import C_EXERCISES
     from ..grading.submissions import EXERCISES_C
 
     student = into / "submission"
@@ -188,9 +190,16 @@ def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = Non
 
     platform, root = PLATFORMS[platform_name], Path(root)
     lab = Path(lab) if lab else paths.ROOT
+    config = json.loads((lab / CONFIG).read_text()) if (lab / CONFIG).is_file() else {}
+    if config.get("course"):  # PrairieLearn's public image: the instructor's side from the course
+        from .package import assemble
+
+        why = assemble(lab, root)
+        if why:
+            write_results(platform, root, not_gradable(platform, why))
+            return not_gradable(platform, why)
     if private:
         protect(lab)
-    config = json.loads((lab / CONFIG).read_text()) if (lab / CONFIG).is_file() else {}
     instructor = lab / config.get("instructor_dir", "notebooks")
     notebooks = config.get("notebooks") or sorted(p.stem for p in instructor.glob("[0-9][0-9]_*.ipynb"))
     started = time.monotonic()
