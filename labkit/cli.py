@@ -195,9 +195,9 @@ def _export(args) -> int:
 
 
 def _grade(args) -> int:
-    from .instructor.grading import grade
+    from .instructor.course import class_grades
 
-    _, summary = grade.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
+    _, summary = class_grades.grade(args.submissions, args.out, jobs=args.jobs, profile=args.profile,
                              timeout_s=args.timeout, notebooks=args.notebooks, scheduler=args.scheduler,
                              certs=args.certs, manual=args.manual)
     print(summary)
@@ -412,7 +412,7 @@ def parser() -> argparse.ArgumentParser:
                                                   "there is replaced; any other non-empty folder is refused)")
     release.set_defaults(run=_release)
 
-    from .instructor.lms import commands as lms_commands
+    from .instructor.course import lms_commands
 
     lms_commands.add(commands)
     from .instructor.autograder import commands as autograder_commands

@@ -21,8 +21,8 @@ import nbformat
 import pytest
 
 from labkit import paths
-from labkit.instructor.autograder import package, platforms, run as autograder
-from labkit.instructor.grading import grade
+from labkit.instructor.autograder import package, platforms, entry as autograder
+from labkit.instructor.course import class_grades
 from labkit.instructor.release import edition as release
 from test_grade_dask import NOTEBOOK, instructor_notebook
 
@@ -115,7 +115,7 @@ def course(tmp_path_factory):
     graded = [n for n in notebooks if n != "hanging"]
     for name in set(notebooks) - set(graded):
         os.rename(root / "class" / name, root / f"held-{name}")
-    book, _ = grade.grade(root / "class", root / "graded", instructor_dir=lab / "notebooks", jobs=2,
+    book, _ = class_grades.grade(root / "class", root / "graded", instructor_dir=lab / "notebooks", jobs=2,
                           timeout_s=TIMEOUT_S, progress=False)
     per_submission = (time.monotonic() - started) / len(graded)
     return {"root": root, "lab": lab, "notebooks": notebooks, "book": book, "grade_s": per_submission}

@@ -59,7 +59,7 @@ def _up_to_the_first_panel(notebook, folder):
     with parameters injected after its parameters cell, as papermill does: the quick
     profile, and results kept in `folder`; None for a notebook without a panel.  The
     repository's notebook and data/results/ stay untouched."""
-    from labkit.instructor.release.edition import HIDDEN_TAG
+    from labkit.instructor.basics.tags import HIDDEN_TAG
 
     nb = nbformat.read(notebook, as_version=4)
     panel = next((i for i, cell in enumerate(nb.cells)

@@ -109,7 +109,7 @@ def work():
 def test_the_reference_server_scores_every_check_and_ranks_the_buggy_one_all_but_back_pressure(tmp_path, work):
     """A student hands in the solved notebook 07 and their earlier notebooks with the C
     exercises solved: the server is built in the grading sandbox from what was handed in, the
-    lab's programs from the edition's sources with the student's functions adopted (run_lab).
+    lab's programs from the edition's sources with the student's functions adopted (lab_copy).
     With the reference server (Gradescope) it earns every point but the written answers', and a
     leaderboard entry measured by the grader; with the partial-write bug's server (PrairieLearn)
     every point but the slow reader's and the back-pressure case's, visible and hidden, the slow
@@ -124,7 +124,7 @@ def test_the_reference_server_scores_every_check_and_ranks_the_buggy_one_all_but
     (folder / "csrc" / "servers").mkdir(parents=True)
     nbformat.write(student, folder / f"{CAPSTONE}.ipynb")
     # the C exercises of the earlier notebooks, solved: the run's programs are built from the
-    # edition's stubs with this student's functions adopted (run_lab), the top service's parser
+    # edition's stubs with this student's functions adopted (lab_copy), the top service's parser
     # (exercise 1.1) among them, which the battery's top cases run
     for earlier in sorted({exercise.notebook for exercise in C_EXERCISES}):
         nbformat.write(solved(earlier)[1], folder / f"{earlier}.ipynb")

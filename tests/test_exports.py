@@ -1,4 +1,4 @@
-"""What a graded notebook hands to the checks (labkit.instructor.grading.exports): every kind of
+"""What a graded notebook hands to the checks (labkit.instructor.basics.exports): every kind of
 value the notebooks' checks read comes back as it was, through JSON, and a student's
 function comes back as its source and runs in a process of its own."""
 
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from labkit.instructor.grading import exports
+from labkit.instructor.basics import exports
 
 
 def round_trip(value):

@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from labkit import facts, paths, perf
-from labkit.instructor.grading import check_cells, checker, exports
+from labkit.instructor.grading import check_cells, judge
+from labkit.instructor.basics import exports
 
 SETUP = paths.NOTEBOOKS / "00_setup.ipynb"
 # The student's laptop: a VM with software events only, Debian's paranoid level.
@@ -77,7 +78,7 @@ def graded(check: str, answers: dict, own: dict | None) -> dict:
     exported = {name: json.loads(json.dumps(exports.encode(value))) for name, value in values.items()}
     group = next(g for g in check_cells.check_groups(nbformat.read(SETUP, as_version=4)) if check in g.checks)
     out = io.StringIO()
-    checker.run_group({"checks": group.checks, "source": group.source}, exported, "00_setup", out)
+    judge.run_group({"checks": group.checks, "source": group.source}, exported, "00_setup", out)
     return next(r for r in map(json.loads, out.getvalue().splitlines()) if r["check"] == check)
 
 

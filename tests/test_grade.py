@@ -21,9 +21,11 @@ import psutil
 import pytest
 
 from labkit import paths
-from labkit.instructor.grading import exports, grade, grader
+from labkit.instructor.grading import grader
+from labkit.instructor.course import class_grades
+from labkit.instructor.basics import exports
 from labkit.instructor.release import edition as release
-from labkit.instructor.sandbox import run as sandbox
+from labkit.instructor.sandbox import outside as sandbox
 from labkit.instructor.grading.check_cells import CheckSpec, check_catalog, graded_copy
 from labkit.instructor.sandbox.uids import FIRST_GRADING_UID, UidLease
 from labkit.bench import free_port
@@ -210,7 +212,7 @@ def test_rows_take_points_from_the_catalog_and_say_why_a_check_never_ran(tmp_pat
 
 def test_a_missing_notebook_gives_every_check_an_error_row(tmp_path):
     (tmp_path / "class" / "nobody").mkdir(parents=True)
-    book, text = grade.grade(tmp_path / "class", tmp_path / "out", notebooks=[NOTEBOOK], progress=False)
+    book, text = class_grades.grade(tmp_path / "class", tmp_path / "out", notebooks=[NOTEBOOK], progress=False)
     assert set(book["status"]) == {"error"} and set(book["message"]) == {"notebook not submitted"}
     assert len(book) == len(check_catalog(nbformat.read(paths.NOTEBOOKS / f"{NOTEBOOK}.ipynb", 4)))
     page = (tmp_path / "out" / "feedback" / "nobody.html").read_text()
@@ -227,8 +229,8 @@ def test_grading_refuses_a_notebook_without_checks(tmp_path):
     (tmp_path / "instructor").mkdir()
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
                    tmp_path / "instructor" / "99_no_exercises.ipynb")
-    with pytest.raises(grade.LabError, match="no checks to grade in 99_no_exercises"):
-        grade.grade(tmp_path / "class", tmp_path / "out", notebooks=["99_no_exercises"],
+    with pytest.raises(class_grades.LabError, match="no checks to grade in 99_no_exercises"):
+        class_grades.grade(tmp_path / "class", tmp_path / "out", notebooks=["99_no_exercises"],
                     instructor_dir=tmp_path / "instructor", progress=False)
 
 
@@ -237,7 +239,7 @@ def test_grading_refuses_a_notebook_without_checks(tmp_path):
 
 
 def tiny_notebook(cell: str):
-    record = ('from labkit.instructor.grading import exports\n'
+    record = ('from labkit.instructor.basics import exports\n'
               'def record(name):\n'
               '    exports.save([name], {}, [])\n'
               'record("before")')
@@ -368,7 +370,7 @@ def test_the_class_gets_the_expected_statuses_and_points(graded_class, instructo
         assert status == "error" and points == 0 and "does not compile" in message, broken[check]
     assert broken["ev_poll_dispatch_echo"][0] == "passed" and broken["answer_q1"][0] == "by hand"
     # its sweep ran the top service, whose parser is exercise 1.1: a run's programs are built from
-    # the edition's stub with only what passes adopted (run_lab), so, as on the student's own
+    # the edition's stub with only what passes adopted (lab_copy), so, as on the student's own
     # machine, nothing was measured and the ratio cannot be computed
     assert broken["iterative_ratio"][0] == "failed" and "measure the iterative model" in broken["iterative_ratio"][2]
     assert sum(points for _, points, _ in broken.values()) == total - points_of(
@@ -534,7 +536,7 @@ HANDED_IN = [
                          ids=[f"{case[0][:2]}-{case[1].__name__.strip('_')}" for case in HANDED_IN])
 def test_a_submission_is_read_once_without_following_links(tmp_path, notebook, make, expected_notebook,
                                                            expected_server):
-    from labkit.instructor.grading.submissions import CAPSTONE_SERVER, Refused, handed_in
+    from labkit.instructor.basics.submissions import CAPSTONE_SERVER, Refused, handed_in
 
     folder = tmp_path / "ana"
     folder.mkdir()

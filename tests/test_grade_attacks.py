@@ -27,8 +27,9 @@ import waits
 from labkit import build, paths, busy_machine
 from labkit.stubs import which_edition as editions
 from labkit.stubs.catalog import C_EXERCISES
-from labkit.instructor.grading import exports, run_lab
-from labkit.instructor.sandbox import isolation, run as sandbox, watch
+from labkit.instructor.sandbox import lab_copy
+from labkit.instructor.basics import exports
+from labkit.instructor.sandbox import isolation, outside as sandbox, watch
 from labkit.instructor.release import edition as release
 from labkit.instructor.grading.check_cells import check_catalog
 from labkit.instructor.sandbox.uids import FIRST_GRADING_UID, UidLease
@@ -56,7 +57,7 @@ with open(os.environ["LABKIT_EXPORTS"], "a") as f:
 
 PATCHED = """# patch the checker so that every check passes, and the C checks do nothing
 from labkit.exercises import c_exercises, checks
-from labkit.instructor.grading import exports
+from labkit.instructor.basics import exports
 def always(self, name, function, points=1, hidden=False, extra=None):
     result = checks.CheckResult(self.notebook, name, points, points, "passed", "", hidden)
     self.publish(result)
@@ -360,8 +361,8 @@ def test_no_solution_is_readable_in_a_run(hostile_class):
 
 
 def test_a_runs_lab_has_the_editions_sources_and_programs_built_from_them(tmp_path):
-    run_lab.copy(tmp_path / "stubbed")
-    run_lab.copy(tmp_path / "whole", stubbed=False)
+    lab_copy.copy(tmp_path / "stubbed")
+    lab_copy.copy(tmp_path / "whole", stubbed=False)
     for name, lines in solution_lines().items():
         assert lines[0] in (tmp_path / "whole" / "csrc" / name).read_text()  # the check above can fail
         stubbed = tmp_path / "stubbed" / "csrc" / name
@@ -417,10 +418,10 @@ def _text_pieces(obj: Path, least: int = 24, symbol: str | None = None) -> list[
 def solution_machine_code() -> dict[str, list[bytes]]:
     """For each C exercise: pieces of its function's code in the instructor's object (where the
     compiler inlined it into another function, that object's code) that no file of the
-    edition's build (run_lab.base: its programs, objects and cffi module) holds: the solution's
+    edition's build (lab_copy.base: its programs, objects and cffi module) holds: the solution's
     machine code.  (A piece of the caller alone can differ from the edition's object by a call's
     displacement and still be in a program built from the stub.)"""
-    base = run_lab.base() / "build"
+    base = lab_copy.base() / "build"
     edition = b"\0".join(p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file())
     found = {}
     for exercise in C_EXERCISES:
@@ -440,7 +441,7 @@ def test_solutions_machine_code_placement():
     needles = solution_machine_code()
     assert all(needles.values()), {name: len(pieces) for name, pieces in needles.items()}
     programs = {p.name: p.read_bytes() for p in paths.BIN.iterdir() if p.is_file()}
-    edition = {p.name: p.read_bytes() for p in (run_lab.base() / "build" / "bin").iterdir() if p.is_file()}
+    edition = {p.name: p.read_bytes() for p in (lab_copy.base() / "build" / "bin").iterdir() if p.is_file()}
     for name, pieces in needles.items():
         assert any(piece in data for piece in pieces for data in programs.values()), name
         assert not [(program, name) for program, data in edition.items() for piece in pieces if piece in data]
@@ -607,7 +608,7 @@ def test_children_over_memory_limit_stop(tmp_path):
            "time.sleep(60)")
     nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "labkit", "display_name": "labkit",
                                                            "language": "python"}})
-    nb.cells = [nbformat.v4.new_code_cell("from labkit.instructor.grading import exports\n"
+    nb.cells = [nbformat.v4.new_code_cell("from labkit.instructor.basics import exports\n"
                                           "exports.save(['before'], {}, [])"),
                 nbformat.v4.new_code_cell(hog)]
     lease = UidLease(1)
@@ -632,7 +633,7 @@ def test_children_over_memory_limit_stop(tmp_path):
 def test_grading_takes_earlier_functions(tmp_path):
     """Grading takes the functions a student wrote in earlier notebooks and not the stubs."""
     from labkit.instructor.grading.grader import _earlier_functions
-    from labkit.instructor.grading.submissions import handed_in
+    from labkit.instructor.basics.submissions import handed_in
 
     def earlier_in(notebook, path):
         return _earlier_functions(handed_in(path, notebook), notebook)
@@ -656,7 +657,7 @@ def test_grading_takes_earlier_functions(tmp_path):
 def test_earlier_function_adopted_if_passing(tmp_path):
     """A runs lab adopts an earlier function only where its visible check passes there."""
     lab = tmp_path / "lab"
-    run_lab.copy(lab)
+    lab_copy.copy(lab)
     procstat_c = (paths.CSRC / "services" / "procstat.c").read_text()
     solved = editions.function_text(procstat_c, "procstat_parse")
     wrong = solved.replace("{", "{\n    return -1;", 1)  # compiles, parses nothing
@@ -664,8 +665,9 @@ def test_earlier_function_adopted_if_passing(tmp_path):
     probe.write_text(
         "import json, sys\n"
         "from labkit import build\n"
+        "from labkit.exercises.c_exercises import adopt_earlier\n"
         "from labkit.stubs import which_edition\n"
-        "said = which_edition.adopt_earlier(json.loads(sys.argv[1]))\n"
+        "said = adopt_earlier(json.loads(sys.argv[1]))\n"
         "print(json.dumps([said, build.parse_stat_line('7 (a) b) S ' + '1 ' * 20),\n"
         "                  [e.function for e in which_edition.still_stubbed()]]))\n")
 

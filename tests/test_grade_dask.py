@@ -24,9 +24,9 @@ import pytest
 
 from labkit import paths
 from labkit.instructor.cluster import certs, tasks as cluster
-from labkit.instructor.grading import grade
+from labkit.instructor.course import class_grades
 from labkit.instructor.release import edition as release
-from labkit.instructor.sandbox import run as sandbox
+from labkit.instructor.sandbox import outside as sandbox
 from test_grade import FORK_BOMB, processes_of_grading_uids
 import waits
 from waits import wait_until
@@ -156,7 +156,7 @@ def dask_cluster(tmp_path_factory, course_certs):
 
 
 def grade_with(course, out, **options):
-    return grade.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
+    return class_grades.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
                        timeout_s=TIMEOUT_S, profile=None, progress=False,
                        limits=sandbox.Limits(processes=BOMB_LIMIT), **options)
 
@@ -244,8 +244,8 @@ def test_a_worker_killed_mid_task_still_gives_a_complete_gradebook(course, cours
         (hanging / "hanging" / f"{NOTEBOOK}.ipynb").write_bytes(
             (course / "class" / "hanging" / f"{NOTEBOOK}.ipynb").read_bytes())
         grader = subprocess.Popen(
-            [sys.executable, "-c", "import sys; from labkit.instructor.grading import grade; "
-             f"grade.grade(sys.argv[1], sys.argv[2], notebooks=['{NOTEBOOK}'], instructor_dir=sys.argv[3], "
+            [sys.executable, "-c", "import sys; from labkit.instructor.course import class_grades; "
+             f"class_grades.grade(sys.argv[1], sys.argv[2], notebooks=['{NOTEBOOK}'], instructor_dir=sys.argv[3], "
              f"timeout_s={KILLED_TIMEOUT_S}, profile=None, progress=False, scheduler=sys.argv[4], "
              "certs=sys.argv[5])",
              str(hanging), str(tmp_path / "out"), str(course / "instructor"), running.address, str(course_certs)],

@@ -154,7 +154,7 @@ OLD_NAMES = [
     ("from labkit.instructor.checks import Checker", "sys.modules[Checker.__module__]", "labkit.exercises.checks",
      "Checker"),
     # a graded notebook's records, and a cluster worker's `--preload labkit.instructor.gate`
-    ("from labkit.instructor import exports", "exports", "labkit.instructor.grading.exports", "save"),
+    ("from labkit.instructor import exports", "exports", "labkit.instructor.basics.exports", "save"),
     ("import labkit.instructor.gate as old", "old", "labkit.instructor.cluster.gate", "dask_setup"),
     # renamed top-level modules and names a notebook calls
     ("from labkit import queueing", "queueing", "labkit.what_breaks", "knees"),
@@ -176,16 +176,16 @@ def test_the_old_names_of_the_exercises_modules_still_import():
 
 
 def test_importing_the_instructors_package_imports_nothing_else():
-    """runner.py, inside a graded run, imports labkit.instructor and its sandbox room on its way before
+    """inside.py, inside a graded run, imports labkit.instructor and its sandbox room on its way before
     lowering its limits: nothing else of labkit comes with them."""
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-c", "import sys, labkit.instructor.sandbox.runner\n"
+    done = subprocess.run([sys.executable, "-c", "import sys, labkit.instructor.sandbox.inside\n"
                            "print(sorted(m for m in sys.modules if m.startswith('labkit')))"],
                           capture_output=True, text=True, cwd=paths.ROOT)
     assert done.stdout.strip() == ("['labkit', 'labkit.instructor', 'labkit.instructor.sandbox', "
-                                   "'labkit.instructor.sandbox.runner']"), done.stderr
+                                   "'labkit.instructor.sandbox.inside']"), done.stderr
 
 
 # ------------------------------------------------------------------ rooms, names and the map

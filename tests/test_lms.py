@@ -25,7 +25,7 @@ from labkit import paths
 from labkit.errors import LabError
 from labkit.instructor.lms import archive, collect as collecting, late, roster as rosters
 from labkit.instructor.release.edition import release_notebook
-from labkit.instructor.grading.submissions import safe_name
+from labkit.instructor.basics.submissions import safe_name
 
 ROSTER = """student_id,first_name,last_name,email,canvas_user_id,sis_user_id,sis_login_id,section
 alice,Ada,Lovelace,ada@uni.example,101,S1,ada,A

@@ -9,7 +9,7 @@ import pytest
 
 from labkit import row, sweep
 from labkit.exercises import predictions
-from labkit.instructor.grading import exports
+from labkit.instructor.basics import exports
 
 
 @pytest.fixture

@@ -141,7 +141,7 @@ def solutions_by_place() -> dict[str, list]:
     """Every solution of the lab, by where it is: each instructor notebook, each C file of csrc/."""
     found = {path.name: release.release_notebook(nbformat.read(path, as_version=4), path.stem)[1]
              for path in INSTRUCTOR}
-    for name in release._tracked(paths.ROOT):
+    for name in release.tracked_files(paths.ROOT):
         if name.startswith("csrc/") and name.endswith((".c", ".h")):
             solutions = release.strip_solutions((paths.ROOT / name).read_text(), name)[1]
             if solutions:
@@ -174,7 +174,7 @@ def test_no_solution_line_nor_hidden_check_is_anywhere_in_the_edition(released):
     by_place = solutions_by_place()
     lines = {line.strip() for solutions in by_place.values() for s in solutions for line in s.text.split("\n")
              if line.strip()}
-    lab_c = {line.strip() for name in release._tracked(paths.ROOT) if name.startswith("csrc/")
+    lab_c = {line.strip() for name in release.tracked_files(paths.ROOT) if name.startswith("csrc/")
              and name.endswith((".c", ".h"))
              for line in release.strip_solutions((paths.ROOT / name).read_text(), name)[0].split("\n")}
     files = edition_files(out)
@@ -296,17 +296,18 @@ def student_run(released, name: str, tmp_path_factory) -> list[dict]:
 
 def graded_in_the_checks_process(path: Path, exported: str) -> list[dict]:
     """Each check group of the instructor's notebook run by the checks process's own code
-    (labkit.instructor.grading.checker.run_group) on what the run exported: the records it writes."""
+    (labkit.instructor.grading.judge.run_group) on what the run exported: the records it writes."""
     import io
 
-    from labkit.instructor.grading import checker, check_cells, exports
+    from labkit.instructor.grading import judge, check_cells
+    from labkit.instructor.basics import exports
 
     by_check = exports.read(exported)
     out = io.StringIO()
     for group in check_cells.check_groups(nbformat.read(path, as_version=4)):
         values = next((by_check[name] for name in group.checks if name in by_check), None)
         assert values is not None, f"{path.name}: nothing was exported for {group.checks}"
-        checker.run_group({"checks": group.checks, "source": group.source}, values, path.stem, out)
+        judge.run_group({"checks": group.checks, "source": group.source}, values, path.stem, out)
     return [json.loads(line) for line in out.getvalue().splitlines()]
 
 
@@ -371,7 +372,7 @@ def git(cwd: Path, *args: str) -> str:
 def test_edition_is_tracked_files(released):
     """The edition is every tracked file but the instructors and a git repository."""
     out, written = released
-    tracked = set(release._tracked(paths.ROOT))
+    tracked = set(release.tracked_files(paths.ROOT))
     shipped = set(git(out, "ls-files").split("\n")) - {""}
     assert shipped == (tracked - set(release.INSTRUCTOR_ONLY)) | {editions.RELEASE_JSON, editions.LEFT_OUT_JSON}
     assert shipped == {str(p.relative_to(out)) for p in written}
@@ -406,14 +407,14 @@ def test_release_json_names_the_release_and_every_notebook_carries_it(released):
 ])
 def test_grade_warns_about_a_notebook_made_from_another_release(released, tmp_path, capsys, handed_in,
                                                                  instructor_changed, warned):
-    from labkit.instructor.grading import grade
+    from labkit.instructor.course import class_grades
 
     name = "01_proc_service"
     source = (released[0] if handed_in == "the edition's notebook" else paths.ROOT) / "notebooks" / f"{name}.ipynb"
     (tmp_path / "class" / "alice").mkdir(parents=True)
     (tmp_path / "class" / "alice" / f"{name}.ipynb").write_bytes(source.read_bytes())
     instructor = (paths.NOTEBOOKS / f"{name}.ipynb").read_bytes() + (b"\n" if instructor_changed else b"")
-    tasks = grade.find_tasks(tmp_path / "class", [name])
+    tasks = class_grades.find_tasks(tmp_path / "class", [name])
     warnings = release.warn_other_releases(tasks, {name: instructor})
     printed = capsys.readouterr().err
     if warned:
@@ -430,7 +431,7 @@ def tree_state() -> tuple[dict, str]:
     """The instructor's checkout as release must leave it: every tracked file's bytes and
     mode, and git's view of the tree (untracked files included)."""
     files = {}
-    for name in release._tracked(paths.ROOT):
+    for name in release.tracked_files(paths.ROOT):
         path = paths.ROOT / name
         if path.is_file():
             files[name] = (hashlib.sha256(path.read_bytes()).hexdigest(), path.stat().st_mode)

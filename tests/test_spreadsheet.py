@@ -15,7 +15,8 @@ import pandas as pd
 import pytest
 
 from labkit import spreadsheet
-from labkit.instructor.grading import grade, hand
+from labkit.instructor.grading import hand
+from labkit.instructor.course import class_grades
 from labkit.instructor.grading.grader import Outcome, Task
 from labkit.instructor.lms import books, collect
 from labkit.instructor.lms.roster import Roster, Student
@@ -110,9 +111,9 @@ def test_the_gradebook_holds_no_formula_and_reads_back_as_graded(tmp_path, cell)
     task = Task(cell, "01_proc_service", None)  # a student's name as their folder has it
     rows = [dict(answer_row(cell, student=cell), message=f"the server said {cell}")]
     rows[0].pop("answer"), rows[0].pop("look_for")
-    grade._write_gradebook(tmp_path, [task], [Outcome(task, rows, None, "ran")])
+    class_grades._write_gradebook(tmp_path, [task], [Outcome(task, rows, None, "ran")])
     nothing_runs(tmp_path / "gradebook.csv")
-    book = grade.read_gradebook(tmp_path)
+    book = class_grades.read_gradebook(tmp_path)
     assert book["student"].tolist() == [cell] and book["message"].tolist() == [f"the server said {cell}"]
 
 
@@ -125,7 +126,7 @@ def test_csv_file_names_have_no_formula(tmp_path, cell):
         "submitted_at": "2026-11-20T10:00:00+00:00", "attempt": "1", "late_by_lms": "false"}})
     nothing_runs(folder / collect.RECORD)
     assert collect.read_record(folder)["01_proc_service.ipynb"]["handed_in_as"] == cell
-    grade._write_submitted(tmp_path, tmp_path / "class", [Task("ana", "01_proc_service", folder / "01.ipynb")])
+    class_grades._write_submitted(tmp_path, tmp_path / "class", [Task("ana", "01_proc_service", folder / "01.ipynb")])
     nothing_runs(tmp_path / books.SUBMITTED)
     assert books.read_submitted(tmp_path)[("ana", "01_proc_service")]["handed_in_as"] == cell
 

@@ -4,7 +4,7 @@ A notebook makes one Checker and declares its checks with a decorator; the
 check runs at once, prints PASS or FAIL with a helpful message, and, when the
 environment variable LABKIT_CHECKS_FILE names a file, appends one JSON line per
 check to it (a record of a run by hand or in a test; grading does not read it:
-labkit.instructor.grading.checker writes its records to a descriptor only it holds):
+labkit.instructor.grading.judge writes its records to a descriptor only it holds):
 
     ex = Checker(notebook="01_proc_service")
 

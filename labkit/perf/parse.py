@@ -32,7 +32,8 @@ NAN = float("nan")
 # The lab's one word, in every table, note and plot, for a measurement it could not
 # take (always with the reason beside it); perf's own "<not supported>" and
 # "<not counted>" appear only where perf is quoted.
-NOT_MEASURABLE = "not measurable on this machine"
+UNMEASURABLE = "not measurable"
+NOT_MEASURABLE = f"{UNMEASURABLE} on this machine"
 
 # Events that fire inside the scheduler, with kernel registers: counted with
 # ":u" (kernel excluded) they always read 0, so that 0 means "not measured".

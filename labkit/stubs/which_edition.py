@@ -6,9 +6,9 @@ tests/edition_left_out.json, what it left out and the sha256 of each C exercise'
   still_stubbed()  the C exercises whose function in csrc/ is still the released stub;
   left_out()       the tests an edition leaves out, and why (tests/conftest.py reads it);
   adopt()          a student's C function, its visible check passed, put into csrc/;
-  written_in()     a student's C function as their notebook holds it (my_<function> = r"..." );
-  adopt_earlier()  the functions of a student's earlier notebooks, each adopted if its visible
-                   check passes here (a graded run's lab, before its notebook starts).
+  written_in()     a student's C function as their notebook holds it (my_<function> = r"..." ).
+The functions of a student's earlier notebooks are adopted at grading, each if its visible check
+passes there, by labkit.exercises.c_exercises.adopt_earlier: the checks are the exercises' room.
 
 Making an edition is the instructor's (labkit.instructor.release.edition); reading one is
 everyone's, the notebooks' checks first.
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import importlib
 import json
 from pathlib import Path
 
@@ -138,27 +137,3 @@ def written_in(nb, function: str) -> str | None:
                     and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)):
                 found = node.value.value
     return found
-
-
-def adopt_earlier(functions: dict[str, str]) -> list[str]:
-    """In an edition: each C exercise's function of `functions` (by function name: the
-    student's code from an earlier notebook) run through that exercise's visible check, which
-    adopt()s it when it passes, as it did on the student's own machine; a line per function
-    saying what became of it.  A function still the stub, or whose check fails, stays out."""
-    if edition() is None:
-        return []
-    said = []
-    for exercise in C_EXERCISES:
-        code = functions.get(exercise.function)
-        if code is None or not exercise.check:
-            continue
-        module, name = exercise.check.split(":")
-        check = getattr(importlib.import_module(f"{__package__}.{module}"), name)
-        try:
-            check(code)
-        except Exception as failed:  # noqa: BLE001 -- the student's code: any failure keeps the stub
-            said.append(f"exercise {exercise.label} ({exercise.function}) from {exercise.notebook}: its visible "
-                        f"check did not pass here, so the lab keeps the stub ({type(failed).__name__})")
-        else:
-            said.append(f"exercise {exercise.label} ({exercise.function}) from {exercise.notebook}: adopted")
-    return said

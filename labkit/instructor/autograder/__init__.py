@@ -7,8 +7,8 @@ external grader, from one command each, with the same grading as `labkit grade`.
              (Dockerfile, info.json's grading options, the entrypoint), with the instructor's
              lab inside (PrairieLearn's public image: the edition; the instructor's side for the
              course's serverFilesCourse, put back together per grading)
-  run:       inside the platform's container, per submission: the handed-in notebooks graded
-             by labkit.instructor.grading.grade, the platform's results.json written, what the
+  entry:     inside the platform's container, per submission: the handed-in notebooks graded
+             by labkit.instructor.course.class_grades, the platform's results.json written, what the
              container cannot do named in it
   leaderboard: the capstone's leaderboard on Gradescope, measured by the grader on the
              student's server, in a process of its own under a grading uid

@@ -25,7 +25,7 @@ def _package(args) -> int:
 
 def _run(args) -> int:
     from .platforms import PLATFORMS, not_gradable
-    from .run import run, write_results
+    from .entry import run, write_results
 
     try:
         results = run(args.platform, args.root, args.lab, private=args.lab is not None)

@@ -5,7 +5,7 @@ Why the grader measures it, not the student's run: the notebook and what it expo
 student's to change, and a number that ranks students must come from code they do not run.
 So their csrc/servers/mine.c is built and measured here, by `measure` in a process of its
 own under a grading uid behind the sandbox's walls: the student's server never runs as root,
-and writes nothing the grader reads.  It is built as a graded run builds it (grading.run_lab):
+and writes nothing the grader reads.  It is built as a graded run builds it (sandbox.lab_copy):
 in a lab of its own with the students' edition's sources, the student's functions of the C
 exercises of their earlier notebooks adopted where their visible checks pass there, so no
 solution's source or program is in reach of the student's server.
@@ -53,7 +53,7 @@ def measure(text: str, target_us: float, rates=RATES, earlier: dict[str, str] | 
     student's `earlier` functions adopted first): {"rate", "p99_us", "target_us", "steps":
     [step(...) ...], "stopped": why}, or {"error": why} when it did not build or start."""
     from ... import capstone, procs
-    from ...stubs.which_edition import adopt_earlier
+    from ...exercises.c_exercises import adopt_earlier
     from ...scratch import ScratchServer
 
     adopt_earlier(earlier or {})
@@ -146,7 +146,7 @@ def run(text: str, target_us: float = TARGET_P99_US, rates=RATES, earlier: dict[
     """`measure(text, target_us, rates, earlier)` in a process of its own under a grading uid behind the
     sandbox's walls (as root; else as this user, as non-root grading runs), in a lab of the edition's
     sources of its own (sandbox.prepare_workdir), its result read back."""
-    from ..sandbox import run as sandbox
+    from ..sandbox import outside as sandbox
     from ..sandbox.uids import UidLease
 
     lease = UidLease(1) if sandbox.running_as_root() else None
@@ -172,7 +172,7 @@ def run(text: str, target_us: float = TARGET_P99_US, rates=RATES, earlier: dict[
 
 def main() -> int:
     """The isolated process: the payload on stdin, the result on the descriptor root passed."""
-    from ..grading.checker import begin
+    from ..grading.judge import begin
 
     spec, out = begin()
     with out:

@@ -47,7 +47,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from .run import CONFIG
+from .platforms import CONFIG
 
 PL_TIMEOUT_S = 600  # PrairieLearn's most (docs/externalGrading.md)
 GRADESCOPE_TIMEOUT_S = 600  # Gradescope's default autograder timeout (an assignment's settings may raise it)
@@ -99,9 +99,9 @@ exec .venv/bin/python -m labkit autograder run prairielearn --lab /lab
 
 
 def _lab_files(root: Path) -> list[str]:
-    from ..release.edition import _tracked
+    from ..release.edition import tracked_files
 
-    return [name for name in _tracked(root) if (root / name).is_file()]
+    return [name for name in tracked_files(root) if (root / name).is_file()]
 
 
 def _config(notebooks: list[str] | None, timeout_s: float, show_hidden: bool, platform_timeout_s: float) -> dict:

@@ -1,5 +1,5 @@
 """Gradescope and PrairieLearn as declarations: where a submission and its results lie, and
-how labkit's gradebook rows (grading.grade's COLUMNS) become the platform's results.json.
+how labkit's gradebook rows (course.class_grades' COLUMNS) become the platform's results.json.
 
 The mapping, the same on both:
   * a test per check, named "<notebook>: <check>", its points and maximum as labkit gave them;
@@ -26,7 +26,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-NOT_MEASURABLE = "not measurable"
+from ...exercises.checks import ERROR, PASSED
+from ...perf.parse import UNMEASURABLE
+
+CONFIG = "autograder.json"  # beside the lab in the package: its notebooks, profile, timeouts
+
 BY_HAND = "to be marked by hand"
 
 
@@ -57,7 +61,7 @@ def _kind(row: dict) -> str:
 
     if row["status"] == hand.BY_HAND or row.get("by_hand"):  # answered or not, a person marks it
         return "hand"
-    if row["status"] != "passed" and NOT_MEASURABLE in str(row["message"]):
+    if row["status"] != PASSED and UNMEASURABLE in str(row["message"]):
         return "unmeasurable"
     return "scored"
 
@@ -70,7 +74,7 @@ def _counted(row: dict) -> tuple[float, float]:
 
 
 def _name(row: dict) -> str:
-    suffix = f" ({NOT_MEASURABLE} here)" if _kind(row) == "unmeasurable" else ""
+    suffix = f" ({UNMEASURABLE} here)" if _kind(row) == "unmeasurable" else ""
     return f"{row['notebook']}: {row['check']}{suffix}"
 
 
@@ -114,7 +118,7 @@ def gradescope_results(rows: list[dict], preamble: str, seconds: float) -> dict:
                 "visibility": "after_published" if row["hidden"] else "visible",
                 "tags": [row["notebook"], row["status"]]}
         if _kind(row) == "scored":
-            test["status"] = "passed" if points >= most else "failed"
+            test["status"] = "passed" if points >= most else "failed"  # Gradescope's words for a test
         tests.append(test)
     return {"score": sum(t["score"] for t in tests), "execution_time": int(round(seconds)),
             "output": _preamble(rows, preamble), "stdout_visibility": "hidden", "tests": tests}
@@ -122,9 +126,9 @@ def gradescope_results(rows: list[dict], preamble: str, seconds: float) -> dict:
 
 def refused(rows: list[dict]) -> str | None:
     """The reason, where every check has the same error: the notebook itself could not be
-    graded (not a notebook, not UTF-8, a link: grading.submissions refused it)."""
+    graded (not a notebook, not UTF-8, a link: basics.submissions refused it)."""
     reasons = {str(row["message"]) for row in rows}
-    return reasons.pop() if rows and all(row["status"] == "error" for row in rows) and len(reasons) == 1 else None
+    return reasons.pop() if rows and all(row["status"] == ERROR for row in rows) and len(reasons) == 1 else None
 
 
 def prairielearn_results(rows: list[dict], preamble: str, show_hidden: bool = False) -> dict:

@@ -93,9 +93,9 @@ class WrongLab(Exception):
 def grade_remote(payload: Payload) -> Result:
     """Run on a worker: grade one student's notebook with grader.Grader, as local grading does."""
     from ... import paths
-    from ..sandbox import run as sandbox
+    from ..sandbox import outside as sandbox
     from ..grading.grader import Grader, Task
-    from ..grading.submissions import safe_name
+    from ..basics.submissions import safe_name
 
     mine = lab_identity()
     worker = _worker_address()
@@ -156,7 +156,7 @@ def payload_for(task, instructor: dict[str, bytes], profile, limits, identity: d
     """What task (a grader.Task) sends: the submitted notebook and the student's C exercise files,
     read as local grading reads them (no link followed, sizes bounded), and the grader's limits
     (a sandbox.Limits), which the worker's run keeps as a local run would."""
-    from ..grading.submissions import handed_in
+    from ..basics.submissions import handed_in
 
     files: dict[str, bytes] = {}
     if task.submitted is not None:

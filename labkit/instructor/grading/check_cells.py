@@ -8,10 +8,10 @@ graded_copy()    the student's notebook as it runs at grading: cells tagged
                  instructor's (found by the checks they declare, not by cell
                  id, so an edited, moved, re-identified or deleted check cell
                  comes back), after each check's place a cell that
-                 exports the values it reads (labkit.instructor.grading.exports), and
+                 exports the values it reads (labkit.instructor.basics.exports), and
                  first, the facts the student's own run recorded of their
                  machine (labkit.facts), where the saved notebook holds some.
-The checks themselves run later in labkit.instructor.grading.checker, never in the
+The checks themselves run later in labkit.instructor.grading.judge, never in the
 student's kernel; the hidden ones never appear in the student's notebook.
 """
 
@@ -23,9 +23,8 @@ import copy
 from dataclasses import dataclass, field
 
 from ... import facts
-from ..release.edition import HIDDEN_TAG
+from ..basics.tags import EXPORT_TAG, HIDDEN_TAG
 
-EXPORT_TAG = "labkit-export"
 PROVIDED = {"ex"}  # names the checker gives every check
 
 
@@ -171,7 +170,7 @@ def _declared(cell) -> set[str]:
 def _export_cell(group: CheckGroup):
     import nbformat
 
-    source = ("from labkit.instructor.grading import exports as _labkit_exports\n"
+    source = ("from labkit.instructor.basics import exports as _labkit_exports\n"
               f"_labkit_exports.save({group.checks!r}, globals(), {group.needs!r})")
     return nbformat.v4.new_code_cell(source, metadata={"tags": [EXPORT_TAG]})
 

@@ -4,7 +4,7 @@
      feedback; they decide nothing) and, after each check's place, a cell that
      exports the values the check reads (check_cells.graded_copy);
   2. every check, visible and hidden, runs on those values in a fresh process
-     under another uid (sandbox.run_checks -> labkit.instructor.grading.checker): only
+     under another uid (sandbox.run_checks -> labkit.instructor.grading.judge): only
      it writes results, and the hidden checks never reach the student's run.
 Every check of the instructor's notebook gets one row (rows_for) -- also those
 that never ran, with the reason -- so every student's points are out of the
@@ -12,7 +12,7 @@ same total.  Anything that goes wrong with one notebook becomes its error rows.
 
 Also here: what a grade depends on (digest, for the ledger) and a student's
 feedback page.  Grading a whole class, on this machine or on a Dask cluster,
-is labkit.instructor.grading.grade; a cluster's worker grades its one notebook with
+is labkit.instructor.course.class_grades; a cluster's worker grades its one notebook with
 this module's Grader, as local grading does (labkit.instructor.cluster.tasks).
 """
 
@@ -29,12 +29,13 @@ from ... import capstone, paths
 from ...exercises import checks
 from ...stubs import which_edition as editions
 from ...stubs.catalog import C_EXERCISES
-from . import hand, run_lab
+from ..basics.outcomes import COMPLETED, FINISHED, TIMEOUT  # TIMEOUT: also a check's status when its run was stopped
+from ..basics.submissions import (CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, Refused, handed_in, read_notebook,
+                                  safe_name)
 from ..release import edition as release
-from ..sandbox import run as sandbox
+from ..sandbox import lab_copy, outside as sandbox
+from . import hand
 from .check_cells import CheckSpec, check_catalog, check_groups, graded_copy
-from .outcomes import COMPLETED, FINISHED, TIMEOUT  # TIMEOUT: also a check's status when its run was stopped
-from .submissions import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER, EXERCISES_C, Refused, handed_in, read_notebook, safe_name
 from ..sandbox.uids import UidLease
 
 PASSED, FAILED, ERROR = checks.PASSED, checks.FAILED, checks.ERROR  # a check's own status, as it reported it
@@ -125,7 +126,7 @@ def _student_overlay(task: Task, handed: dict) -> dict[str, bytes]:
     the capstone's notebook the student's csrc/servers/mine.c, else the template's skeleton.  Only that
     notebook gets mine.c: a server that does not compile must not cost the student the other
     notebooks' builds.  (Every run's csrc/capstone/ holds the skeleton, never the reference:
-    run_lab.)"""
+    lab_copy.)"""
     overlay = {}
     for name, data in handed.items():
         if name.startswith(f"{EXERCISES_C}/"):
@@ -142,7 +143,7 @@ def _student_overlay(task: Task, handed: dict) -> dict[str, bytes]:
 def _earlier_functions(handed: dict, notebook: str) -> dict[str, str]:
     """The C exercises' functions the student wrote in the notebooks before `notebook` (what
     handed_in took of the submission holds them), by function name: the run adopts each whose
-    visible check passes there (run_lab).  A function left as the release has it is not tried
+    visible check passes there (lab_copy).  A function left as the release has it is not tried
     (its check would only fail, at a cost)."""
     import nbformat
 
@@ -206,11 +207,11 @@ class Grader:
         from ... import build, procstat
 
         # The checks' process gets a copy of the instructor's build (the programs, the cffi module
-        # for these compiler flags), each student's run one of the edition's (run_lab.base): both
+        # for these compiler flags), each student's run one of the edition's (lab_copy.base): both
         # are built before the first run, once.
         build.build()
         procstat.module()
-        run_lab.base()
+        lab_copy.base()
 
         self.instructor = {path.stem: nbformat.read(path, as_version=4)
                            for path in sorted(Path(instructor_dir).glob("*.ipynb"))}

@@ -18,7 +18,7 @@ to: one over MAX_FILE_BYTES is refused alone (Refused, with its size so far;
 the other members are collected), and the whole stops at MAX_TOTAL_BYTES.
 
 A plain folder (`--from folder`) is walked without following links; a link
-is refused as the submissions reader refuses one (labkit.instructor.grading.submissions).
+is refused as the submissions reader refuses one (labkit.instructor.basics.submissions).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from ...errors import LabError
-from ..grading.submissions import MAX_NOTEBOOK_BYTES, Refused, is_folder, read_regular
+from ..basics.submissions import MAX_NOTEBOOK_BYTES, Refused, is_folder, read_regular
 
 MAX_MEMBERS = 20_000
 MAX_FILE_BYTES = MAX_NOTEBOOK_BYTES          # 20 MiB: the grader reads nothing larger

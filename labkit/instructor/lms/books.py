@@ -148,7 +148,7 @@ def _utc(when: datetime | None, micro: bool = True) -> str:
 
 def export(frame, out_dir: Path | str, fmt: str, roster: Roster, *, due: list[str] | None = None,
            penalty: str | None = None, target: Path | str | None = None) -> tuple[Path, str]:
-    """From `frame` (OUT_DIR's gradebook.csv, marks merged: grading.grade.read_gradebook or
+    """From `frame` (OUT_DIR's gradebook.csv, marks merged: course.class_grades.read_gradebook or
     remark) write OUT_DIR/gradebook_<fmt>.csv (or `target`); return it and a summary."""
     out_dir = Path(out_dir)
     if fmt not in FORMATS:

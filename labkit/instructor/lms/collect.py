@@ -32,7 +32,7 @@ from pathlib import Path, PurePosixPath
 
 from ... import paths, spreadsheet
 from ...errors import LabError
-from ..grading.submissions import Refused, read_regular, safe_name
+from ..basics.submissions import Refused, read_regular, safe_name
 from . import archive, roster as rosters
 from .sources import SOURCES, Found, Source
 from .times import TIMESTAMP, nbgrader_time, parse_time

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 
 from ...errors import LabError
-from ..grading.submissions import safe_name
+from ..basics.submissions import safe_name
 from .books import read_submitted
 
 LMS_ZIPS = ("canvas", "moodle")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ...errors import LabError
-from ..grading.submissions import safe_name
+from ..basics.submissions import safe_name
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from ...errors import LabError
 from .archive import Member
 from .roster import Roster, Student
 from .times import TIMESTAMP, parse_time
-from ..grading.submissions import Refused
+from ..basics.submissions import Refused
 
 
 @dataclass

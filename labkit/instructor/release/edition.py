@@ -41,9 +41,9 @@ from ... import paths
 from ...errors import LabError
 from ...stubs.catalog import C_EXERCISES
 from ...stubs.which_edition import LEFT_OUT_JSON, RELEASE_JSON, function_text, sha256
+from ..basics.tags import HIDDEN_TAG
 from . import readme as students_readme
 
-HIDDEN_TAG = "hidden-check"
 _HIDDEN_CHECK = re.compile(r"\.check\([^)]*\bhidden\s*=\s*True")  # @ex.check("name", points=1, hidden=True)
 DEFAULT_OUT = paths.WORK / "release"
 RELEASE_MARK = ".labkit-release"  # a folder holding it may be replaced by the next release
@@ -215,7 +215,7 @@ def _git(args: list[str], cwd: Path, env: dict | None = None) -> str:
     return done.stdout
 
 
-def _tracked(root: Path) -> list[str]:
+def tracked_files(root: Path) -> list[str]:
     """Every file git tracks in the lab's checkout (as the working tree has it)."""
     return [name for name in _git(["ls-files", "-z"], root).split("\0") if name]
 
@@ -280,7 +280,7 @@ def release(out: Path | str | None = None, notebooks: Path | str | None = None) 
             "notebooks": {f"notebooks/{name}": digest for name, digest in digests.items()}}
     files: dict[str, bytes] = {}
     executable, links = set(), {}
-    for name in _tracked(root):
+    for name in tracked_files(root):
         path = root / name
         if name in INSTRUCTOR_ONLY or (name.startswith("notebooks/") and name.endswith(".ipynb")):
             continue  # the notebooks are released below, from source_dir
@@ -348,7 +348,7 @@ def other_release(submitted, instructor_bytes: bytes) -> str | None:
 def warn_other_releases(tasks, instructor_bytes: dict[str, bytes]) -> list[str]:
     """Print a warning (stderr) for each task's submission made from another release;
     the warnings.  Grading goes on: this only says so."""
-    from ..grading.submissions import Refused, read_notebook
+    from ..basics.submissions import Refused, read_notebook
 
     warnings = []
     for task in tasks:

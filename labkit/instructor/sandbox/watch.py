@@ -1,6 +1,6 @@
 """Watching one graded run from outside until it ends or is stopped: its time, its disk, its
 memory, and whether it is a fork bomb (Crowding says how one is told from a notebook that
-runs the threaded server at 2,000 clients).  labkit.instructor.sandbox.run starts the run and
+runs the threaded server at 2,000 clients).  labkit.instructor.sandbox.outside starts the run and
 calls watch(); `limits` is its sandbox.Limits."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from ..grading.outcomes import DISK_FULL, FINISHED, FORK_BOMB, MEMORY, TIMEOUT
+from ..basics.outcomes import DISK_FULL, FINISHED, FORK_BOMB, MEMORY, TIMEOUT
 from .uids import processes_of
 
 MIB = 1024 * 1024

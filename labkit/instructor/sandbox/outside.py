@@ -4,14 +4,14 @@ own, a uid of its own (labkit.instructor.sandbox.uids), resource limits, walls
 wall-clock timeout, and nothing left behind.
 
 The grader (root or not) calls `run_notebook()` for the student's notebook and
-`run_checks()` for the checks (labkit.instructor.grading.checker, under another uid).
+`run_checks()` for the checks (labkit.instructor.grading.judge, under another uid).
 Each runs a Python module in a child process started in a new session behind
 the walls; the child reads its spec from stdin (nothing the run's uid could
-replace lies on disk), lowers its own resource limits (runner.lower_limits), so
+replace lies on disk), lowers its own resource limits (inside.lower_limits), so
 everything it starts inherits them, and writes to a log that root opened in a
 folder of its own (the run's uid cannot swap it for a link).  What runs inside
-is labkit.instructor.sandbox.runner for the notebook (it reports how papermill ended on
-its last stdout line) and labkit.instructor.grading.checker for the checks; this module
+is labkit.instructor.sandbox.inside for the notebook (it reports how papermill ended on
+its last stdout line) and labkit.instructor.grading.judge for the checks; this module
 prepares, starts, watches and ends a run (uids.kill_all), then reads back what it
 left, once every process of the run is gone (from the run's own folder: regular
 files only).
@@ -36,10 +36,11 @@ from pathlib import Path
 
 from ... import paths
 from ...errors import LabError
-from ..grading import exports, run_lab
+from . import lab_copy
+from ..basics import exports
 from . import watch
-from ..grading.outcomes import FAILED, FINISHED, FORK_BOMB, MEMORY
-from .runner import RUNNER_MARK
+from ..basics.outcomes import FAILED, FINISHED, FORK_BOMB, MEMORY
+from .inside import RUNNER_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
 MIB = 1024 * 1024
@@ -76,7 +77,7 @@ class RunResult:
     message: str                 # one sentence for the feedback page
     elapsed_s: float
     executed: Path | None        # the executed notebook (partial after a timeout), if any
-    exports: bytes               # what the notebook exported for the checks (labkit.instructor.grading.exports)
+    exports: bytes               # what the notebook exported for the checks (labkit.instructor.basics.exports)
     log: Path                    # papermill's and the runner's output (in the grader's own folder)
     cell_errors: list[str] = field(default_factory=list)
     killed: int = 0              # processes still alive after the run, killed by the clean-up
@@ -126,7 +127,7 @@ def private_folder(base: Path, name: str) -> Path:
 
 def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes] | None = None,
                     uid: int | None = None, stubbed: bool = True) -> Path:
-    """Make `workdir` a private copy of the lab (run_lab.copy: with `stubbed`, no solution's
+    """Make `workdir` a private copy of the lab (lab_copy.copy: with `stubbed`, no solution's
     source in it) with `notebook` (an nbformat node) as lab/notebooks/<name>.ipynb;
     `overlay` maps lab-relative paths (e.g. csrc/servers/mine.c) to the contents that
     replace the lab's.  Returns the notebook's path.  With `uid`, the tree is given to that uid."""
@@ -138,7 +139,7 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes
             raise LabError(f"the grading uid {uid} cannot reach {workdir}: {', '.join(blocked)} "
                            "is closed to other users", "put working directories under sandbox.make_base()")
     lab = workdir / "lab"
-    run_lab.copy(lab, stubbed)
+    lab_copy.copy(lab, stubbed)
     for relative, content in (overlay or {}).items():
         target = lab / relative
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -161,7 +162,7 @@ def prepare_checkdir(checkdir: Path, uid: int | None) -> None:
     which no other user may read (a graded run under another uid beside it, where no
     namespace hides this folder, gets nothing), and the folders it writes (scratch builds of
     the student's C, home, tmp) as its own.  The copy's modes are set here, whatever the
-    lab's were: the package's lab is root's alone (autograder.run.protect)."""
+    lab's were: the package's lab is root's alone (autograder.entry.protect)."""
     prepare_workdir(checkdir, None, "checks", stubbed=False)
     writable = [checkdir / "lab" / "build" / "exercises", checkdir / "lab" / "build" / "run",
                 *(checkdir / p for p in ("home", "tmp", "runtime", "out"))]
@@ -204,7 +205,7 @@ def _unreachable_for_others(targets: list[Path]) -> list[str]:
 
 def _check_readable(uid: int, env: dict) -> None:
     """The venv, its interpreter and the lab's package must be usable by the grading uid (a
-    run imports its own copy of labkit, and builds nothing from the lab's build/: run_lab)."""
+    run imports its own copy of labkit, and builds nothing from the lab's build/: lab_copy)."""
     commands = _unreachable_for_others(
         [Path(sys.executable).resolve(), Path(sys.prefix), paths.ROOT / "labkit"])
     if not commands:
@@ -366,7 +367,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
                  profile: str | None = "quick", limits: Limits | None = None, uid: int | None = None,
                  kernel: str = "labkit", adopt_earlier: dict[str, str] | None = None) -> RunResult:
     """Execute the prepared notebook in `workdir` under `limits` (and `uid`, as root); first,
-    in the run, the student's functions of `adopt_earlier` (run_lab) go through their checks."""
+    in the run, the student's functions of `adopt_earlier` (lab_copy) go through their checks."""
     limits = limits or Limits()
     private = private or private_folder(workdir.parent, workdir.name)
     executed = workdir / "out" / "executed.ipynb"
@@ -374,15 +375,15 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     spec = {"input": str(notebook_path), "output": str(executed), "cwd": str(notebook_path.parent),
             "kernel": kernel, "parameters": {"profile": profile} if profile else {},
             "adopt_earlier": adopt_earlier or {}}
-    ended = run_isolated("labkit.instructor.sandbox.runner", spec, workdir, private, limits=limits, uid=uid,
+    ended = run_isolated("labkit.instructor.sandbox.inside", spec, workdir, private, limits=limits, uid=uid,
                          extra_env={"LABKIT_RESULTS": str(workdir / "out" / "results.jsonl"),
                                     "LABKIT_EXPORTS": str(exports_path)})
-    log_path = private / "runner.log"
+    log_path = private / "inside.log"
     outcome, message, cell_errors = ended.outcome, ended.message, []
     if outcome == FINISHED:
         outcome, message, cell_errors = _runner_report(log_path, ended.returncode)
     # Every process of the run is gone now: what it left can be read, as regular files only.
-    from ..grading.submissions import Refused, read_regular
+    from ..basics.submissions import Refused, read_regular
 
     kept = None
     try:
@@ -408,10 +409,10 @@ class CheckRun:
 
 def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path, private: Path, *,
                limits: Limits, uid: int | None) -> CheckRun:
-    """Run the instructor's `groups` of checks on `exported` values (labkit.instructor.grading.checker)."""
+    """Run the instructor's `groups` of checks on `exported` values (labkit.instructor.grading.judge)."""
     results = private / "checks.jsonl"
     payload = {"notebook": notebook, "groups": groups, "exports": exported.decode("utf-8", "replace")}
-    ended = run_isolated("labkit.instructor.grading.checker", payload, workdir, private, limits=limits, uid=uid,
+    ended = run_isolated("labkit.instructor.grading.judge", payload, workdir, private, limits=limits, uid=uid,
                          results=results)
     records = {}
     for line in results.read_text(errors="replace").splitlines() if results.is_file() else []:
@@ -421,7 +422,7 @@ def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path
             continue
         if isinstance(record, dict) and isinstance(record.get("check"), str):
             records.setdefault(record["check"], record)
-    return CheckRun(records, ended, private / "checker.log")
+    return CheckRun(records, ended, private / "judge.log")
 
 
 def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, list[str]]:

@@ -4,7 +4,7 @@ At grading, a cell after each check cell of the student's notebook calls
 save(): the values the check reads (found by check_cells.check_groups from the
 check's own source) are written as one JSON line to the file named by
 LABKIT_EXPORTS.  The checks then run in another process, under another uid
-(labkit.instructor.grading.checker), on these values alone: the student's kernel
+(labkit.instructor.grading.judge), on these values alone: the student's kernel
 decides nothing.  A value is data (numbers, text, lists, dicts with keys of any
 plain kind, a pandas DataFrame or Series), the name of a module, or a function
 the student wrote, as its source: decoded, it is a StudentFunction, which runs

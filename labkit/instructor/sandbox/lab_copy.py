@@ -19,7 +19,7 @@ can read holds a solution in any form:
     are rebuilt from it when next used: in the run, by the run's uid, never by root (a student's
     C can `#include` any file the compiler can read, and the compiler's messages quote it).
     The exercises of the student's earlier notebooks are adopted the same way before the
-    notebook starts (labkit.instructor.sandbox.runner, `adopt_earlier`), each only if its
+    notebook starts (labkit.instructor.sandbox.inside, `adopt_earlier`), each only if its
     visible check passes there.
 
 Students with the same functions share nothing but the stubbed base: a build of a student's

@@ -1,10 +1,10 @@
-"""The grading checks, run apart from the student: `python -m labkit.instructor.grading.checker`.
+"""The grading checks, run apart from the student: `python -m labkit.instructor.grading.judge`.
 
 The grader starts this process after the student's notebook has run and every
 process of the student's uid is gone, under another uid, behind the same walls
 (labkit.instructor.sandbox.isolation).  It reads from stdin the instructor's check
 code (visible and hidden: it is never on disk where a grading uid could read
-it) and the values the student's run exported (labkit.instructor.grading.exports);
+it) and the values the student's run exported (labkit.instructor.basics.exports);
 it runs each check on those values and writes one JSON line per check to the
 file descriptor the grader opened for it.  Nothing of the student's runs in
 this process: a C exercise's code runs in processes of its own
@@ -20,7 +20,7 @@ import os
 import sys
 
 from ...exercises import checks
-from . import exports
+from ..basics import exports
 from ...exercises.checks import ERROR
 
 PR_SET_DUMPABLE = 4
@@ -67,7 +67,7 @@ def begin():
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     spec = json.loads(sys.stdin.read())
-    from ..sandbox.runner import lower_limits
+    from ..sandbox.inside import lower_limits
 
     lower_limits(spec)
     results_fd = spec["results_fd"]

@@ -86,7 +86,7 @@ def handed_in(notebook_path: Path, notebook: str) -> dict[str, bytes | Refused]:
     notebook (`notebook`.ipynb, at `notebook_path`), each file of the lab's csrc/exercises/
     the student has there, for the capstone's notebook their csrc/servers/mine.c, and each
     earlier notebook that holds a C exercise (its function joins the run's lab as it did the
-    student's: run_lab); each read as a regular file of bounded size, never through a link,
+    student's: lab_copy); each read as a regular file of bounded size, never through a link,
     else the Refused that says why.  A file the lab does not have is not part of it."""
     folder = notebook_path.parent
     wanted = {f"{notebook}.ipynb": (notebook_path, MAX_NOTEBOOK_BYTES)}

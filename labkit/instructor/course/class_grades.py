@@ -34,12 +34,12 @@ import time
 from pathlib import Path
 
 from ... import paths, spreadsheet
-from . import hand
-from ..release import edition as release
-from ..sandbox import run as sandbox
-from .grader import Grader, Outcome, Recorded, Task, digest, rows_for, write_feedback
-from .submissions import is_folder, safe_name
 from ...errors import LabError
+from ..basics.submissions import is_folder, safe_name
+from ..grading import hand
+from ..grading.grader import Grader, Outcome, Recorded, Task, digest, rows_for, write_feedback
+from ..release import edition as release
+from ..sandbox import outside as sandbox
 
 COLUMNS = ["student", "notebook", "check", "points", "max_points", "status", "hidden", "message"]
 

@@ -8,7 +8,7 @@ EXIT_OK = 0
 
 
 def _collect(args) -> int:
-    from .collect import collect
+    from ..lms.collect import collect
 
     report = collect(args.lms, args.download, args.roster, args.out)
     print(report.text())
@@ -17,11 +17,11 @@ def _collect(args) -> int:
 
 
 def _gradebook(args) -> int:
-    from . import books, roster
-    from ..grading import grade
+    from ..lms import books, roster
+    from . import class_grades
 
     students = roster.read(args.roster)      # a bad roster is refused before marks are merged
-    frame = grade.remark(args.out_dir, args.manual) if args.manual else grade.read_gradebook(args.out_dir)
+    frame = class_grades.remark(args.out_dir, args.manual) if args.manual else class_grades.read_gradebook(args.out_dir)
     _, summary = books.export(frame, args.out_dir, args.format, students, due=args.due,
                               penalty=args.late_penalty, target=args.output)
     print(summary)
@@ -29,7 +29,7 @@ def _gradebook(args) -> int:
 
 
 def _feedback(args) -> int:
-    from . import returns
+    from ..lms import returns
     from ...errors import LabError
 
     if not args.zip:
@@ -41,9 +41,9 @@ def _feedback(args) -> int:
 
 
 def add(commands) -> None:
-    from .books import FORMATS
-    from .returns import LMS_ZIPS
-    from .sources import SOURCES
+    from ..lms.books import FORMATS
+    from ..lms.returns import LMS_ZIPS
+    from ..lms.sources import SOURCES
 
     collect = commands.add_parser("collect", help="an LMS's download of submissions into one folder per student, "
                                                   "for labkit grade (the latest submission of each file wins)")

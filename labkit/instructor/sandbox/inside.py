@@ -1,4 +1,4 @@
-"""Inside the sandbox: `python -m labkit.instructor.sandbox.runner` runs the student's notebook,
+"""Inside the sandbox: `python -m labkit.instructor.sandbox.inside` runs the student's notebook,
 under the run's uid, behind the walls (sandbox.run_notebook starts it).
 
 Everything here runs as the student's code does, so it imports as little as it
@@ -11,7 +11,7 @@ reports how papermill ended on its last stdout line (RUNNER_MARK), which
 goes to the log root opened for it.  Its verdict gives no points: it only
 says why a check has no result.
 
-The checks process (checker.py) lowers its limits with the same lower_limits().
+The judge (judge.py) lowers its limits with the same lower_limits().
 """
 
 from __future__ import annotations
@@ -79,11 +79,11 @@ def _main() -> int:
     from nbclient.exceptions import DeadKernelError
 
     from labkit import execute  # papermill, its kernel on Unix sockets (it says why)
-    from labkit.instructor.grading.outcomes import COMPLETED, FAILED, KERNEL_DIED
+    from ..basics.outcomes import COMPLETED, FAILED, KERNEL_DIED
 
     output = Path(spec["output"])
     if spec.get("adopt_earlier"):  # the student's earlier C exercises, as their own machine had them
-        from labkit.stubs.which_edition import adopt_earlier
+        from labkit.exercises.c_exercises import adopt_earlier
 
         for line in adopt_earlier(spec["adopt_earlier"]):
             print(line, flush=True)

@@ -8,7 +8,7 @@ A process run behind the walls (sandbox.run_isolated, watched by watch.watch) en
   FORK_BOMB   stopped for keeping more processes than its limit;
   MEMORY      stopped at its memory limit (or the kernel's OOM killer ended it).
 A student's notebook run (sandbox.RunResult.outcome) ends as one of those but FINISHED, which
-becomes the runner's own report (runner.py): COMPLETED (papermill ran it to its end, cell
+becomes the runner's own report (inside.py): COMPLETED (papermill ran it to its end, cell
 errors and all), KERNEL_DIED, or FAILED (papermill could not run it, or the runner said
 nothing).  Nothing here is a check's status (passed, failed, error: labkit.exercises.checks).
 """

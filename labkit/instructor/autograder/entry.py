@@ -3,9 +3,9 @@ grade what the student handed in exactly as `labkit grade` grades a class of one
 the platform's results.json.
 
 Invariants:
-  * the grading is labkit.instructor.grading.grade's own (the same sandbox, checks, points);
+  * the grading is labkit.instructor.course.class_grades's own (the same sandbox, checks, points);
   * only files named as the package's graded notebooks (and csrc/exercises/) are taken from
-    the submission, read without following links (grading.submissions), wherever the
+    the submission, read without following links (basics.submissions), wherever the
     student's upload put them;
   * results.json is written by this process alone, after every graded run has ended, into
     a folder only root may write, by a rename: nothing the student's code did can change it;
@@ -27,11 +27,10 @@ import time
 from pathlib import Path
 
 from . import leaderboard
-from ..grading.submissions import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER
-from .platforms import (GRADESCOPE, PLATFORMS, PRAIRIELEARN, Platform, gradescope_results, not_gradable,
+from ..basics.submissions import CAPSTONE_NOTEBOOK, CAPSTONE_SERVER
+from .platforms import (CONFIG, GRADESCOPE, PLATFORMS, PRAIRIELEARN, Platform, gradescope_results, not_gradable,
                         prairielearn_results)
 
-CONFIG = "autograder.json"  # beside the lab in the package: its notebooks, profile, timeouts
 # The platform kills a grading after platform_timeout_s (autograder.json; Gradescope's default
 # and PrairieLearn's most are 10 minutes).  The notebooks are graded one after another, each
 # notebook's run and its checks' within min(timeout_s, half of the time left), the whole
@@ -71,12 +70,12 @@ def _found(submitted: Path, relative: Path, folder: bool = False) -> Path | None
 
 
 def _class_of_one(submitted: Path, notebooks: list[str], into: Path) -> list[str]:
-    """Copy what grading reads of the submission (grading.submissions.handed_in) into a class
+    """Copy what grading reads of the submission (basics.submissions.handed_in) into a class
     of one student, `into`/submission/: the graded notebooks, the earlier notebooks whose C
     exercises a graded one adopts (the capstone's server is built with them), csrc/exercises/
     and the capstone's csrc/servers/mine.c.  Returns the graded notebooks found."""
     from ...stubs.catalog import C_EXERCISES
-    from ..grading.submissions import EXERCISES_C
+    from ..basics.submissions import EXERCISES_C
 
     student = into / "submission"
     student.mkdir(parents=True)
@@ -98,7 +97,7 @@ def _class_of_one(submitted: Path, notebooks: list[str], into: Path) -> list[str
 
 
 def _notes(out: Path, notebook: str) -> list[str]:
-    """How the notebook's run ended, as the grading's ledger says it (grade.Ledger)."""
+    """How the notebook's run ended, as the grading's ledger says it (class_grades.Ledger)."""
     try:
         entries = [json.loads(line) for line in (out / "graded.jsonl").read_text().splitlines() if line.strip()]
     except (OSError, ValueError):
@@ -111,7 +110,7 @@ def _not_run(instructor: Path, notebook: str, why: str) -> list[dict]:
     import nbformat
 
     from ..grading.check_cells import check_catalog
-    from ..grading.outcomes import TIMEOUT
+    from ..basics.outcomes import TIMEOUT
 
     catalog = check_catalog(nbformat.read(instructor / f"{notebook}.ipynb", as_version=4))
     return [{"student": "submission", "notebook": notebook, "check": spec.name, "points": 0.0,
@@ -134,7 +133,7 @@ def _earlier(student: Path) -> dict[str, str]:
     """The student's functions of the C exercises in the notebooks before the capstone's, as
     grading adopts them into a graded run (grading.grader), for the leaderboard's build."""
     from ..grading.grader import _earlier_functions
-    from ..grading.submissions import handed_in
+    from ..basics.submissions import handed_in
 
     notebook = student / f"{CAPSTONE_NOTEBOOK}.ipynb"
     return _earlier_functions(handed_in(notebook, CAPSTONE_NOTEBOOK), CAPSTONE_NOTEBOOK)
@@ -143,8 +142,8 @@ def _earlier(student: Path) -> dict[str, str]:
 # What of the package's lab only the grader (root) may read: the instructor's notebooks (model
 # answers, hidden checks), the C solutions (the reference capstone server among them), the
 # instructor's tests, and build/: the programs, objects and cffi module compiled from those
-# solutions, and the stubbed bases grading copies from (run_lab).  A graded run works in a lab of
-# its own, the edition's sources built (grading.run_lab), and the checks' process in a copy only
+# solutions, and the stubbed bases grading copies from (lab_copy).  A graded run works in a lab of
+# its own, the edition's sources built (sandbox.lab_copy), and the checks' process in a copy only
 # its uid's group may read (sandbox.prepare_checkdir); neither reads these in place.  Where the
 # container allows no namespaces to hide them (Docker's default capabilities hold no
 # CAP_SYS_ADMIN), their mode does.  What stays readable is what the students' edition holds too
@@ -186,7 +185,7 @@ def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = Non
     `platform_name`, with the package's lab at `lab` (default: this labkit's checkout), its
     PRIVATE parts made root's alone first (`private`); write and return its results."""
     from ... import paths
-    from ..grading import grade
+    from ..course import class_grades
 
     platform, root = PLATFORMS[platform_name], Path(root)
     lab = Path(lab) if lab else paths.ROOT
@@ -227,7 +226,7 @@ def run(platform_name: str, root: Path | str = "/", lab: Path | str | None = Non
                                  "this notebook's turn (grade fewer notebooks per assignment, or raise the "
                                  "platform's timeout and autograder.json's platform_timeout_s)")
                 continue
-            frame, _ = grade.grade(work / "class", work / "out", instructor_dir=instructor, notebooks=[name],
+            frame, _ = class_grades.grade(work / "class", work / "out", instructor_dir=instructor, notebooks=[name],
                                    profile=config.get("profile", "quick"), timeout_s=timeout, progress=False)
             rows += frame.to_dict("records")
             notes += _notes(work / "out", name)
