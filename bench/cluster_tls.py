@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from labkit.instructor.cluster import certs, tasks as cluster  # noqa: E402
-from labkit.instructor.grading import grade  # noqa: E402  after the path to tests/
+from labkit.instructor.course import class_grades  # noqa: E402  after the path to tests/
 from test_grade_dask import NOTEBOOK, TIMEOUT_S, Cluster, make_course  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def grade_plaintext(course: Path, out: Path, address: str) -> float:
 
 def timed(course: Path, out: Path, address: str, course_certs) -> float:
     started = time.monotonic()
-    grade.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
+    class_grades.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
                 timeout_s=TIMEOUT_S, profile=None, progress=False, scheduler=address, certs=course_certs)
     return time.monotonic() - started
 
