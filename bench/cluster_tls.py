@@ -75,7 +75,7 @@ def grade_plaintext(course: Path, out: Path, address: str) -> float:
 def timed(course: Path, out: Path, address: str, course_certs) -> float:
     started = time.monotonic()
     class_grades.grade(course / "class", out, notebooks=[NOTEBOOK], instructor_dir=course / "instructor",
-                timeout_s=TIMEOUT_S, profile=None, progress=False, scheduler=address, certs=course_certs)
+                       timeout_s=TIMEOUT_S, profile=None, progress=False, scheduler=address, certs=course_certs)
     return time.monotonic() - started
 
 
