@@ -246,3 +246,13 @@ def test_the_map_names_every_top_level_module_once_and_the_page_shows_it():
         (sorted(set(tree) - set(listed)), sorted(set(listed) - set(tree)))
     assert made.written() == made.render(), \
         "docs/architecture.md's map is stale: python3 scripts/architecture_map.py --write"
+
+
+# Words the glossary (docs/architecture.md) retired as module names: each named several ideas.
+RETIRED = {"run", "runner", "checker", "grade", "run_lab", "notebook_run", "run_delay", "cpu_budget", "estimate",
+           "figure_check"}
+
+
+def test_no_module_is_named_by_a_word_the_glossary_retired():
+    named = sorted(name for name, path in MODULES.items() if path.stem in RETIRED and not _old_name(path))
+    assert named == []
