@@ -16,6 +16,8 @@
 #   LAB_PORT    the host's port (default 8888)      LAB_WORK  the work folder (default lab-work/)
 #   LAB_CPUS    a cpuset, e.g. 0-3 (default: every CPU of the engine's machine, no quota)
 #   LAB_PIDS    the pids limit (default below)      LAB_NO_BUILD=1  run the image as it is
+#   LAB_IMAGE   run this image as it is, unbuilt (default: labkit-lab, built here), e.g.
+#               labkit-lab:arm64 from container/image.sh arm64, through qemu-user
 #   LAB_RUN_ARGS more arguments for `run`, for a host's own needs (split at spaces)
 #   LAB_SECCOMP the seccomp profile (default container/seccomp.json; "engine": the engine's
 #               own default, to see what it refuses: labkit doctor's seccomp line)
@@ -36,7 +38,7 @@ if [[ -z $engine ]]; then
     exit 1
   fi
 fi
-image=labkit-lab
+image=${LAB_IMAGE:-labkit-lab}
 port=${LAB_PORT:-8888}
 work=${LAB_WORK:-$root/lab-work}
 mkdir -p "$work"
@@ -103,7 +105,7 @@ if (( cpus < 2 )); then
        "Fix: give it 2 or more (Docker Desktop: Settings > Resources; podman machine set --cpus 4)"
 fi
 
-if [[ ${LAB_NO_BUILD:-} != 1 ]]; then
+if [[ ${LAB_NO_BUILD:-} != 1 && -z ${LAB_IMAGE:-} ]]; then
   echo "Building the lab's image ($engine build -f container/Containerfile -t $image .): the first time" \
        "takes several minutes, later ones seconds."
   "$engine" build -f container/Containerfile -t "$image" .

@@ -186,6 +186,20 @@ def find_seccomp() -> Finding:
     return Finding("seccomp", WARN, f"{where} refuses {said}", "; ".join(fixes) + " (a hub: docs/deploy.md)")
 
 
+def find_emulation() -> list[Finding]:
+    """An image of another architecture run through qemu-user (an arm64 image on an x86-64
+    host): the calls the emulator does not translate, which no setting gives back.  None
+    where the lab runs natively."""
+    if not syscall_probe.emulated():
+        return []
+    lost = [r for r in syscall_probe.refusals() if r.by.startswith("the emulator")]
+    said = "".join(f"; it does not translate {r.call} ({r.error}): no {syscall_probe.CALLS[r.call]}"
+                   for r in lost)
+    return [Finding("emulation", WARN, f"{platform.machine()} programs emulated on another CPU's kernel "
+                    f"(qemu-user): times include the emulator's work{said}",
+                    "run the image built for this machine's architecture (bash container/image.sh)")]
+
+
 def find_nofile() -> Finding:
     soft, hard = system.nofile_limit()
     hard_text = "unlimited" if hard == -1 else str(hard)
@@ -340,6 +354,7 @@ def findings(certs: Path | str | None = None) -> list[Finding]:
         find_cpu_quota(),
         find_capabilities(),
         find_seccomp(),
+        *find_emulation(),
         find_nofile(),
         find_kernel(),
         find_chromium(),

@@ -10,7 +10,9 @@ Invariants:
   unshare runs in a child process of its own (it would move this one to a new namespace).
 - A refusal is blamed on seccomp only when this process runs under a filter and nothing the
   kernel says (io_uring_disabled, perf_event_paranoid, the user-namespace sysctls, the
-  capabilities) explains it.
+  capabilities) explains it, and the process is not emulated: qemu-user (an arm64 image on an
+  x86-64 host, through binfmt_misc) answers ENOSYS itself for a call it does not translate
+  (qemu 7.2: io_uring_setup and perf_event_open, whatever the filter).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from pathlib import Path
 from labkit import confinement
 
 PROC_SYS = Path("/proc/sys")
+CPUINFO = Path("/proc/cpuinfo")
+# A line only each architecture's kernel writes in /proc/cpuinfo (arch/x86/kernel/cpu/proc.c,
+# arch/arm64/kernel/cpuinfo.c); qemu-user 7.2 passes the host kernel's file through.
+CPUINFO_KEYS = {"x86_64": "vendor_id", "aarch64": "CPU implementer"}
 
 # What each call is for in the lab, in the words labkit doctor prints.
 CALLS = {
@@ -59,6 +65,17 @@ def _sysctl(name: str) -> str | None:
         return path.read_text().strip()
     except OSError:
         return None
+
+
+def emulated() -> bool:
+    """Whether this process runs translated for another CPU: the kernel's /proc/cpuinfo is
+    another architecture's than the one this process runs as (platform.machine())."""
+    try:
+        text = CPUINFO.read_text()
+    except OSError:
+        return False
+    own = CPUINFO_KEYS.get(platform.machine())
+    return own is not None and own not in text and any(key in text for key in CPUINFO_KEYS.values())
 
 
 def _io_uring_setup() -> int:
@@ -123,6 +140,7 @@ def refusals() -> list[Refusal]:
         return []
     mode = confinement.seccomp()
     filtered = mode is not None and mode.mode == "filter"
+    translated = emulated()
     found = []
     for call, probe in (("io_uring_setup", _io_uring_setup), ("perf_event_open", _perf_event_open),
                         ("unshare", _unshare)):
@@ -130,6 +148,8 @@ def refusals() -> list[Refusal]:
         if err == 0:
             continue
         other = _other_cause(call, err)
+        if other is None and translated and err == errno.ENOSYS:
+            other = f"the emulator ({platform.machine()} on another CPU's kernel: qemu-user does not translate it)"
         by = other or ("seccomp" if filtered else
                        "the kernel (built without it)" if err == errno.ENOSYS else "the kernel")
         found.append(Refusal(call, errno.errorcode.get(err, str(err)), by))
