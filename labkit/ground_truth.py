@@ -166,10 +166,14 @@ def shown(table: pd.DataFrame):
     return part.style.hide(axis="index").format(plots.readable, subset=numbers)
 
 
+THEORY_DASHES = ("dash", "longdash", "dashdot", "longdashdot")  # every one a dashed line, each its own
+
+
 def figure(table: pd.DataFrame, stat: str = "mean"):
     """Measured (markers) and predicted (a dashed line) `stat` ("mean" or "p99") response
-    against utilisation, a colour and a marker shape per arrivals and service time; its
-    text alternative in the layout's meta (describe)."""
+    against utilisation, a colour, a marker shape and a dash pattern per arrivals and service
+    time (two theories can coincide: a floor far above the queue's part hides their difference);
+    its text alternative in the layout's meta (describe)."""
     import plotly.graph_objects as go
 
     from labkit.plots.figures import SATURATED_NOTE, _add_notes, whiskers_note
@@ -192,7 +196,7 @@ def figure(table: pd.DataFrame, stat: str = "mean"):
                                       "<extra></extra>")
         theory = part[f"predicted_{stat}_us"].where(part["utilisation"] < 1)  # past 1: no steady state, no line
         fig.add_scatter(x=part["utilisation"], y=theory, mode="lines", legendgroup=name,
-                        line=dict(color=colour, dash="dash"), name=f"{name}: theory")
+                        line=dict(color=colour, dash=THEORY_DASHES[i % len(THEORY_DASHES)]), name=f"{name}: theory")
     fig.update_layout(title=dict(text=f"Spin service, {stat} response: measured (marks) and theory (dashed)"),
                       xaxis_title="utilisation ρ (rate × mean service time)",
                       yaxis_title=f"{stat} response (µs)", legend_title_text="")

@@ -311,13 +311,13 @@ def test_cluster_init_keys_are_private(tmp_path):
 
 
 def test_doctor_reports_each_certificate_and_its_expiry(course_certs, expired):
-    good = {check.name: check for check in doctor.check_cluster_certs(course_certs)}
+    good = {check.name: check for check in doctor.find_cluster_certs(course_certs)}
     assert set(good) == {f"cluster {role} certificate" for role in certs.ROLES}
     assert all(check.status == doctor.OK and "days left" in check.detail for check in good.values())
-    worker_only = doctor.check_cluster_certs(course_certs / "worker")
+    worker_only = doctor.find_cluster_certs(course_certs / "worker")
     assert [check.name for check in worker_only] == ["cluster worker certificate"]
-    old = doctor.check_cluster_certs(expired)
+    old = doctor.find_cluster_certs(expired)
     assert {check.status for check in old} == {doctor.FAIL}
     assert all("expired on" in check.detail and "--force" in check.fix for check in old)
     soon = certs.issue(course_certs, "worker", days=3, into=course_certs.parent / "soon")
-    assert [check.status for check in doctor.check_cluster_certs(soon)] == [doctor.WARN]
+    assert [check.status for check in doctor.find_cluster_certs(soon)] == [doctor.WARN]

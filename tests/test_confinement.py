@@ -20,8 +20,8 @@ ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="dropping capabilities 
 READ_BACK = ("import json; from labkit import confinement as c, doctor as d; "
              "print(json.dumps({'caps': c.capabilities(), 'seccomp': c.seccomp().__dict__, "
              "'quota': c.cpu_quota().cpus if c.cpu_quota() else 'none', "
-             "'checks': {k.name: [k.status, k.detail] for k in (d.check_capabilities(), d.check_seccomp(), "
-             "d.check_cpu_quota())}}))")
+             "'checks': {k.name: [k.status, k.detail] for k in (d.find_capabilities(), d.find_seccomp(), "
+             "d.find_cpu_quota())}}))")
 
 
 def read_back(prefix=(), preexec=None) -> dict:

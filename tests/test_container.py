@@ -248,7 +248,7 @@ def _deny(numbers: tuple[int, ...], error: int):
 
 NUMBERS = {"x86_64": {"io_uring_setup": 425, "perf_event_open": 298, "unshare": 272},
            "aarch64": {"io_uring_setup": 425, "perf_event_open": 241, "unshare": 97}}[os.uname().machine]
-SECCOMP_LINE = ("import json; from labkit import doctor; c = doctor.check_seccomp(); "
+SECCOMP_LINE = ("import json; from labkit import doctor; c = doctor.find_seccomp(); "
                 "print(json.dumps([c.status, c.detail, c.fix]))")
 
 

@@ -69,7 +69,7 @@ def run_as(user, install: Path, code: str, python_path: Path | None = None, **en
 WHERE = """
     import json
     from labkit import doctor, paths
-    check = doctor.check_home()
+    check = doctor.find_home()
     print(json.dumps({"root": str(paths.ROOT), "home": str(paths.HOME), "shared": paths.SHARED,
                       "csrc": str(paths.CSRC), "build": str(paths.BUILD), "results": str(paths.RESULTS),
                       "run_dir": str(paths.RUN_DIR), "cffi": str(paths.CFFI_DIR),

@@ -151,7 +151,7 @@ def test_without_setpriv_a_killed_owners_link_is_removed_by_doctor_clean(built_b
     link_id = _killed_owner("", before='os.environ["PATH"] = "/usr/sbin:/sbin"')
     assert f"lk{link_id}s" in netlink.lab_namespaces()  # kill -9: nothing ran to remove it
     assert any(link_id in name for name, _ in netlink.leftover_records())
-    assert doctor.check_orphans().status == doctor.WARN
+    assert doctor.find_orphans().status == doctor.WARN
     done = orphans.clean()
     assert f"deleted network namespace lk{link_id}s" in done
     _nothing_left(link_id)
@@ -295,7 +295,7 @@ def test_no_user_namespaces_says_what_to_run(monkeypatch):
     assert "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0" in refused.value.fix
     assert "sudo make lab" in refused.value.fix and "same_host" in refused.value.fix
     _nothing_left(link.id)
-    check = doctor.check_namespaces()
+    check = doctor.find_namespaces()
     assert check.status == doctor.WARN and "sudo make lab" in check.fix
 
 

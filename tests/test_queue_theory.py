@@ -96,6 +96,24 @@ def test_points_beside_predictions():
     assert list(ground_truth.shown(table).data.columns) == list(ground_truth.SHOWN.values())
 
 
+def test_theories_that_coincide_are_still_told_apart():
+    """A floor far above the queue's part (a busy machine's: 2 ms) puts even and Poisson arrivals'
+    theories within 1% of each other at a light load: each series' line has a dash of its own, so
+    the figure does not draw two traces alike (figure_lint)."""
+    import pandas as pd
+
+    from labkit import figure_lint, ground_truth
+
+    rows = [dict(model="epoll", arrivals=a, spin_dist="exp", spin_us=10, rate=rate, status="ok", lat_mean_us=2100.0,
+                 lat_p99_us=2500.0, requests_ok=1000, lat_p99_low_us=2400.0, lat_p99_high_us=2600.0,
+                 lat_p99_confidence=0.95, lat_mean_low_us=2000.0, lat_mean_high_us=2200.0, lat_mean_confidence=0.95)
+            for a in ("even", "poisson") for rate in (500, 1000)]
+    table = ground_truth.beside_theory(pd.DataFrame(rows), ground_truth.Floor(overhead_us=5.0, floor_us=2000.0, row={}))
+    theory = table.pivot_table(index="rate", columns="arrivals", values="predicted_mean_us")
+    assert ((theory["poisson"] - theory["even"]).abs() / theory["even"] < 0.01).all(), theory  # they coincide
+    assert figure_lint.problems(ground_truth.figure(table)) == []
+
+
 def test_a_point_past_saturation_has_no_theory_to_be_held_against():
     """This machine's own floor (the loop's CPU per request) doubled from one run to the next
     (55 to 110 µs): at 110 µs the quick profile's top rate put ρ past 1, and notebook 06's
