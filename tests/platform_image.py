@@ -2,7 +2,7 @@
 each platform's image built as the platform builds it, from a fresh Debian 12 root, and a
 grading through its entry point there.
 
-    .venv/bin/python tests/platform_image.py gradescope|prairielearn [--keep DIR] [--capstone] [--this-root]
+    .venv/bin/python tests/platform_image.py gradescope|prairielearn [--keep DIR] [--capstone | --hang] [--this-root]
 
 As root, with mmdebstrap and the network.  A fresh root (mmdebstrap --variant=apt bookworm)
 stands for the platform's base image; the real package (`labkit autograder ...`) is put
@@ -11,20 +11,29 @@ Docker's default capabilities and the network (Gradescope: its setup.sh as root;
 PrairieLearn: the Dockerfile's RUN line); then the instructor's notebook 01 (solved) and the
 students' edition's are graded through the entry point in the platform's container
 (tests/platform_container.py: memory, CPU, pids, network, time as the platform sets them).
-Prints the time of each step and each check's points; exit status 0 when the solutions got
-every machine point and the edition what `labkit grade` gives it (none).  On PrairieLearn the
+Prints the time of each step, the results and every check short of its points; exit status 0
+when the solutions got every point of the checks measurable there (a check the container
+cannot measure is 0 of 0, "not measurable here") and the edition what `labkit grade` gives it
+(none).  On PrairieLearn the
 image is the students' edition and the instructor's side is the package's serverFilesCourse
 folder, copied into each grading job as PrairieLearn copies it.
 
 --capstone grades notebook 07 instead (apart from make test: at the platforms' CPU it takes
 minutes): the solved notebook with the reference server (csrc/servers/mine.c) and the earlier
 notebooks' C exercises solved, as a student hands them in, on the package's whole leaderboard
-ladder; exit status 0 when it gets every machine point (every battery check among them) and,
-on Gradescope, a leaderboard entry.  --this-root: this machine's root stands for the base image
+ladder; exit status 0 when it gets every point of the checks measurable there (every battery
+check among them but those the container cannot measure, listed) and, on Gradescope, a
+leaderboard entry.  --hang (Gradescope): notebook 01 that sleeps for ever from
+its first cell, then the solved 00, with Gradescope's limits scaled down (HANG_NOTEBOOK_S a
+notebook, the package's --timeout; a HANG_PLATFORM_S grading, its --platform-timeout, and the
+container killed then); exit status 0 when the results are written before the kill, every
+check of 01 is 0 saying it ran over its time, and every check of 00 ran (what 00's perf checks
+give depends on the machine's counters).  --this-root: this machine's root stands for the base image
 (as in tests/test_platforms.py: no download, only the package's `make build` in the image)."""
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +57,9 @@ CAPSTONE = "07_your_server"
 BUILD = {"gradescope": "cd /autograder/source && bash ./setup.sh",
          "prairielearn": "cd /lab && bash scripts/setup-system.sh && rm -rf /var/lib/apt/lists/* "
                          "&& make setup build && chmod 0755 /lab/run-grader"}
+# Gradescope's 300 s a notebook and 10-minute grading scaled down: the hang costs a notebook's time
+HANG_NOTEBOOK_S, HANG_PLATFORM_S = 20, 160
+REST = "00_setup"
 
 
 def main() -> int:
@@ -78,7 +90,11 @@ def main() -> int:
     print(f"base root: {time.monotonic() - started:.0f} s", flush=True)
     package = work / ("autograder.zip" if name == "gradescope" else "prairielearn-grader")
     shutil.rmtree(package, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "labkit", "autograder", name, "--out", str(package), "--notebooks", notebook],
+    hang = "--hang" in sys.argv
+    assert not hang or name == "gradescope", "--hang is Gradescope's (its --platform-timeout scales the grading)"
+    chosen = [NOTEBOOK, REST, "--timeout", str(HANG_NOTEBOOK_S), "--platform-timeout", str(HANG_PLATFORM_S)] \
+        if hang else [notebook]
+    subprocess.run([sys.executable, "-m", "labkit", "autograder", name, "--out", str(package), "--notebooks", *chosen],
                    cwd=paths.ROOT, check=True)
     course = package / "serverFilesCourse" if name == "prairielearn" else None
     base = Path("/") if here else root
@@ -94,6 +110,11 @@ def main() -> int:
     if built.returncode != 0:
         print(built.output[-5000:])
         return 1
+    if hang:
+        ok = hang_case(root, base)
+        if keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0 if ok else 1
     teacher, answers = solved(notebook)
     edition, _ = release.release_notebook(copy.deepcopy(teacher), notebook)
     machine = [spec for spec in check_catalog(teacher) if not spec.by_hand]
@@ -112,7 +133,20 @@ def main() -> int:
               f"OOM kills {graded.oom_kills}, results.json {graded.results_bytes} bytes): {got:g} of "
               f"{sum(spec.max_points for spec in machine):g} machine points", flush=True)
         print(json.dumps(results, indent=1)[:3000] if results else graded.output[-3000:])
-        wanted = sum(spec.max_points for spec in machine) if who == "solutions" else 0
+        # every check short of its catalog's points, with why; a check this container cannot
+        # measure is 0 of 0, named so (autograder/platforms.py): not failed, not wanted
+        most = {spec.name: spec.max_points for spec in machine}
+        unmeasurable = set()
+        for test in results.get("tests", []):
+            check = test["name"].split(": ", 1)[-1].split(" (")[0]
+            if test[key] < most.get(check, 0):
+                print(f"  {test['name']}: {test[key]:g} of {most[check]:g} -- {test.get('output', '')[:600]}")
+            if "(not measurable" in test["name"]:
+                unmeasurable.add(check)
+        wanted = sum(most[c] for c in most if c not in unmeasurable) if who == "solutions" else 0
+        if who == "solutions":
+            print(f"solutions: {got:g} of the {wanted:g} points of the checks measurable here "
+                  f"(not measurable: {', '.join(sorted(unmeasurable)) or 'none'})")
         ok = ok and bool(results) and got == wanted and not graded.killed
         if notebook == CAPSTONE and name == "gradescope":
             print(next((line for line in results.get("output", "").splitlines() if line.startswith("leaderboard")),
@@ -121,6 +155,34 @@ def main() -> int:
     if keep is None:
         shutil.rmtree(work, ignore_errors=True)
     return 0 if ok else 1
+
+
+def hang_case(root: Path, base: Path) -> bool:
+    """--hang: 01 hung from its first cell, then the solved 00, graded on Gradescope's image."""
+    _, hung = solved(NOTEBOOK)
+    first = next(i for i, cell in enumerate(hung.cells) if cell.cell_type == "code")
+    hung.cells.insert(first, nbformat.v4.new_code_cell("import time\ntime.sleep(100000)\n"))
+    teacher, rest = solved(REST)
+    platform = pc.Platform(**{**pc.GRADESCOPE.__dict__, "kill_s": float(HANG_PLATFORM_S)})
+    graded = pc.run(platform, root, base=base, submission={f"my-lab/{NOTEBOOK}.ipynb": nbformat.writes(hung).encode(),
+                                                          f"my-lab/{REST}.ipynb": nbformat.writes(rest).encode()})
+    results = graded.results or {}
+    tests = results.get("tests", [])
+    print(f"hang: graded in {graded.elapsed_s:.0f} s of the grading's {HANG_PLATFORM_S} s (status "
+          f"{graded.returncode}, killed {graded.killed}, results.json {graded.results_bytes} bytes)")
+    for test in tests:
+        print(f"  {test['name']}: {test['score']:g} of {test['max_score']:g} -- {test.get('output', '')[:160]}")
+    if not tests:
+        print(graded.output[-3000:])
+    hung_tests = [t for t in tests if t["name"].startswith(f"{NOTEBOOK}: ")]
+    rest_tests = [t for t in tests if t["name"].startswith(f"{REST}: ")]
+    machine = [spec for spec in check_catalog(teacher) if not spec.by_hand]
+    return (not graded.killed and graded.elapsed_s < HANG_PLATFORM_S and bool(hung_tests)
+            and all(t["score"] == 0 and re.search(r"ran over the [\d.]+ s time limit", t.get("output", ""))
+                    for t in hung_tests)
+            and len(rest_tests) == len(machine)
+            and not any(re.search(r"did not run|not run:", t.get("output", "")) for t in rest_tests)
+            and f"{REST}: the notebook ran to its end" in results.get("output", ""))
 
 
 if __name__ == "__main__":

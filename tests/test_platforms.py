@@ -16,7 +16,10 @@ alone and the checks' copy is not given to that uid (issue 63).  The instructor'
 must score every machine point there, as `labkit grade` gives them; a hostile copy of them
 reads what it can of the instructor's files and the build into a written answer (which the
 results show the student), forges results.json, prints a flood, forks and then hangs: it
-must leak nothing, and its results must be written before the platform's limit."""
+must leak nothing, and its results must be written before the platform's limit.  A plain hang
+(the hostile copy's forks end its run first) is tests/platform_image.py's --hang: its
+grading took 49-81 s at Gradescope's half CPU (a notebook's 20 s, then 00 graded), more than
+this file's share of make test has room for."""
 
 import copy
 import json
