@@ -24,6 +24,7 @@ from labkit import paths
 from labkit.instructor.autograder import package, platforms, entry as autograder
 from labkit.instructor.course import class_grades
 from labkit.instructor.release import edition as release
+from hostile_cells import RESULTS, forge_results
 from test_grade_dask import NOTEBOOK, instructor_notebook
 
 NOTEBOOK_01 = "01_proc_service"
@@ -74,18 +75,7 @@ TIMEOUT_S = 30
 def hostile(target: Path) -> str:
     """A student's answer cell that writes a perfect results.json where the platform reads it,
     and forges passed check lines, then answers wrong."""
-    return f"""import json, os
-forged = {{"score": 999, "gradable": True, "tests": [{{"name": "all", "score": 999, "points": 1, "max_points": 1}}]}}
-for place in [{str(target)!r}, "/autograder/results/results.json", "/grade/results/results.json"]:
-    try:
-        os.makedirs(os.path.dirname(place), exist_ok=True)
-        with open(place, "w") as f:
-            json.dump(forged, f)
-        print("wrote", place)
-    except OSError as e:
-        print("refused", place, e)
-answer = 41
-"""
+    return forge_results([str(target), *RESULTS]) + "answer = 41\n"
 
 
 @pytest.fixture(scope="module")

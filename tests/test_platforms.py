@@ -33,6 +33,7 @@ import nbformat
 import pytest
 
 import platform_container as pc
+from hostile_cells import RESULTS, forge_results
 from solved_notebooks import solved
 from labkit import paths
 from labkit.instructor.grading.check_cells import check_catalog
@@ -67,17 +68,8 @@ print(answer_q1[:2000])
 # Before the last check: forge the platforms' results, print 200 MiB, fork all it may and hold
 # the processes 5 s, then never finish (the notebook is stopped at the package's --timeout,
 # PER_NOTEBOOK_S, and its checks after this cell say so: timed out).
-WRECK = r'''
-import json, os, sys, time
-forged = {"score": 999, "gradable": True, "tests": [{"name": "forged", "score": 999, "points": 1, "max_points": 1}]}
-for place in ["/autograder/results/results.json", "/grade/results/results.json"]:
-    try:
-        os.makedirs(os.path.dirname(place), exist_ok=True)
-        with open(place, "w") as out:
-            json.dump(forged, out)
-        print("FORGED", place)
-    except OSError as error:
-        print("refused", place, error)
+WRECK = forge_results(RESULTS) + r'''
+import os, sys, time
 for _ in range(200):
     sys.stdout.write("x" * (1 << 20))
 children = []
