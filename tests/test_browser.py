@@ -469,7 +469,7 @@ _MAIN_TABLE = {
     "03_uploads": 'seeds.styled(seeds.times_table(df, seeds.table("002"))',
     "04_write_strategies": 'with_nagle = df[df["nodelay"] == "off"]',
     "05_different_hosts": "for model in upload_params[\"models\"]:",
-    "06_what_breaks_first": "knees = queueing.knees(load_df)",
+    "06_what_breaks_first": "knees = what_breaks.knees(load_df)",
     "07_your_server": "report = battery.run(my_server)",
 }
 # Figures a student once saw wrong (issue "numbers and charts that tell the truth"), kept as
@@ -481,7 +481,7 @@ _FIGURES = {
                             ('writes.plot(df, "client_write_syscalls_per_repetition")', "syscalls")],
     "05_different_hosts": [('experiments.get("uploads").plot(upload_df, "transfer_s")', "uploads-by-placement")],
     "06_what_breaks_first": [("say(plots.saturation_warning(load_df)", "latency-vs-offered"),
-                             ("queueing.connect_times(queue_df)", "connect-times"),
+                             ("what_breaks.connect_times(queue_df)", "connect-times"),
                              ('experiments.get("herd").plot(herd_df, "server_cs_per_request")', "herd"),
                              ('fig = ground_truth.figure(truth, "mean")', "known-answer"),
                              ("sure_table = pd.DataFrame(", "how-sure")],

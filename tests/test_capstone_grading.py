@@ -67,8 +67,12 @@ def package_lab(tmp_path, platform: str):
         course = out / "serverFilesCourse"
     config = json.loads((lab / "autograder.json").read_text())
     assert config["notebooks"] == [CAPSTONE]
-    # the leaderboard's ladder cut to two rates here (its whole ladder took 34 s and a CPU)
-    (lab / "autograder.json").write_text(json.dumps({**config, "leaderboard_rates": [1000, 4000]}))
+    # the leaderboard's ladder cut to two rates here (its whole ladder took 34 s and a CPU), and a p99
+    # target of 1 s: this test holds the grader's measurement and its entry, not this machine's speed
+    # (beside the suite's other tests the reference server's p99 at 1,000/s on half a CPU ran from
+    # 8 to 159 ms; tests/platform_image.py --capstone ranks it on the real target: 2,000-8,000/s)
+    (lab / "autograder.json").write_text(json.dumps({**config, "leaderboard_rates": [1000, 4000],
+                                                     "leaderboard_p99_us": 1_000_000}))
     return lab, course
 
 
