@@ -1,7 +1,8 @@
 /* events_inflight.c -- exchanges in flight, for Little's law: once per
  * INFLIGHT_INTERVAL_NS after the warm-up, at a random instant within each
  * period, each thread counts its exchanges in flight from the schedule and its
- * connections' state, never from the latencies, so inflight.mean = completed_rps
+ * connections' state (those due after the warm-up, the ones the latencies measure: a backlog
+ * the warm-up left is not counted), never from the latencies, so inflight.mean = completed_rps
  * x latency mean checks two measurements, not one computed twice
  * (docs/loadgen-events.md).
  */
@@ -33,8 +34,12 @@ static long inflight_now(const struct driver *d, uint64_t now)
         long due = (g_due - c->id) / d->o->clients + 1;  /* its exchanges due by now */
         if (due > c->planned)
             due = c->planned;
-        if (due > c->next)
-            n += due - c->next;
+        /* ... of those the latencies measure: due at or after the warm-up's end (g >= batches_from),
+         * so that the in-flight mean and completed_rps x the latency mean count the same exchanges */
+        long first = d->batches_from > c->id ? (d->batches_from - c->id + d->o->clients - 1) / d->o->clients : 0;
+        long from = c->next > first ? c->next : first;
+        if (due > from)
+            n += due - from;
     }
     return n;
 }
