@@ -77,7 +77,7 @@ $(LAB_SETTINGS): scripts/jupyterlab-overrides.json $(STAMP)
 build:
 	$(MAKE) -C csrc BUILD=$(CURDIR)/build
 
-# tests/test_hub.py's proxy: JupyterHub's configurable-http-proxy from npm, exactly as
+# tests/install/test_hub.py's proxy: JupyterHub's configurable-http-proxy from npm, exactly as
 # tests/hub/package-lock.json pins it, in the venv (make clean keeps it; no network later).
 # Node.js is the tests' alone, not the lab's: setup-system.sh --tests installs it as root;
 # without it, make test says what to install and goes on, and test_hub fails with the same fix.
@@ -85,7 +85,7 @@ HUB_PROXY := $(VENV)/hub-proxy/.installed
 $(HUB_PROXY): tests/hub/package.json tests/hub/package-lock.json
 	@bash scripts/setup-system.sh --tests
 	@if ! command -v npm >/dev/null || ! command -v node >/dev/null; then \
-	  echo "note: no Node.js/npm, so tests/test_hub.py has no proxy and will fail." \
+	  echo "note: no Node.js/npm, so tests/install/test_hub.py has no proxy and will fail." \
 	    "Fix: sudo apt-get install -y nodejs npm (Node.js 18 or newer), then make test"; \
 	else \
 	  mkdir -p $(dir $@) && cp tests/hub/package.json tests/hub/package-lock.json $(dir $@) && \

@@ -5,9 +5,10 @@ TLS cluster (labkit scheduler, labkit worker, the gate), rounds interleaved, in 
     sudo .venv/bin/python bench/cluster_tls.py [--rounds 3]
 
 Both clusters run on this machine with two workers each; the class is the tests' tiny
-one (tests/test_grade_dask.py: correct, wrong, hanging until TIMEOUT_S, a fork bomb), so the time
-is the cluster's and the sandbox's, not a notebook's sweep.  Prints each round and the
-medians.  The plaintext cluster exists only inside this script: labkit refuses tcp://.
+one (tests/instructor/test_grade_dask.py: correct, wrong, hanging until TIMEOUT_S, a fork
+bomb), so the time is the cluster's and the sandbox's, not a notebook's sweep.  Prints each
+round and the medians.  The plaintext cluster exists only inside this script: labkit refuses
+tcp://.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests"))  # the tests' helpers
+sys.path.insert(0, str(ROOT / "tests" / "instructor"))  # test_grade_dask's room
 
 from labkit.instructor.cluster import certs, tasks as cluster  # noqa: E402
 from labkit.instructor.course import class_grades  # noqa: E402  after the path to tests/

@@ -5,7 +5,7 @@
 #
 # Invariants:
 # - Every setting the lab needs is named here once, each with its reason, and
-#   .devcontainer/devcontainer.json holds the same ones (tests/test_container.py).
+#   .devcontainer/devcontainer.json holds the same ones (tests/install/test_container.py).
 # - The student's work lives in a folder of the host (LAB_WORK, default lab-work/ in this
 #   checkout, which git and the image build leave out), mounted at /lab, the container's
 #   LABKIT_HOME: the container is removed when it stops, the work is not.

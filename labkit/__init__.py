@@ -5,7 +5,7 @@ imports nothing heavy, so `python3 -m labkit build` works before the lab's
 virtual environment exists.
 
 The map, by job: every module and package of labkit's top level, once (the words are
-the glossary's, docs/architecture.md; tests/test_layout.py keeps this map, the tree and
+the glossary's, docs/architecture.md; tests/layout/test_layout.py keeps this map, the tree and
 that page in step, and the graph of rooms free of cycles).
 
 Where things are

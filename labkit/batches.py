@@ -26,7 +26,7 @@ samples are worth:
   median; a queue's more.  Elsewhere
   the interval is none, and it says so ("not enough"), never a narrower one labelled 95%.
 
-Proven by coverage on correlated samples (tests/test_batches.py: Lindley's recursion, M/M/1
+Proven by coverage on correlated samples (tests/measurement/test_batches.py: Lindley's recursion, M/M/1
 and M/D/1 at utilisation 0.3 to 0.9, the run lengths of the quick and full profiles): where
 an interval is given in nearly every run, it holds the true value in 93-97% of them; where
 the run is too short for the queue, it says "not enough" in most runs, and the runs where it

@@ -17,7 +17,7 @@ The kernel counts both per thread: /proc/PID/task/TID/schedstat holds the nanose
 thread has run and the nanoseconds it has spent runnable, waiting for a CPU (sum_exec_runtime
 and run_delay, proc_pid_schedstat in fs/proc/base.c).  A kernel without sched_info
 (CONFIG_SCHED_INFO) prints "0 0 0" there: nothing is then held back, and a bound is wall
-time as before (tests/test_busy_machine.py checks this machine counts the wait).  A hypervisor
+time as before (tests/machine/test_busy_machine.py checks this machine counts the wait).  A hypervisor
 that takes the CPUs away from the whole machine shows as steal time in /proc/stat instead,
 and counts too.
 """

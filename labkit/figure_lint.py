@@ -23,7 +23,7 @@ Each check is one thing a chart of this lab once got wrong:
     its hover says "no interval" (a seed report's printed figure, a run's mean) or "exact"
     (counts), or its own name or hover says "failed" (a mark where nothing was measured).  A trace of lines alone is a
     theory's curve or a distribution, not points, and is not asked.
-tests/test_notebooks.py runs it on every figure every notebook makes in the quick profile.
+tests/notebooks/test_notebooks.py runs it on every figure every notebook makes in the quick profile.
 """
 
 from __future__ import annotations

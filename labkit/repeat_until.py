@@ -15,7 +15,7 @@ interval it ends with.  Stopping when the interval first looks narrow stops on l
 in a seeded simulation (lognormal runs, ±10%, at most 10) the points that rule calls reached
 hold the true median in 93%, 84% and 74% at 10%, 15% and 20% run-to-run variation.  Sized
 as here they hold it in 97%, 95% and 94% (at most 20, the default; 2,000 points a level,
-tests/test_repeat_until.py); at most 10, fewer points are reached and more of those are
+tests/measurement/test_repeat_until.py); at most 10, fewer points are reached and more of those are
 lucky: 97%, 94% and 92%.  The interval can come out wider than the target at a point reached
 (its first repeats under-read the spread): the point says so.  The interval judged is the
 one the figures draw for a point of several repeats (the median's, over repeats:

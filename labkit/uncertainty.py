@@ -216,7 +216,7 @@ def histogram_quantile_interval(buckets, q: float, confidence: float = CONFIDENC
     bucket is under 0.8% wide, so the ends are within that of the exact order statistics:
     taking whole buckets instead, a bucket wider at each end, held the true p99 of 5,000
     exponential samples in 97.6% of 2,000 runs, past what the ranks claim
-    (tests/test_uncertainty.py)."""
+    (tests/measurement/test_uncertainty.py)."""
     total = sum(int(count) for _, count in buckets)
     low, high, reached = quantile_ranks(total, q, confidence)
     first, last = histogram_values(buckets, [low, high])

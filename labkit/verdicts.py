@@ -8,7 +8,7 @@ title first, up to a colon (title()); an empty dict: every check held.  measure.
 stores it in the row (`verdicts`); the figures draw a point that failed one as a hollow
 mark, its title under the chart and its reason in the hover (labkit.plots), and
 relevant() says which verdicts bear on which metric.  Each check has a known false-alarm
-rate on a stationary simulated queue, at most 5% (tests/test_verdicts_queue.py), and fires
+rate on a stationary simulated queue, at most 5% (tests/measurement/test_verdicts_queue.py), and fires
 on a planted fault:
 
   rate_not_reached    open loop: fewer requests completed than the schedule had due in the

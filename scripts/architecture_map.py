@@ -1,6 +1,6 @@
 """docs/architecture.md's map of labkit, made from labkit/__init__.py's (the one written by hand):
 `python3 scripts/architecture_map.py --write` puts it between the page's markers, and
-tests/test_layout.py fails when the page and the tree differ."""
+tests/layout/test_layout.py fails when the page and the tree differ."""
 
 from __future__ import annotations
 

@@ -30,9 +30,10 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 CC=${CROSS_CC:-aarch64-linux-gnu-gcc}
 QEMU_TESTS=(
-  tests/test_loadgen.py tests/test_loadgen_threads.py tests/test_loadgen_events.py
-  tests/test_loadgen_reconnect.py tests/test_concurrency.py tests/test_session.py
-  tests/test_edge_triggered.py tests/test_workers.py tests/test_protocol.py tests/test_server_limits.py
+  tests/loadgen/test_loadgen.py tests/loadgen/test_loadgen_threads.py tests/loadgen/test_loadgen_events.py
+  tests/loadgen/test_loadgen_reconnect.py tests/servers/test_concurrency.py tests/servers/test_session.py
+  tests/servers/test_edge_triggered.py tests/servers/test_workers.py tests/servers/test_protocol.py
+  tests/servers/test_server_limits.py
 )
 NOT_HERE="not san and not True and not uring and not epoll_reuseport and not test_pool_runs_a_fixed_number_of_threads \
 and not test_epollexclusive_wakes_the_first_registered_idle_worker"

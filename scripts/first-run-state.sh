@@ -10,7 +10,7 @@
 #   network namespaces    lk<id>[smc] (labkit.netlink), and the /run/netns mount `ip netns add`
 #                         makes; a kill -9 of a Link's owner and its reaper leaves them
 #   cgroups               labkit-grade-* (labkit.instructor.sandbox.isolation), one per graded run,
-#                         labkit-test-* (tests/test_confinement.py), and labkit-test-first-*
+#                         labkit-test-* (tests/machine/test_confinement.py), and labkit-test-first-*
 #                         (scripts/first-in-line.sh, make test's serial phase)
 #   users                 labkit-hub-* (tests/local_hub.py), when a hub test was killed
 #   files in /tmp         labkit-* lock, run and scratch folders
@@ -20,7 +20,7 @@
 # one loads them the same way).  Nor is the one controller the lab may turn on: on cgroup v2
 # the grading sandbox (isolation.py) turns the cpu controller on for the root's children
 # where it is off (systemd usually has it on), and whether a fresh machine had it on is not
-# known here; tests/test_confinement.py switches it off again if it switched it on, and
+# known here; tests/machine/test_confinement.py switches it off again if it switched it on, and
 # scripts/first-in-line.sh only uses it where it is on.
 #
 # It kills every lab process it finds (servers, perf, graded runs): CI calls it on a machine

@@ -7,9 +7,9 @@ set -euo pipefail
 
 # `setup-system.sh --list ubuntu|debian` prints the packages for that distribution, one per
 # line, and installs nothing: binder/apt.txt and the Dockerfile are checked against it
-# (tests/test_deploy.py), so the list lives here alone.
+# (tests/install/test_deploy.py), so the list lives here alone.
 # `setup-system.sh --tests` installs only what the tests alone need (Node.js and npm, for the
-# proxy of tests/test_hub.py's JupyterHub): not the lab's, so not in --list (apt.txt, images).
+# proxy of tests/install/test_hub.py's JupyterHub): not the lab's, so not in --list (apt.txt, images).
 list_only=""
 if [[ ${1:-} == --list ]]; then
   list_only=${2:?"usage: setup-system.sh --list ubuntu|debian"}

@@ -56,7 +56,7 @@ def _live_descendants():
 
 def _a_browsers_helper(proc, before) -> bool:
     """Whether `proc` was started by a Chromium that ran before the test (a module fixture's,
-    tests/test_browser.py): Chromium starts helpers when it likes (its OnDeviceModelService
+    tests/notebooks/test_browser.py): Chromium starts helpers when it likes (its OnDeviceModelService
     utility may start mid-test), and they end with the browser.
     A process the test started, or a kernel's server under JupyterLab, has no Chromium above it."""
     try:

@@ -1,4 +1,4 @@
-"""A real JupyterHub on this machine, for tests/test_hub.py: local users, the hub with its
+"""A real JupyterHub on this machine, for tests/install/test_hub.py: local users, the hub with its
 proxy, and a client that acts through the hub's REST API and the users' Jupyter servers.
 
     with local_users(2, homes) as users, running_hub(folder, install) as hub:

@@ -12,7 +12,7 @@
  * outcome_derive() computes the report's figures from it and report_print() prints them.
  * Both drivers fill in the same fields, so both print the same JSON keys.
  *
- * Names, as net_ in csrc/common and ev_ in csrc/loop (tests/test_c_names.py holds them):
+ * Names, as net_ in csrc/common and ev_ in csrc/loop (tests/layout/test_c_names.py holds them):
  * every function and variable a file defines for the other files begins with its room's
  * prefix below (what a file keeps static is its own), and every enum constant begins with
  * the first word of its enum's tag, in capitals (enum conn_phase: CONN_BUSY ...).

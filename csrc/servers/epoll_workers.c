@@ -16,7 +16,7 @@
  * entry still marks the listener ready in ITS epoll (it will look later,
  * maybe to find nothing: futile_accepts) and the walk goes on to the next.
  * So the idle worker that registered first takes the connection, every
- * time it is idle.  tests/test_server_limits.py measures it with
+ * time it is idle.  tests/servers/test_server_limits.py measures it with
  * sequential connections (the counters line, server_main.h).
  *
  * Why a shared listener with EPOLLEXCLUSIVE rather than SO_REUSEPORT (one

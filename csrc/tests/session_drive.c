@@ -1,6 +1,6 @@
 /* session_drive.c -- one session (services/session.h) driven byte by byte from a script,
  * with no socket: what a concurrency model would do, one step per line, and what the
- * session answered printed back.  tests/test_session.py holds the scripts.
+ * session answered printed back.  tests/servers/test_session.py holds the scripts.
  *
  *   service NAME     a new session of that service (top, echo, sink, spin)
  *   read TEXT        one read() of TEXT (C escapes: \n \r \t \\ \xHH), in the buffer

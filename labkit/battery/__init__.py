@@ -13,7 +13,7 @@ resources.py (what it uses: CPU while idle, descriptors and memory as connection
 and go), refusals.py (what this host refuses a server: such a case is not measurable here),
 client.py (plain sockets, every wait bounded), spin_probe.py (how much CPU a loop that only
 spins gets here now: the yardstick of the spin verdict), and this one (a fresh server per case,
-the report, the checks).  tests/test_capstone.py runs the battery on lab models whose
+the report, the checks).  tests/exercises/test_capstone.py runs the battery on lab models whose
 behaviour the rest of the suite asserts (threaded, epoll, pool and uring pass every case;
 iterative fails only the clients behind a silent one), on the template's reference
 solution, and on classic bugs.

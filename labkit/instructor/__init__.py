@@ -20,7 +20,7 @@
              results.json from the gradebook's rows); package (the zip, the image's folder);
              entry (inside the platform's container: one submission graded); commands
 
-Each room imports only the rooms listed above it (tests/test_layout.py).
+Each room imports only the rooms listed above it (tests/layout/test_layout.py).
 
 Figures and tables for slides are labkit.publish; what a student's notebook imports to
 check itself is labkit.exercises.  The files checks, predictions, c_exercises,

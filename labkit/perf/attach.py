@@ -163,7 +163,7 @@ class Attached:
         counting.note       # what was not measurable, in words
 
     Threads the process creates after attaching are counted (perf's counters are
-    inherited by new threads; tested in tests/test_perf.py).  Note that the
+    inherited by new threads; tested in tests/measurement/test_perf.py).  Note that the
     kernel's death signal follows the THREAD that started perf: attach from the
     thread that lives as long as the measurement.
     """

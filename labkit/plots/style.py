@@ -18,7 +18,7 @@ from labkit.perf.parse import NOT_MEASURABLE
 # least 3:1 against the white plot (WCAG 2.1 1.4.11; Okabe-Ito's yellow was 1.3:1, its orange
 # 2.3:1, its sky blue 2.3:1).  Darkened, the yellow (select_fork) went olive, like aio's
 # tab10 olive, so aio took tab10's brown; pool is threadpool's other name.  A model is also
-# told by its marker, dash or pattern; tests/test_plots.py checks each ratio.
+# told by its marker, dash or pattern; tests/notebooks/test_plots.py checks each ratio.
 MODEL_COLORS = {
     "iterative": "#C28600",
     "threaded": "#0072B2",

@@ -1,6 +1,6 @@
 """A test's own experiment, declared in this file alone (no edit to labkit): echo
 round trips against the message size, with a server flag and a load generator
-flag that no lab experiment uses.  tests/test_experiments.py points
+flag that no lab experiment uses.  tests/measurement/test_experiments.py points
 LABKIT_EXPERIMENTS at this folder and runs it through `labkit sweep`, the
 control panel and the plots."""
 

@@ -43,7 +43,7 @@ WARMUP_S = 0.3
 # D - T of a stall of D do, so at any rate one stall must outlast T by 1% of STEP_S (11 ms for
 # T = 1 ms: more than 10 of the 1,000 exchanges at 1,000/s, or 160 of 16,000 at 16,000/s), or
 # several stalls together; a busy server less, its backlog draining slowly: about
-# T + 1% of STEP_S x (1 - utilisation) (tests/test_stated_facts.py simulates it).
+# T + 1% of STEP_S x (1 - utilisation) (tests/layout/test_stated_facts.py simulates it).
 TARGET_P99_US = 10_000.0
 LIMIT_S = 120.0          # the whole measurement, build included
 

@@ -43,7 +43,7 @@ import weakref
 logger = logging.getLogger("distributed.labkit.gate")
 
 # What each role may ask the scheduler: exactly what a dask worker and `labkit grade` were seen
-# to send while grading a class (tests/test_grade_dask.py grades through this gate and asserts
+# to send while grading a class (tests/instructor/test_grade_dask.py grades through this gate and asserts
 # that nothing was refused).  Streams opened by register-worker / register-client carry the
 # rest (task results, the graph), so only those roles can open them.
 ALLOWED = {

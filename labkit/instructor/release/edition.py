@@ -163,26 +163,32 @@ def hidden_check_names(nb) -> list[str]:
 
 # The instructor's own material: not in the edition.  Path in the lab -> why.
 INSTRUCTOR_ONLY = {
-    "tests/test_release.py": "checks the release against the instructor's solutions and hidden checks",
-    "tests/test_grade.py": "grading: runs the instructor's notebooks and their hidden checks",
-    "tests/test_facts.py": "grades notebook 00's checks, its hidden one among them, on a student's own facts",
-    "tests/test_grade_attacks.py": "grading's sandbox, run on the instructor's notebooks and hidden checks",
-    "tests/test_grade_dask.py": "grading on a cluster, run on the instructor's notebooks and hidden checks",
-    "tests/test_cluster_security.py": "the grading cluster's security, with test_grade_dask's cluster",
-    "tests/test_exercises.py": "checks the C exercises' checks with the lab's own answers and with variants of "
-                               "them (the lingering close's among them)",
-    "tests/test_capstone.py": "checks the capstone's battery with the template's reference solution (the answer) "
-                              "and a variant of it with a classic bug",
-    "tests/test_capstone_grading.py": "grades notebook 07 with a variant of the template's reference solution "
-                                      "(the answer) with a classic bug",
+    "tests/instructor/test_release.py": "checks the release against the instructor's solutions and hidden checks",
+    "tests/instructor/test_grade.py": "grading: runs the instructor's notebooks and their hidden checks",
+    "tests/exercises/test_facts.py": "grades notebook 00's checks, its hidden one among them, on a student's own facts",
+    "tests/instructor/test_grade_attacks.py": "grading's sandbox, run on the instructor's notebooks and hidden checks",
+    "tests/instructor/test_grade_dask.py": "grading on a cluster, run on the instructor's notebooks and hidden checks",
+    "tests/instructor/test_cluster_security.py": "the grading cluster's security, with test_grade_dask's cluster",
+    "tests/exercises/test_exercises.py":
+        "checks the C exercises' checks with the lab's own answers and with variants of them (the lingering close's "
+        "among them)",
+    "tests/exercises/test_capstone.py":
+        "checks the capstone's battery with the template's reference solution (the answer) and a variant of it with "
+        "a classic bug",
+    "tests/instructor/test_capstone_grading.py":
+        "grades notebook 07 with a variant of the template's reference solution (the answer) with a classic bug",
+    "tests/instructor/test_sandbox_memory.py":
+        "the grading sandbox's memory limits, run as root grades them (a judge under a grading uid)",
     "tests/capstone_servers.py": "the template's reference solution (the answer) and a variant of it with a "
                                  "classic bug, for the two tests above",
-    "tests/test_lms.py": "grades a class collected from LMS downloads: students made of the instructor's "
-                         "notebook with its solutions",
-    "tests/test_autograder.py": "packs the instructor's notebooks for Gradescope and PrairieLearn and grades with "
-                                "hidden checks in their layouts",
-    "tests/test_platforms.py": "grades the instructor's notebook 01 with its solutions and hidden checks in the "
-                               "platforms' reproduced containers",
+    "tests/instructor/test_lms.py":
+        "grades a class collected from LMS downloads: students made of the instructor's notebook with its solutions",
+    "tests/instructor/test_autograder.py":
+        "packs the instructor's notebooks for Gradescope and PrairieLearn and grades with hidden checks in their "
+        "layouts",
+    "tests/instructor/test_platforms.py":
+        "grades the instructor's notebook 01 with its solutions and hidden checks in the platforms' reproduced "
+        "containers",
     "tests/platform_image.py": "the same, in images built from a fresh Debian root (run apart)",
 }
 
@@ -190,10 +196,11 @@ INSTRUCTOR_ONLY = {
 # Tests the edition keeps but its `make test` leaves out: they need the notebooks' answers
 # (the instructor's notebooks pass every check), which only a student's own notebook holds.
 NEEDS_NOTEBOOK_ANSWERS = {
-    "tests/test_notebooks.py::test_05_*": "needs notebook 05's answers: it asserts the notebook scores 12/12",
-    "tests/test_notebooks.py::test_07_*": "needs a server of the student's own in csrc/servers/mine.c: it asserts "
-                                          "that server passes the battery and is measured beside the lab's",
-    "tests/test_browser.py::test_a_student_runs_the_notebook_in_a_browser[[]*":
+    "tests/notebooks/test_notebooks.py::test_05_*": "needs notebook 05's answers: it asserts the notebook scores 12/12",
+    "tests/notebooks/test_notebooks.py::test_07_*":
+        "needs a server of the student's own in csrc/servers/mine.c: it asserts that server passes the battery and "
+        "is measured beside the lab's",
+    "tests/notebooks/test_browser.py::test_a_student_runs_the_notebook_in_a_browser[[]*":
         "needs the notebook's answers: an unsolved check prints a FAIL line too long for the page's checks",
 }
 

@@ -281,7 +281,8 @@ def test_prairielearns_public_image_holds_the_edition_and_a_wrong_course_folder_
     for name in (f"notebooks/{NOTEBOOK_01}.ipynb", "csrc/services/procstat.c", "csrc/capstone/mine.c"):
         assert (course / name).read_bytes() == (paths.ROOT / name).read_bytes() != (lab / name).read_bytes()
     assert "hidden=True" not in (lab / "notebooks" / f"{NOTEBOOK_01}.ipynb").read_text()
-    assert not (lab / "tests" / "test_release.py").exists() and (course / "tests" / "test_release.py").is_file()
+    release_test = Path("tests", "instructor", "test_release.py")
+    assert not (lab / release_test).exists() and (course / release_test).is_file()
     edition = (lab / "notebooks" / f"{NOTEBOOK_01}.ipynb").read_bytes()
     root = tmp_path / "root"
     (root / "grade").mkdir(parents=True)

@@ -21,7 +21,7 @@ from waits import wait_for
 # no nice value holds back) a spinner got 0.296 of a CPU where 0.3 was the least expected.
 pytestmark = [pytest.mark.measuring, pytest.mark.quiet]
 
-DATA = Path(__file__).parent / "data" / "perf"
+DATA = Path(__file__).parents[1] / "data" / "perf"  # tests/data/perf/
 nan = math.isnan
 
 

@@ -111,7 +111,7 @@ def test_a_sweep_leases_the_machines_cpus_and_records_what_it_shared(tmp_path, m
         assert "also leased by another lab run" in frame["pinning_note"].iloc[0]
         assert "also leased by another lab run" in capsys.readouterr().out
     assert seen[0].server_cpus == [usable[0]]
-    assert "cpu_quota" in frame.columns  # None here: no quota (tests/test_confinement.py reads one)
+    assert "cpu_quota" in frame.columns  # None here: no quota (tests/machine/test_confinement.py reads one)
     chosen = plan.with_values(server_cpus=[usable[-1]], client_cpus=[usable[0]])  # not the machine's
     assert not chosen.pinning.from_machine  # CPUs the student chose are not leased
     with CpuLease.take(usable):

@@ -83,9 +83,9 @@ def test_a_cell_that_ends_with_a_written_answer_shows_it_once(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_each_test_tag_is_read_by_a_test(path):
-    """A cell tagged test-... is one tests/test_notebooks.py reads by that tag: a tag no test
+    """A cell tagged test-... is one tests/notebooks/test_notebooks.py reads by that tag: a tag no test
     reads is left from a test that changed, and tells the next editor a wrong thing."""
-    reading = (paths.ROOT / "tests" / "test_notebooks.py").read_text()
+    reading = (paths.ROOT / "tests" / "notebooks" / "test_notebooks.py").read_text()
     tags = [tag for cell in nbformat.read(path, as_version=4).cells
             for tag in cell.get("metadata", {}).get("tags", []) if tag.startswith("test-")]
     named = [tag for tag in tags if tag != "test-figure"]  # test-figure: every figure a test counts

@@ -5,7 +5,7 @@ through PrairieLearn's, side by side.  Each package is made by the command line 
 the lab the grading runs in (`labkit autograder run PLATFORM --lab LAB`, run from LAB, as the
 platform's entry point runs it; PrairieLearn's from its public image's edition and the course's
 serverFilesCourse folder); each grades with `labkit grade`'s own function.  Where it differs
-from the platforms (tests/test_platforms.py reproduces their containers; tests/platform_image.py
+from the platforms (tests/instructor/test_platforms.py reproduces their containers; tests/platform_image.py
 grades the capstone there): the container's / is a folder, the grading has this machine's
 namespaces and cgroups, the Gradescope lab's C build is the checkout's (its sources the same
 bytes), and the leaderboard's ladder is cut to two rates in autograder.json.

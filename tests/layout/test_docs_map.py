@@ -18,7 +18,7 @@ import shlex
 from pathlib import Path
 from urllib.parse import unquote
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the lab: tests/layout/ is two below it
 README = ROOT / "README.md"
 MOST_README_LINES = 250
 RENDERED_AT_ROOT = {ROOT / "docs" / "students" / "README.md"}

@@ -110,7 +110,7 @@ def test_03s_connect_timeout_and_06s_retry_times_come_from_one_function(monkeypa
     assert "1.5 s, 4.25 s, 9.75 s" in fig.layout.title.subtitle.text
     assert len(asked) == 3
     # and the notebooks call these, not a schedule of their own
-    notebooks = Path(__file__).resolve().parent.parent / "notebooks"
+    notebooks = Path(__file__).resolve().parents[2] / "notebooks"
     assert "what_breaks.syn_retry_times(" in (notebooks / "06_what_breaks_first.ipynb").read_text()
     assert "failures.connect_timeout(" in (notebooks / "03_uploads.ipynb").read_text()
 

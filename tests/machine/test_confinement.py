@@ -83,7 +83,7 @@ def test_a_seccomp_filter_is_reported_as_one():
     if Path("/proc/self/status").read_text().count("Seccomp_filters"):  # Linux 5.9 and newer
         assert seen["seccomp"]["filters"] == 1
     status, detail = seen["checks"]["seccomp"]
-    # a filter that lets everything through refuses nothing the lab tries (tests/test_container.py: refusals)
+    # a filter that lets everything through refuses nothing the lab tries (tests/install/test_container.py: refusals)
     assert status == "ok" and "seccomp mode filter" in detail and "perf_event_open and unshare" in detail
 
 

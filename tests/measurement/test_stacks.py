@@ -16,8 +16,9 @@ from labkit.perf import stacks
 
 pytestmark = pytest.mark.measuring  # make test runs it alone (tests/conftest.py)
 
-RECORDED = Path(__file__).parent / "data" / "perf" / "script_epoll_echo.txt"
-KPTR_RESTRICTED = Path(__file__).parent / "data" / "perf" / "script_dd_kptr_restrict_1.txt"
+DATA = Path(__file__).parents[1] / "data" / "perf"  # tests/data/perf/
+RECORDED = DATA / "script_epoll_echo.txt"
+KPTR_RESTRICTED = DATA / "script_dd_kptr_restrict_1.txt"
 
 
 def test_a_recorded_perf_script_folds_into_stacks_outermost_first():

@@ -462,10 +462,10 @@ def test_nothing_of_a_grading_uid_is_left_anywhere(hostile_class):
 
 
 class _Running:
-    """A runner that never ends (the watcher's view of a run still going)."""
+    """An inside process that never ends (the watcher's view of a run still going)."""
 
     def wait(self, timeout=None):
-        raise subprocess.TimeoutExpired("runner", timeout)
+        raise subprocess.TimeoutExpired("inside", timeout)
 
 
 class _Counted:

@@ -165,7 +165,7 @@ def test_notebook_uses_the_labkit_kernel(notebook):
 
 
 def test_the_hub_tests_proxy_is_pinned_and_make_test_installs_it():
-    """npm's share of the lock: tests/test_hub.py's configurable-http-proxy at an exact version in
+    """npm's share of the lock: tests/install/test_hub.py's configurable-http-proxy at an exact version in
     tests/hub/package.json, which package-lock.json (what npm ci installs) records; make test
     installs it (Makefile: HUB_PROXY)."""
     hub = ROOT / "tests" / "hub"

@@ -249,7 +249,7 @@ except AssertionError:
 except Exception as problem:
     print("ERRED", type(problem).__name__, "RLIMIT_AS" in str(problem))
 """
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parent))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).parents[1]))  # tests/: capstone_servers
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[True, True" in done.stdout and "ERRED LabError True" in done.stdout, done.stdout

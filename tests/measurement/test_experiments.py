@@ -20,7 +20,7 @@ from labkit.params import Int, IntList, Models, Param, cpu_params, repeats_param
 
 pytestmark = pytest.mark.timeout(240)
 
-EXTRA = Path(__file__).parent / "experiments"
+EXTRA = Path(__file__).parents[1] / "experiments"  # tests/experiments/
 CPUS = sorted(os.sched_getaffinity(0))
 PINS = ["--set", f"server_cpus={CPUS[0]}", "--set", f"client_cpus={CPUS[-1]}"]
 

@@ -1,8 +1,11 @@
 """How labkit is laid out, checked: no import cycle among its modules (an import inside
 a function counts; one under `if TYPE_CHECKING:` does not, Python never runs it), and
-no file longer than 500 lines but those listed here with the reason one job needs it."""
+no file longer than 500 lines but those listed here with the reason one job needs it.
+And how its tests are: each file in the folder of a room docs/contributors/testing.md lists,
+no two of one name, none importing another room's test file."""
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -256,3 +259,50 @@ RETIRED = {"run", "runner", "checker", "grade", "run_lab", "notebook_run", "run_
 def test_no_module_is_named_by_a_word_the_glossary_retired():
     named = sorted(name for name, path in MODULES.items() if path.stem in RETIRED and not _old_name(path))
     assert named == []
+
+
+# ---------------------------------------------------------------------------
+# the tests themselves: a folder per room, as docs/contributors/testing.md lists them
+
+TESTS = paths.ROOT / "tests"
+TEST_FILES = sorted(TESTS.rglob("test_*.py"))
+
+
+def documented_rooms() -> set[str]:
+    """The rooms docs/contributors/testing.md's "Where a test goes" lists, each on a line of its
+    own that begins "- `tests/<room>/`"."""
+    text = (paths.ROOT / "docs" / "contributors" / "testing.md").read_text()
+    return set(re.findall(r"^- `tests/([a-z_]+)/`", text, flags=re.MULTILINE))
+
+
+def test_every_test_file_is_in_one_of_the_documented_rooms():
+    """No test file directly under tests/ or deeper than a room; the folders that hold tests are
+    the rooms the page lists, each of them; no __init__.py (pytest's prepend mode, which puts
+    tests/ on sys.path for the shared helpers, needs none while names are unique)."""
+    rooms = documented_rooms()
+    assert len(rooms) >= 6, f"the page lists {sorted(rooms)}"
+    assert [str(path.relative_to(TESTS)) for path in TEST_FILES if path.parent.parent != TESTS] == []
+    assert {path.parent.name for path in TEST_FILES} == rooms
+    assert sorted(str(p.relative_to(TESTS)) for room in rooms for p in (TESTS / room).glob("__init__.py")) == []
+
+
+def test_no_two_test_files_share_a_name():
+    """pytest imports a test file by its name alone (no packages here): two of one name would clash."""
+    names: dict[str, list[str]] = {}
+    for path in TEST_FILES:
+        names.setdefault(path.name, []).append(str(path.relative_to(TESTS)))
+    assert {name: found for name, found in names.items() if len(found) > 1} == {}
+
+
+def test_a_test_file_imports_other_test_files_from_its_own_room_only():
+    """pytest puts a test file's own folder on sys.path, not another room's: an import across
+    rooms works in a whole run only because the other room's files were collected first."""
+    room_of_file = {path.stem: path.parent.name for path in TEST_FILES}
+    across = []
+    for path in TEST_FILES:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            across += [f"{path.relative_to(TESTS)} imports {name} ({room_of_file[name]}/)" for name in names
+                       if room_of_file.get(name, path.parent.name) != path.parent.name]
+    assert across == []

@@ -7,16 +7,17 @@ import pytest
 from conftest import BY_NOTEBOOK, group_of
 from labkit import paths
 
-BROWSER = "tests/test_browser.py::test_a_student_runs_the_notebook_in_a_browser"
+BROWSER = "tests/notebooks/test_browser.py::test_a_student_runs_the_notebook_in_a_browser"
+GRADE, RELEASE = "tests/instructor/test_grade.py", "tests/instructor/test_release.py"
 
 
 @pytest.mark.parametrize("nodeid, group", [
-    ("tests/test_grade.py::test_the_class_gets_the_expected_statuses_and_points", "tests/test_grade.py"),
-    ("tests/test_release.py::test_instructor_passes_every_check_and_student_fails_exactly_the_exercises"
-     "[07_your_server.ipynb]", "tests/test_release.py::07"),
-    ("tests/test_release.py::test_the_edition_builds_from_its_own_folder", "tests/test_release.py::00 04 05 06 *"),
-    (f"{BROWSER}[04_write_strategies]", "tests/test_browser.py::03 04"),
-    (f"{BROWSER}[08_a_new_one]", "tests/test_browser.py::08"),
+    (f"{GRADE}::test_the_class_gets_the_expected_statuses_and_points", GRADE),
+    (f"{RELEASE}::test_instructor_passes_every_check_and_student_fails_exactly_the_exercises"
+     "[07_your_server.ipynb]", f"{RELEASE}::07"),
+    (f"{RELEASE}::test_the_edition_builds_from_its_own_folder", f"{RELEASE}::00 04 05 06 *"),
+    (f"{BROWSER}[04_write_strategies]", "tests/notebooks/test_browser.py::03 04"),
+    (f"{BROWSER}[08_a_new_one]", "tests/notebooks/test_browser.py::08"),
 ])
 def test_a_tests_group(nodeid, group):
     assert group_of(nodeid) == group

@@ -475,13 +475,14 @@ def test_edition_tests_leave_out_waiting(released, tmp_path):
     print(said[said.index("left out of this"):])
     assert "needs exercise 1.1 (procstat_parse, notebook 01_proc_service): csrc/services/procstat.c still has " \
            "the stub" in said
-    assert "tests/test_build.py::test_top_processes_agrees_with_psutil" in said.split("left out of")[1]
+    assert "tests/servers/test_build.py::test_top_processes_agrees_with_psutil" in said.split("left out of")[1]
     for name, why in release.INSTRUCTOR_ONLY.items():
         assert f"{name}: not in the edition ({why})" in said
     # The student's own function in place (here: the lab's): those tests run again.
     (out / "csrc" / "services" / "procstat.c").write_text((paths.CSRC / "services" / "procstat.c").read_text())
-    said = edition_pytest(out, "--collect-only", "-q", "tests/test_build.py")
-    assert "needs exercise 1.1" not in said and "tests/test_build.py::test_top_processes_agrees_with_psutil" in said
+    said = edition_pytest(out, "--collect-only", "-q", "tests/servers/test_build.py")
+    assert "needs exercise 1.1" not in said
+    assert "tests/servers/test_build.py::test_top_processes_agrees_with_psutil" in said
 
 
 @pytest.mark.timeout(STUDENT_RUN_LIMIT_S + 300)
