@@ -23,13 +23,14 @@ minutes): the solved notebook with the reference server (csrc/servers/mine.c) an
 notebooks' C exercises solved, as a student hands them in, on the package's whole leaderboard
 ladder; exit status 0 when it gets every point of the checks measurable there (every battery
 check among them but those the container cannot measure, listed) and, on Gradescope, a
-leaderboard entry.  --hang (Gradescope): notebook 01 that sleeps for ever from
-its first cell, then the solved 00, with Gradescope's limits scaled down (HANG_NOTEBOOK_S a
-notebook, the package's --timeout; a HANG_PLATFORM_S grading, its --platform-timeout, and the
-container killed then); exit status 0 when the results are written before the kill, every
-check of 01 is 0 saying it ran over its time, and every check of 00 ran (what 00's perf checks
-give depends on the machine's counters).  --this-root: this machine's root stands for the base image
-(as in tests/test_platforms.py: no download, only the package's `make build` in the image)."""
+leaderboard entry.  --hang: notebook 01 that sleeps for ever from its first cell, then the
+solved 00, each notebook given HANG_NOTEBOOK_S (the package's --timeout); on Gradescope its
+limits scaled down too (a HANG_PLATFORM_S grading, the package's --platform-timeout, and the
+container killed then), on PrairieLearn its own 600 s job (the package's, which it cannot
+change); exit status 0 when the results are written before the kill, every check of 01 is 0
+saying it ran over its time, and every check of 00 ran (what 00's perf checks give depends on
+the machine's counters).  --this-root: this machine's root stands for the base image
+(as in tests/instructor/test_platforms.py: no download, only the package's `make build` in the image)."""
 
 import copy
 import json
@@ -43,6 +44,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "instructor"))  # test_platforms's room
 import nbformat
 import platform_container as pc
 from capstone_servers import reference
@@ -91,9 +93,9 @@ def main() -> int:
     package = work / ("autograder.zip" if name == "gradescope" else "prairielearn-grader")
     shutil.rmtree(package, ignore_errors=True)
     hang = "--hang" in sys.argv
-    assert not hang or name == "gradescope", "--hang is Gradescope's (its --platform-timeout scales the grading)"
-    chosen = [NOTEBOOK, REST, "--timeout", str(HANG_NOTEBOOK_S), "--platform-timeout", str(HANG_PLATFORM_S)] \
-        if hang else [notebook]
+    chosen = [NOTEBOOK, REST, "--timeout", str(HANG_NOTEBOOK_S)] if hang else [notebook]
+    if hang and name == "gradescope":
+        chosen += ["--platform-timeout", str(HANG_PLATFORM_S)]
     subprocess.run([sys.executable, "-m", "labkit", "autograder", name, "--out", str(package), "--notebooks", *chosen],
                    cwd=paths.ROOT, check=True)
     course = package / "serverFilesCourse" if name == "prairielearn" else None
@@ -111,7 +113,7 @@ def main() -> int:
         print(built.output[-5000:])
         return 1
     if hang:
-        ok = hang_case(root, base)
+        ok = hang_case(platform, root, base, course)
         if keep is None:
             shutil.rmtree(work, ignore_errors=True)
         return 0 if ok else 1
@@ -157,28 +159,33 @@ def main() -> int:
     return 0 if ok else 1
 
 
-def hang_case(root: Path, base: Path) -> bool:
-    """--hang: 01 hung from its first cell, then the solved 00, graded on Gradescope's image."""
+def hang_case(platform: pc.Platform, root: Path, base: Path, course: Path | None) -> bool:
+    """--hang: 01 hung from its first cell, then the solved 00, graded on the platform's image
+    (Gradescope's time scaled down to HANG_PLATFORM_S; PrairieLearn's its own)."""
     _, hung = solved(NOTEBOOK)
     first = next(i for i, cell in enumerate(hung.cells) if cell.cell_type == "code")
     hung.cells.insert(first, nbformat.v4.new_code_cell("import time\ntime.sleep(100000)\n"))
     teacher, rest = solved(REST)
-    platform = pc.Platform(**{**pc.GRADESCOPE.__dict__, "kill_s": float(HANG_PLATFORM_S)})
-    graded = pc.run(platform, root, base=base, submission={f"my-lab/{NOTEBOOK}.ipynb": nbformat.writes(hung).encode(),
-                                                          f"my-lab/{REST}.ipynb": nbformat.writes(rest).encode()})
+    if platform.name == "gradescope":
+        platform = pc.Platform(**{**platform.__dict__, "kill_s": float(HANG_PLATFORM_S)})
+    handed = {f"my-lab/{NOTEBOOK}.ipynb": nbformat.writes(hung).encode(),
+              f"my-lab/{REST}.ipynb": nbformat.writes(rest).encode()}
+    graded = pc.run(platform, root, base=base, course=course, submission=handed)
     results = graded.results or {}
     tests = results.get("tests", [])
-    print(f"hang: graded in {graded.elapsed_s:.0f} s of the grading's {HANG_PLATFORM_S} s (status "
+    key = "score" if platform.name == "gradescope" else "points"
+    print(f"hang: graded in {graded.elapsed_s:.0f} s of the grading's {platform.kill_s:g} s (status "
           f"{graded.returncode}, killed {graded.killed}, results.json {graded.results_bytes} bytes)")
     for test in tests:
-        print(f"  {test['name']}: {test['score']:g} of {test['max_score']:g} -- {test.get('output', '')[:160]}")
+        print(f"  {test['name']}: {test[key]:g} of {test['max_' + key]:g} -- {test.get('output', '')[:160]}")
     if not tests:
         print(graded.output[-3000:])
     hung_tests = [t for t in tests if t["name"].startswith(f"{NOTEBOOK}: ")]
     rest_tests = [t for t in tests if t["name"].startswith(f"{REST}: ")]
     machine = [spec for spec in check_catalog(teacher) if not spec.by_hand]
-    return (not graded.killed and graded.elapsed_s < HANG_PLATFORM_S and bool(hung_tests)
-            and all(t["score"] == 0 and re.search(r"ran over the [\d.]+ s time limit", t.get("output", ""))
+    return (not graded.killed and graded.elapsed_s < platform.kill_s and bool(hung_tests)
+            and all(t[key] == 0 and (re.search(r"ran over the [\d.]+ s time limit", t.get("output", ""))
+                                     or ": hidden check " in t["name"])  # PrairieLearn's: withheld
                     for t in hung_tests)
             and len(rest_tests) == len(machine)
             and not any(re.search(r"did not run|not run:", t.get("output", "")) for t in rest_tests)

@@ -32,7 +32,8 @@ def room_for_asan() -> list[str] | str:
         return ["prlimit", "--as=unlimited:", "--"]
     return (f"not measurable here: an ASan build reserves terabytes of address space at start, and this "
             f"process may use at most {hard >> 20:,} MiB (RLIMIT_AS, `ulimit -v`). Run it where the limit is "
-            "unlimited; a grader gives it room where the run's cgroup bounds its memory (grade as root)")
+            "unlimited; a grader gives it room where a cgroup bounds the run's memory (the run's own, when grading "
+            "as root with cgroups; or the container's memory limit, as on Gradescope and PrairieLearn)")
 
 
 def uses_io_uring(binary: Path) -> bool:

@@ -65,11 +65,16 @@ answer_q1 = f"SNOOPED {len(leaked)} files " + " | ".join(leaked[:50])
 print(answer_q1[:2000])
 '''
 
-# Before the last check: forge the platforms' results, print 200 MiB, fork all it may and hold
-# the processes 5 s, then never finish (the notebook is stopped at the package's --timeout,
-# PER_NOTEBOOK_S, and its checks after this cell say so: timed out).
+# Before the last check: forge the platforms' results, print 200 MiB, take more memory (5 GiB) than the
+# container has (its address-space limit raised to the hard one, which a container's memory
+# limit leaves unlimited for the ASan build: the kernel must kill the taker, not the grader),
+# fork all it may and hold the processes 5 s, then never finish (the notebook is stopped at the
+# package's --timeout, PER_NOTEBOOK_S, and its checks after this cell say so: timed out).
 WRECK = forge_results(RESULTS) + r'''
-import os, sys, time
+import os, resource, subprocess, sys, time
+TAKE = "import resource; h = resource.getrlimit(resource.RLIMIT_AS)[1]; " \
+       "resource.setrlimit(resource.RLIMIT_AS, (h, h)); b = bytearray(5 << 30)"
+print("TOOK", subprocess.run([sys.executable, "-c", TAKE]).returncode)
 for _ in range(200):
     sys.stdout.write("x" * (1 << 20))
 children = []
@@ -191,6 +196,7 @@ def test_a_hostile_copy_of_the_solutions_leaks_nothing_and_its_results_are_writt
             assert got[spec.name] == (spec.max_points, spec.max_points), (spec.name, results["tests"])
     assert 0 < results["score"] < 1
     assert graded.elapsed_s < pc.PRAIRIELEARN.kill_s
+    assert graded.oom_kills >= 1  # the memory taker, killed by the kernel; the grader wrote the results
 
 
 def answers() -> tuple[set[str], set[str]]:

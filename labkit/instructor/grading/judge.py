@@ -64,11 +64,12 @@ def begin():
     """An isolated process's first steps (sandbox.run_isolated's: the checks, the
     leaderboard): no ptrace nor core of it, nothing imported from its working directory, its
     limits lowered; its payload (stdin) and the results file root opened for it alone."""
+    from ..sandbox.inside import first_to_go, lower_limits
+
+    first_to_go()  # while its /proc files are still its own (lower_limits reads it back)
     ctypes.CDLL(None).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != os.getcwd()]
     spec = json.loads(sys.stdin.read())
-    from ..sandbox.inside import lower_limits
-
     lower_limits(spec)
     results_fd = spec["results_fd"]
     os.set_inheritable(results_fd, False)

@@ -7,7 +7,7 @@ can: the standard library only, until it has lowered its own resource limits
 imported on the way here, import nothing.  It reads its spec from stdin
 (nothing the run's uid could replace lies on disk), lowers its limits, so
 everything it starts inherits them, runs the notebook through papermill and
-reports how papermill ended on its last stdout line (RUNNER_MARK), which
+reports how papermill ended on its last stdout line (INSIDE_MARK), which
 goes to the log root opened for it.  Its verdict gives no points: it only
 says why a check has no result.
 
@@ -22,17 +22,39 @@ import signal
 import sys
 from pathlib import Path
 
-RUNNER_MARK = "labkit-sandbox-result:"  # the runner's last stdout line starts with this
+INSIDE_MARK = "labkit-sandbox-result:"  # the inside process's last stdout line starts with this
+
+
+def first_to_go() -> bool:
+    """Make this process, and all it starts, the kernel's first choice when memory runs out
+    around it (oom_score_adj 1000: the run, never the grader; a process without
+    CAP_SYS_RESOURCE cannot lower it again), and say whether it is.  Read back, since a
+    process that made itself not dumpable (the judge) can no longer write it: its /proc
+    files are root's from then on, so it calls this first."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as adj:
+            adj.write("1000")
+    except OSError:
+        pass
+    try:
+        with open("/proc/self/oom_score_adj") as adj:
+            return adj.read().strip() == "1000"
+    except OSError:
+        return False
 
 
 def lower_limits(spec: dict) -> None:
     """In an isolated process: the limits its spec names, for it and all it starts.
 
-    The address space is the one exception, where the run has a cgroup: its memory.max
-    bounds what the whole run uses, so only the soft limit is set and a process may raise
-    it for a large reservation it does not use (an ASan build reserves terabytes of shadow
-    memory at start; the capstone's battery builds one).  Without a cgroup the hard limit
-    is the soft one, and such a build cannot start (labkit.battery says so)."""
+    The address space is the one exception, where a cgroup bounds the run's memory: the
+    run's own (its memory.max bounds what the whole run uses), or, for a run under a grading
+    uid that can have none, the container's the grader is in (the platforms' memory limit),
+    where the kernel's OOM killer takes the run's processes first (their oom_score_adj of
+    1000, which the grading uid, without CAP_SYS_RESOURCE, cannot lower), never the grader.
+    There only the soft limit is set and a process may raise it for a large reservation it
+    does not use (an ASan build reserves terabytes of shadow memory at start; the capstone's
+    battery builds one).  Without such a cgroup the hard limit is the soft one, and such a
+    build cannot start (labkit.battery says so)."""
     limits = spec["limits"]
     wanted = {
         resource.RLIMIT_CPU: spec["cpu_s"],
@@ -42,20 +64,17 @@ def lower_limits(spec: dict) -> None:
         resource.RLIMIT_FSIZE: limits["file_bytes"],
         resource.RLIMIT_CORE: 0,
     }
-    try:  # the kernel's first choice when memory runs out around it: the run, never the grader
-        with open("/proc/self/oom_score_adj", "w") as adj:
-            adj.write("1000")
-    except OSError:
-        pass
+    first = first_to_go()
     for which, value in wanted.items():
         soft, hard = resource.getrlimit(which)
         value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-        keep_hard = which == resource.RLIMIT_AS and spec.get("cgroup_holds_memory") and hard == resource.RLIM_INFINITY
+        keep_hard = which == resource.RLIMIT_AS and spec.get("cgroup_holds_memory") and first \
+            and hard == resource.RLIM_INFINITY
         resource.setrlimit(which, (value, hard if keep_hard else value))
 
 
 def _report(outcome: str, message: str, cell_errors: list[str] | None = None) -> None:
-    print(RUNNER_MARK + json.dumps({"outcome": outcome, "message": message,
+    print(INSIDE_MARK + json.dumps({"outcome": outcome, "message": message,
                                     "cell_errors": cell_errors or []}), flush=True)
 
 

@@ -176,6 +176,22 @@ def container_oom_kills() -> int | None:
     return None
 
 
+def container_memory_max() -> int | None:
+    """The memory limit of the cgroup this process is in, in bytes, where it can be read (a
+    container's own, which Docker shows read-only: v2's memory.max at the cgroup namespace's
+    root, v1's memory.limit_in_bytes in the memory controller's folder); None where there is
+    none (a machine's root cgroup has no memory.max; v1's root says 2^63 less a page)."""
+    for path in (CGROUP_ROOT / "memory.max", CGROUP_ROOT / "memory" / "memory.limit_in_bytes"):
+        try:
+            value = path.read_text().strip()
+        except OSError:
+            continue
+        if value == "max" or not value.isdigit() or int(value) >= 1 << 62:
+            return None
+        return int(value)
+    return None
+
+
 def container_pids_left(reserve: int) -> int | None:
     """How many more processes and threads the cgroup this process is in allows, less
     `reserve` (a container's own pids limit, which Docker shows read-only: v2's pids.max at the

@@ -40,7 +40,7 @@ from . import lab_copy
 from ..basics import exports
 from . import watch
 from ..basics.outcomes import FAILED, FINISHED, FORK_BOMB, MEMORY
-from .inside import RUNNER_MARK
+from .inside import INSIDE_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
 
 MIB = 1024 * 1024
@@ -56,7 +56,8 @@ class Limits:
     timeout_s: float = 300.0          # wall clock for the whole notebook
     cpu_s: int | None = None          # CPU seconds per process (default: timeout + 30 s)
     memory_bytes: int = 4096 * MIB    # address space per process (a kernel with pandas needs ~1.5 GiB); where
-                                      # the run has a cgroup, the soft limit only (runner.lower_limits)
+                                      # a cgroup bounds the run (its own, or the container's), the soft
+                                      # limit only (inside.lower_limits)
     run_memory_bytes: int = 3072 * MIB  # memory in use by the whole run (its cgroup), where one can be made
     processes: int = 4096             # processes and threads (RLIMIT_NPROC counts threads): notebooks 02
                                       # and 07 run the threaded server at 2,000 clients, a thread each
@@ -78,7 +79,7 @@ class RunResult:
     elapsed_s: float
     executed: Path | None        # the executed notebook (partial after a timeout), if any
     exports: bytes               # what the notebook exported for the checks (labkit.instructor.basics.exports)
-    log: Path                    # papermill's and the runner's output (in the grader's own folder)
+    log: Path                    # papermill's and the inside process's output (in the grader's own folder)
     cell_errors: list[str] = field(default_factory=list)
     killed: int = 0              # processes still alive after the run, killed by the clean-up
 
@@ -289,7 +290,8 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         if left is not None and left < limits.processes:
             limits = replace(limits, processes=left)
     payload = {**payload, "limits": asdict(limits), "cpu_s": limits.cpu_seconds(),
-               "cgroup_holds_memory": walls.cgroup is not None,
+               "cgroup_holds_memory": walls.cgroup is not None or (
+                   uid is not None and isolation.container_memory_max() is not None),
                "extra_processes": 0 if uid is not None else len(processes_of(os.getuid(), "", None))}
     log_path = private / f"{module.rsplit('.', 1)[-1]}.log"
     pass_fds = ()
@@ -305,36 +307,36 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
     started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
-            runner = subprocess.Popen(
+            inside = subprocess.Popen(
                 [*prefix, sys.executable, "-m", module], cwd=workdir, env=env, stdin=subprocess.PIPE,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True, pass_fds=pass_fds,
                 **({"user": uid, "group": uid, "extra_groups": []} if uid is not None and not prefix else {}))
             if results_file is not None:
-                results_file.close()  # the runner holds it now
+                results_file.close()  # the inside process holds it now
             try:
-                runner.stdin.write(json.dumps(payload).encode())
-                runner.stdin.close()
+                inside.stdin.write(json.dumps(payload).encode())
+                inside.stdin.close()
             except BrokenPipeError:
                 pass  # it died at once: the log says why
-            outcome, message = watch.watch(runner, workdir, limits, uid, token, started, walls.cgroup, crowding)
+            outcome, message = watch.watch(inside, workdir, limits, uid, token, started, walls.cgroup, crowding)
         elapsed = time.monotonic() - started
         if walls.cgroup is not None:
             walls.cgroup.refuse_forks()
         ended_by_kernel = 0
-        if walls.namespaces and runner.poll() is None:
-            ended_by_kernel = len(processes_of(uid, token, runner.pid))  # what the feedback counts as killed
-            isolation.end_namespace(runner.pid)  # every process of the run, killed by the kernel at once
+        if walls.namespaces and inside.poll() is None:
+            ended_by_kernel = len(processes_of(uid, token, inside.pid))  # what the feedback counts as killed
+            isolation.end_namespace(inside.pid)  # every process of the run, killed by the kernel at once
             try:
                 # unshare exits once its child, PID 1 of the namespace, has: the kernel lets that
                 # happen only after every other process of the namespace has exited, which beside
                 # thousands of dying ones on a busy machine takes longer than a scan would wait
-                runner.wait(timeout=NAMESPACE_END_S)
+                inside.wait(timeout=NAMESPACE_END_S)
             except subprocess.TimeoutExpired:
                 pass  # kill_all below says what is left
-        killed = max(ended_by_kernel, kill_all(uid, token, runner.pid))
-        if runner.poll() is None:
-            runner.kill()  # unshare itself, once everything behind it is gone
-        runner.wait()
+        killed = max(ended_by_kernel, kill_all(uid, token, inside.pid))
+        if inside.poll() is None:
+            inside.kill()  # unshare itself, once everything behind it is gone
+        inside.wait()
         if walls.cgroup is not None and walls.cgroup.oom_kills() and outcome != FORK_BOMB:
             outcome, message = crowding.over_memory(watch.TASKS)
         elif container_ooms is not None and outcome == FINISHED and \
@@ -348,7 +350,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
             walls.cgroup.remove()
         if uid is not None:
             remove_files_of(uid)
-    return Ended(outcome, message, elapsed, runner.returncode, killed, walls.describe() if uid is not None else "")
+    return Ended(outcome, message, elapsed, inside.returncode, killed, walls.describe() if uid is not None else "")
 
 
 _namespaces: bool | None = None
@@ -381,7 +383,7 @@ def run_notebook(notebook_path: Path, workdir: Path, private: Path | None = None
     log_path = private / "inside.log"
     outcome, message, cell_errors = ended.outcome, ended.message, []
     if outcome == FINISHED:
-        outcome, message, cell_errors = _runner_report(log_path, ended.returncode)
+        outcome, message, cell_errors = _inside_report(log_path, ended.returncode)
     # Every process of the run is gone now: what it left can be read, as regular files only.
     from ..basics.submissions import Refused, read_regular
 
@@ -425,12 +427,12 @@ def run_checks(notebook: str, groups: list[dict], exported: bytes, workdir: Path
     return CheckRun(records, ended, private / "judge.log")
 
 
-def _runner_report(log_path: Path, returncode: int | None) -> tuple[str, str, list[str]]:
-    """The runner's verdict from its last marked stdout line."""
+def _inside_report(log_path: Path, returncode: int | None) -> tuple[str, str, list[str]]:
+    """The inside process's verdict, from its last marked stdout line."""
     text = log_path.read_bytes().decode(errors="replace")
-    marked = [line for line in text.splitlines() if line.startswith(RUNNER_MARK)]
+    marked = [line for line in text.splitlines() if line.startswith(INSIDE_MARK)]
     if marked:
-        report = json.loads(marked[-1][len(RUNNER_MARK):])
+        report = json.loads(marked[-1][len(INSIDE_MARK):])
         return report["outcome"], report["message"], report.get("cell_errors", [])
     tail = text.strip().splitlines()[-5:]
     return FAILED, (f"the notebook run ended (status {returncode}) without a verdict: "

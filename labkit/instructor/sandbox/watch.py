@@ -69,16 +69,16 @@ class Crowding:
 TASKS = "processes and threads"
 
 
-def watch(runner: subprocess.Popen, workdir: Path, limits, uid: int | None,
+def watch(inside: subprocess.Popen, workdir: Path, limits, uid: int | None,
           token: str, started: float, cgroup=None, crowding: Crowding | None = None) -> tuple[str, str]:
-    """Wait for the runner, stopping it on timeout, a full disk, a fork bomb, or the
+    """Wait for the inside process, stopping it on timeout, a full disk, a fork bomb, or the
     first process its cgroup's memory limit made the kernel kill (what is left of a
     run that lost a process to memory proves nothing, and holds a slot meanwhile)."""
     crowding = crowding or Crowding(limits)
     next_disk_check = 0.0
     while True:
         try:
-            runner.wait(timeout=0.5)
+            inside.wait(timeout=0.5)
             return FINISHED, ""
         except subprocess.TimeoutExpired:
             pass
