@@ -258,11 +258,14 @@ def tiny_notebook(cell: str):
     ("for i in range(4):\n    open(f'f{i}', 'wb').write(b'x' * (40 << 20))\nimport time; time.sleep(30)",
      "disk_full", False),
     ("open('big', 'wb').write(b'x' * (80 << 20))", "completed", True),  # over RLIMIT_FSIZE: OSError
+    # The same four, deleted once opened and held open: no walk of the disk finds them.
+    ("import os\nheld = []\nfor i in range(4):\n    held.append(open(f'f{i}', 'wb')); os.unlink(f'f{i}')\n"
+     "    held[-1].write(b'x' * (40 << 20)); held[-1].flush()\nimport time; time.sleep(30)", "disk_full", False),
 ])
 def test_sandbox_records_a_crash_a_full_disk_and_a_file_too_large(tmp_path, cell, outcome, after_ran):
     lease = UidLease(1) if sandbox.running_as_root() else None
     uid = lease.uids[0] if lease else None
-    limits = sandbox.Limits(timeout_s=60, file_bytes=64 << 20, workdir_bytes=120 << 20)
+    limits = sandbox.Limits(timeout_s=60, file_bytes=64 << 20, disk_bytes=120 << 20)
     workdir = sandbox.make_base() / "work"  # reachable by the grading uid, unlike tmp_path
     try:
         path = sandbox.prepare_workdir(workdir, tiny_notebook(cell), "tiny", uid=uid)

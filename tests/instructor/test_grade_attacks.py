@@ -491,6 +491,27 @@ def test_what_a_run_was_stopped_for_when_its_time_ran_out(tmp_path, tasks, oom_k
     assert (ended, says in message) == (outcome, True), message
 
 
+def test_what_a_run_writes_where_it_shares_the_machines_tmp_counts_against_its_disk(tmp_path):
+    """Without namespaces (a platform's container) a run writes the machine's own /tmp: its
+    uid's files there count with its working directory, and nobody else's do.  (A uid below
+    the grading uids': the suite's graders beside this test look for what theirs left.)"""
+    uid = FIRST_GRADING_UID - 1
+    workdir, shared = tmp_path / "work", tmp_path / "tmp"
+    (shared / "hidden").mkdir(parents=True)
+    workdir.mkdir()
+    for name, owner in (("hidden/a", uid), ("b", uid), ("theirs", 0)):
+        (shared / name).write_bytes(b"x" * (3 << 20))
+        os.chown(shared / name, owner, owner)
+    limits = sandbox.Limits(timeout_s=60, disk_bytes=5 << 20)
+    try:
+        ended, message = watch.watch(_Running(), workdir, limits, uid, "token", time.monotonic(), _Counted(1),
+                                     shared=(str(shared),))
+        assert ended == "disk_full" and "kept 6 MiB on disk" in message and str(shared) in message, message
+        assert watch.disk_used(workdir, uid, "token", ()) == 0  # a tmp of its own: not counted
+    finally:
+        shutil.rmtree(shared)
+
+
 def test_a_run_that_touches_its_limit_once_is_not_a_bomb():
     """Crowded means near the limit, or refusing forks, for over a second."""
     crowding = watch.Crowding(sandbox.Limits())

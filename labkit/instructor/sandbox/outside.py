@@ -64,7 +64,7 @@ class Limits:
                                       # (watch.Crowding says how a bomb is told from that)
     open_files: int = 4096
     file_bytes: int = 256 * MIB       # largest file a process may write
-    workdir_bytes: int = 1024 * MIB   # the whole working directory, checked while it runs
+    disk_bytes: int = 1024 * MIB      # what the run keeps on disk, checked while it runs (watch.disk_used)
 
     def cpu_seconds(self) -> int:
         return int(self.cpu_s if self.cpu_s is not None else self.timeout_s + 30)
@@ -318,7 +318,8 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
                 inside.stdin.close()
             except BrokenPipeError:
                 pass  # it died at once: the log says why
-            outcome, message = watch.watch(inside, workdir, limits, uid, token, started, walls.cgroup, crowding)
+            shared = () if walls.namespaces else isolation.PRIVATE_TMP  # else a tmpfs of its own each
+            outcome, message = watch.watch(inside, workdir, limits, uid, token, started, walls.cgroup, crowding, shared)
         elapsed = time.monotonic() - started
         if walls.cgroup is not None:
             walls.cgroup.refuse_forks()

@@ -16,16 +16,51 @@ from .uids import processes_of
 MIB = 1024 * 1024
 
 
-def tree_bytes(top: Path) -> int:
-    """Bytes allocated under `top` (sparse files count what they really use)."""
+def tree_bytes(top: Path, uid: int | None = None) -> int:
+    """Bytes allocated under `top` (sparse files count what they really use), in the files
+    `uid` owns where one is given."""
     total = 0
     for folder, _, files in os.walk(top):
         for name in files:
             try:
-                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+                found = os.lstat(os.path.join(folder, name))
             except OSError:
-                pass  # removed while we walked
+                continue  # removed while we walked
+            if uid is None or found.st_uid == uid:
+                total += found.st_blocks * 512
     return total
+
+
+def held_deleted_bytes(processes) -> int:
+    """Bytes allocated to files the run's processes hold open after deleting them (a
+    walk of the disk no longer finds them; their blocks are freed only when closed)."""
+    seen, total = set(), 0
+    for proc in processes:
+        folder = f"/proc/{proc.pid}/fd"
+        try:
+            descriptors = os.listdir(folder)
+        except OSError:
+            continue  # gone
+        for fd in descriptors:
+            try:
+                found = os.stat(os.path.join(folder, fd))  # the open file itself
+            except OSError:
+                continue
+            key = (found.st_dev, found.st_ino)
+            if found.st_nlink == 0 and key not in seen and (found.st_mode & 0o170000) == 0o100000:
+                seen.add(key)
+                total += found.st_blocks * 512
+    return total
+
+
+def disk_used(workdir: Path, uid: int | None, token: str, shared: tuple[str, ...]) -> int:
+    """What a run holds on disk: its working directory, the files its uid owns in the places
+    it shares with the machine (`shared`: /tmp and the like, where it has no private ones),
+    and the files its processes hold open after deleting them."""
+    used = tree_bytes(workdir)
+    if uid is not None:
+        used += sum(tree_bytes(Path(place), uid) for place in shared)
+    return used + held_deleted_bytes(processes_of(uid, token, None))
 
 
 class Crowding:
@@ -70,8 +105,10 @@ TASKS = "processes and threads"
 
 
 def watch(inside: subprocess.Popen, workdir: Path, limits, uid: int | None,
-          token: str, started: float, cgroup=None, crowding: Crowding | None = None) -> tuple[str, str]:
-    """Wait for the inside process, stopping it on timeout, a full disk, a fork bomb, or the
+          token: str, started: float, cgroup=None, crowding: Crowding | None = None,
+          shared: tuple[str, ...] = ()) -> tuple[str, str]:
+    """Wait for the inside process, stopping it on timeout, a full disk (disk_used: `shared`
+    names the places it writes beside the machine's own files), a fork bomb, or the
     first process its cgroup's memory limit made the kernel kill (what is left of a
     run that lost a process to memory proves nothing, and holds a slot meanwhile)."""
     crowding = crowding or Crowding(limits)
@@ -103,7 +140,9 @@ def watch(inside: subprocess.Popen, workdir: Path, limits, uid: int | None,
             return TIMEOUT, f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
         if now >= next_disk_check:
             next_disk_check = now + 2.0
-            used = tree_bytes(workdir)
-            if used > limits.workdir_bytes:
-                return DISK_FULL, (f"the notebook wrote {used // MIB} MiB into its working directory "
-                                     f"(limit {limits.workdir_bytes // MIB} MiB) and was stopped")
+            used = disk_used(workdir, uid, token, shared)
+            if used > limits.disk_bytes:
+                where = "its working directory" + (f", {', '.join(shared)}" if shared and uid is not None else "")
+                return DISK_FULL, (f"the notebook kept {used // MIB} MiB on disk ({where}, and files it "
+                                     f"deleted but held open), over its limit of {limits.disk_bytes // MIB} MiB, "
+                                     "and was stopped")
