@@ -29,7 +29,7 @@ from labkit.stubs import which_edition as editions
 from labkit.stubs.catalog import C_EXERCISES
 from labkit.instructor.sandbox import lab_copy
 from labkit.instructor.basics import exports
-from labkit.instructor.sandbox import isolation, outside as sandbox, watch
+from labkit.instructor.sandbox import isolation, outside as sandbox, uids, watch
 from labkit.instructor.release import edition as release
 from labkit.instructor.grading.check_cells import check_catalog
 from labkit.instructor.sandbox.uids import FIRST_GRADING_UID, UidLease
@@ -510,6 +510,36 @@ def test_what_a_run_writes_where_it_shares_the_machines_tmp_counts_against_its_d
         assert watch.disk_used(workdir, uid, "token", ()) == 0  # a tmp of its own: not counted
     finally:
         shutil.rmtree(shared)
+
+
+def test_every_folder_all_users_may_write_counts_against_a_runs_disk_and_is_emptied_after_it(tmp_path):
+    """Without namespaces a run may write any folder all users may write, not only /tmp: a
+    Debian or Ubuntu image's /run/lock (/var/lock links to it) is one.  Each such folder two
+    levels down is found (no link followed, nothing below a found one looked into), what the
+    run's uid keeps there counts against its disk, and it is removed after the run."""
+    uid = FIRST_GRADING_UID - 1
+    top = tmp_path / "root"
+    for folder, mode in (("tmp", 0o1777), ("run", 0o755), ("run/lock", 0o1777), ("run/lock/below", 0o1777),
+                         ("etc", 0o755), ("var", 0o755), ("var/lib", 0o755), ("var/lib/deeper", 0o777)):
+        (top / folder).mkdir(parents=True)
+        (top / folder).chmod(mode)
+    (top / "var" / "lock").symlink_to(top / "run" / "lock")
+    found = uids.shared_writable(str(top))
+    assert sorted(found) == [str(top / "run" / "lock"), str(top / "tmp")]  # var/lib/deeper: three levels down
+    machine = Path("/run/lock")
+    if machine.is_dir() and not machine.is_symlink() and machine.stat().st_mode & 0o002:  # this machine's own
+        assert {"/run/lock", "/tmp"} <= set(uids.shared_writable())
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    kept = top / "run" / "lock" / "kept"
+    kept.write_bytes(b"x" * (3 << 20))
+    os.chown(kept, uid, uid)
+    limits = sandbox.Limits(timeout_s=60, disk_bytes=2 << 20)
+    ended, message = watch.watch(_Running(), workdir, limits, uid, "token", time.monotonic(), _Counted(1),
+                                 shared=found)
+    assert ended == "disk_full" and "kept 3 MiB on disk" in message, message
+    uids.remove_files_of(uid, found)
+    assert not kept.exists() and (top / "run" / "lock" / "below").is_dir()
 
 
 def test_a_run_that_touches_its_limit_once_is_not_a_bomb():

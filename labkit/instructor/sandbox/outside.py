@@ -41,7 +41,7 @@ from ..basics import exports
 from . import watch
 from ..basics.outcomes import FAILED, FINISHED, FORK_BOMB, MEMORY
 from .inside import INSIDE_MARK
-from .uids import ENV_MARK, kill_all, processes_of, remove_files_of
+from .uids import ENV_MARK, kill_all, processes_of, remove_files_of, shared_writable
 
 MIB = 1024 * 1024
 NAMESPACE_END_S = 60.0  # at most, for the kernel to end a stopped run's namespace
@@ -318,7 +318,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
                 inside.stdin.close()
             except BrokenPipeError:
                 pass  # it died at once: the log says why
-            shared = () if walls.namespaces else isolation.PRIVATE_TMP  # else a tmpfs of its own each
+            shared = () if walls.namespaces else shared_writable()  # else a tmpfs of its own each
             outcome, message = watch.watch(inside, workdir, limits, uid, token, started, walls.cgroup, crowding, shared)
         elapsed = time.monotonic() - started
         if walls.cgroup is not None:

@@ -7,7 +7,8 @@ concurrent run gets a uid of its own, 61000 + n (no /etc/passwd entry needed),
 leased across processes (`UidLease`), and after the run `kill(-1, SIGKILL)` as
 that uid, repeated until none is left, ends a fork bomb or a detached port
 squatter as surely as a hanging kernel (`kill_all`); what the uid left in the
-shared temporary folders goes too (`remove_files_of`).
+folders every user may write (`shared_writable`: /tmp, /run/lock and the like)
+goes too (`remove_files_of`).
 
 Without root every run shares the grader's uid: clean-up kills by session and
 by a marker in the environment (ENV_MARK) -- a process that leaves the
@@ -153,9 +154,38 @@ def kill_all(uid: int | None, token: str, session: int | None, deadline_s: float
     return count
 
 
-def remove_files_of(uid: int, places=("/tmp", "/var/tmp", "/dev/shm")) -> None:
-    """Files a run's uid left outside its working directory (root only)."""
-    for place in places:
+def shared_writable(top: str = "/", depth: int = 2) -> tuple[str, ...]:
+    """The folders every user may write (mode o+w), `depth` levels down from `top` at most, no
+    link followed: where a run without a root of its own (a container's grader: no namespaces)
+    can keep files outside its working directory.  /tmp, /var/tmp and /dev/shm, and where the
+    image has them /run/lock (Debian's and Ubuntu's: /var/lock links to it), /dev/mqueue
+    (Docker's) and the like; /proc and /sys are not looked into."""
+    found, level = [], [top]
+    for _ in range(depth):
+        deeper = []
+        for folder in level:
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                try:
+                    if entry.path in ("/proc", "/sys") or not entry.is_dir(follow_symlinks=False):
+                        continue
+                    if entry.stat(follow_symlinks=False).st_mode & 0o002:
+                        found.append(entry.path)  # what lies below it is its own
+                        continue
+                except OSError:
+                    continue
+                deeper.append(entry.path)
+        level = deeper
+    return tuple(found)
+
+
+def remove_files_of(uid: int, places: tuple[str, ...] | None = None) -> None:
+    """Files a run's uid left outside its working directory (root only): in `places`,
+    by default every folder all users may write (shared_writable)."""
+    for place in shared_writable() if places is None else places:
         try:
             entries = list(os.scandir(place))
         except OSError:
