@@ -19,7 +19,7 @@ from .. import cpu_limit, launcher, procstat
 from ..csource import replace_function
 from ..errors import BuildError
 from ..scratch import SCRATCH, digest, locked
-from ..stubs.which_edition import adopt, edition
+from ..stubs.which_edition import adopt
 
 
 def procstat_parse_module(code: str) -> tuple[str, Path]:
@@ -114,19 +114,18 @@ PROCSTAT_CASES = [(1, "systemd", 300, 200), (4321, "tmux: server", 1234, 56),
 PROCSTAT_LINES = [stat_line(*case) for case in PROCSTAT_CASES]
 
 
-def check_procstat_parse(code: str, lines=None) -> None:
+def check_procstat_parse(code: str, cases=None) -> None:
     """Assert that the student's procstat_parse gives what a correct parser gives: on the
-    visible PROCSTAT_LINES, the values they were made from (known without any parser: in a
-    students' edition the lab's own procstat_parse is this exercise's stub); on other
-    `lines` (the hidden checks, run in the instructor's checkout), the lab's parser.
-    In an edition, a passing check on the visible lines adopt()s the student's function."""
-    if lines is None:
+    visible PROCSTAT_LINES, the values they were made from; on other `cases` (the hidden
+    checks: (line, what a correct parser gives: a stat_entry, or None for a malformed line)),
+    the values given.  Known without any parser: in an edition, and in a grader's checks,
+    the lab's own procstat_parse is this exercise's stub.  In an edition, a passing check on
+    the visible lines adopt()s the student's function."""
+    visible = cases is None
+    if visible:
         lines, expected = PROCSTAT_LINES, [stat_entry(*case) for case in PROCSTAT_CASES]
-    elif edition() is not None:
-        raise AssertionError("in a students' edition the lab's procstat_parse is the exercise itself, so it "
-                             "cannot judge other lines: call check_procstat_parse(code) without lines")
     else:
-        expected = [procstat.parse_stat_line(line) for line in lines]
+        lines, expected = [line for line, _ in cases], [entry for _, entry in cases]
     for line, yours, lab in zip(lines, parse_lines(code, lines), expected):
         if yours == lab:
             continue
@@ -136,9 +135,9 @@ def check_procstat_parse(code: str, lines=None) -> None:
                 "the name is everything between the FIRST '(' and the LAST ')'; utime and stime are "
                 "the 12th and 13th fields after that ')'" if yours["name"] != lab["name"] else
                 "count the fields after the LAST ')': state is the 1st, utime the 12th, stime the 13th")
-        raise AssertionError(f"for the line {shown!r}\n  yours gives {yours}\n  the lab's parser gives {lab}\n"
+        raise AssertionError(f"for the line {shown!r}\n  yours gives {yours}\n  a correct parser gives {lab}\n"
                              f"hint: {hint}")
-    if lines is PROCSTAT_LINES:
+    if visible:
         adopt(Path("services") / "procstat.c", "procstat_parse", code)
 
 

@@ -383,6 +383,45 @@ def test_a_runs_lab_has_the_editions_sources_and_programs_built_from_them(tmp_pa
     assert parsed != {"pid": 7, "name": "a) b", "utime": 1, "stime": 1}  # the stub does not parse
 
 
+def test_the_checks_lab_is_the_runs_no_solution_and_only_the_functions_it_adopted(tmp_path):
+    """The checks' process builds and runs the student's C in its lab, and a check's message
+    quotes what that C printed: its lab is the run's (the edition's C), with each function the
+    run adopted put in by root, taken alone from the run's csrc/ (the rest of the run's file,
+    which its uid could change, and a file made a link, are not taken); csrc/ read-only to
+    the checks' uid, its build its own (make brings it up to date with the adopted functions)."""
+    lease = UidLease(1)
+    uid = lease.uids[0]
+    base = sandbox.make_base()
+    try:
+        sandbox.prepare_workdir(base / "run", None, "run")
+        run_lab = base / "run" / "lab" / "csrc"
+        mine = 'int procstat_parse(const char *line, size_t len, struct proc_cpu *out)\n{ return 7; /* mine */ }\n'
+        procstat_c = run_lab / "services" / "procstat.c"
+        text = procstat_c.read_text()
+        procstat_c.write_text(editions.with_function(text, "procstat_parse", mine) + "int planted = 1;\n")
+        other = next(e for e in C_EXERCISES if e.source != "services/procstat.c")
+        (run_lab / other.source).unlink()
+        (run_lab / other.source).symlink_to(paths.CSRC / other.source)  # the instructor's, with its solution
+        adopted = lab_copy.adopted(base / "run" / "lab")
+        assert list(adopted) == ["csrc/services/procstat.c"]
+        sandbox.prepare_checkdir(base / "check", uid, adopted)
+        lab = base / "check" / "lab"
+        checks_procstat = (lab / "csrc" / "services" / "procstat.c").read_text()
+        assert "return 7; /* mine */" in checks_procstat and "planted" not in checks_procstat
+        for name, lines in solution_lines().items():
+            assert not [line for line in lines if line in (lab / "csrc" / name).read_text()], name
+        needles = [piece for pieces in solution_machine_code().values() for piece in pieces]
+        files = [path for path in (base / "check").rglob("*") if path.is_file() and not path.is_symlink()]
+        assert len(files) > 100 and not [path for path in files if any(n in path.read_bytes() for n in needles)]
+        assert "procstat_parse" not in {exercise.function for exercise in editions.still_stubbed(lab)}
+        stat = (lab / "csrc" / "services" / "procstat.c").stat()
+        assert (stat.st_uid, stat.st_gid, stat.st_mode & 0o777) == (0, uid, 0o640)
+        assert (lab / "build").stat().st_uid == uid and (lab / "build" / "obj").stat().st_uid == uid
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        lease.close()
+
+
 # ---------------------------------------------------------------------------
 # the solutions as machine code: pieces of the instructor's objects that the edition's lack
 

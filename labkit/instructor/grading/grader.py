@@ -276,15 +276,16 @@ class Grader:
             notebook = sandbox.prepare_workdir(workdir, prepared.notebook, task.notebook, overlay, uid)
             run = sandbox.run_notebook(notebook, workdir, private, profile=self.profile, limits=self.limits,
                                        uid=uid, adopt_earlier=earlier)
+            adopted = lab_copy.adopted(workdir / "lab")
             shutil.rmtree(workdir, ignore_errors=True)
-            sandbox.prepare_checkdir(checkdir, checker_uid)
+            sandbox.prepare_checkdir(checkdir, checker_uid, adopted)
             checked = sandbox.run_checks(task.notebook, self.groups[task.notebook], run.exports, checkdir,
                                          private, limits=self.limits, uid=checker_uid)
             rows = rows_for(task, catalog, run, checked.records)
             if checked.ended.outcome != FINISHED or checked.ended.returncode:
                 for row in rows:
                     if row["status"] != PASSED and row["check"] not in checked.records:
-                        row["message"] += f" (the checks process: {checked.ended.message or 'ended early'})"
+                        row["message"] += f" ({checked.ended.message or 'the checks process ended early'})"
             self._keep(task, run, checked)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)

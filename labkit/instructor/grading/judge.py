@@ -9,7 +9,10 @@ it runs each check on those values and writes one JSON line per check to the
 file descriptor the grader opened for it.  Nothing of the student's runs in
 this process: a C exercise's code runs in processes of its own
 (c_exercises), this one is not dumpable (no ptrace, no /proc/PID/fd or mem
-for its own uid) and its results descriptor is closed on exec.
+for its own uid) and its results descriptor is closed on exec.  Its lab is a graded
+run's (sandbox.prepare_checkdir: the edition's C with the functions the run adopted):
+the student's C it builds can read that lab, and a check's message quotes what it printed,
+so no solution is in it in any form.
 """
 
 from __future__ import annotations

@@ -25,9 +25,13 @@ can read holds a solution in any form:
 Students with the same functions share nothing but the stubbed base: a build of a student's
 C happens inside that student's run, so no run can plant a program another run will use.
 
-The checks' process gets the instructor's lab as it is (`stubbed=False`): its hidden checks
-compare with the lab's own parser, and of what it reads only the checks' messages (the
-instructor's words) reach the student.
+The checks' process (labkit.instructor.grading.judge) gets the same stubbed lab: the student's
+C runs in it too, as the checks build it, and whatever that C reads can reach the student (a
+check's message quotes what the program printed).  Into its csrc/, read-only to it, root puts
+the functions the run adopted (`adopted`: each C exercise's function as the run's csrc/ had it
+when the notebook ended, the student's own or the stub), so the checks run the lab the run ran.
+The instructor's sources and build are never copied into a graded run's or a check's lab
+(`stubbed=False` is for the instructor's own tools).
 """
 
 from __future__ import annotations
@@ -68,6 +72,30 @@ def copy(lab: Path, stubbed: bool = True) -> None:
     for part in BUILD_PARTS:
         if (paths.BUILD / part).is_dir():
             shutil.copytree(paths.BUILD / part, lab / "build" / part, symlinks=True)
+
+
+def adopted(run_lab: Path) -> dict[str, bytes]:
+    """The run's adopted functions, as the files of the stubbed base with each one in place of
+    its stub (csrc/... -> contents), for the checks' lab.  Read from the run's csrc/, which
+    the run's uid could change: only each exercise's function is taken from it (a file that
+    is a link, too large, or lost the function gives nothing), the rest of each file is the
+    base's."""
+    from ..basics.submissions import Refused, read_regular
+    from ...stubs.catalog import C_EXERCISES
+
+    built, files = base(), {}
+    for exercise in C_EXERCISES:
+        relative = f"csrc/{exercise.source}"
+        try:
+            theirs = read_regular(run_lab / relative, limit=1 << 20, what=relative).decode("utf-8", "surrogateescape")
+        except Refused:
+            continue
+        code = editions.function_in(theirs, exercise.function)
+        text = files.get(relative, (built / relative).read_bytes()).decode("utf-8", "surrogateescape")
+        new = editions.with_function(text, exercise.function, code) if code else None
+        if new is not None and new != text:
+            files[relative] = new.encode("utf-8", "surrogateescape")
+    return files
 
 
 def _copy_part(source: Path, target: Path) -> None:

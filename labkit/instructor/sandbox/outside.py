@@ -44,6 +44,8 @@ from .inside import INSIDE_MARK
 from .uids import ENV_MARK, kill_all, processes_of, remove_files_of, shared_writable
 
 MIB = 1024 * 1024
+# What an isolated run is, in the messages that say why it was stopped.
+WHO = {"labkit.instructor.sandbox.inside": "the notebook", "labkit.instructor.grading.judge": "the checks process"}
 NAMESPACE_END_S = 60.0  # at most, for the kernel to end a stopped run's namespace
 CONTAINER_PIDS_KEPT = 256  # of a container's pids limit, kept for the grader when a run has no cgroup
 
@@ -157,16 +159,16 @@ def prepare_workdir(workdir: Path, notebook, name: str, overlay: dict[str, bytes
     return notebook_path
 
 
-def prepare_checkdir(checkdir: Path, uid: int | None) -> None:
-    """A working directory for the checks process: a copy of the instructor's lab (the
-    reference parser, the C sources) that `uid` reads through its group and cannot change,
-    which no other user may read (a graded run under another uid beside it, where no
-    namespace hides this folder, gets nothing), and the folders it writes (scratch builds of
-    the student's C, home, tmp) as its own.  The copy's modes are set here, whatever the
-    lab's were: the package's lab is root's alone (autograder.entry.protect)."""
-    prepare_workdir(checkdir, None, "checks", stubbed=False)
-    writable = [checkdir / "lab" / "build" / "exercises", checkdir / "lab" / "build" / "run",
-                *(checkdir / p for p in ("home", "tmp", "runtime", "out"))]
+def prepare_checkdir(checkdir: Path, uid: int | None, adopted: dict[str, bytes] | None = None) -> None:
+    """A working directory for the checks process: the run's lab (lab_copy: the edition's C,
+    with `adopted`, the run's adopted functions, lab_copy.adopted) that `uid` reads through
+    its group and cannot change, which no other user may read (a graded run under another uid
+    beside it, where no namespace hides this folder, gets nothing), and the folders it writes
+    (the build, which make brings up to date with the adopted functions; home, tmp) as its
+    own.  The copy's modes are set here, whatever the lab's were: the package's lab is root's
+    alone (autograder.entry.protect)."""
+    prepare_workdir(checkdir, None, "checks", adopted)
+    writable = [checkdir / "lab" / "build", *(checkdir / p for p in ("home", "tmp", "runtime", "out"))]
     for folder in writable:
         folder.mkdir(parents=True, exist_ok=True)
     if uid is not None:
@@ -301,7 +303,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         payload["results_fd"] = results_file.fileno()
         pass_fds = (results_file.fileno(),)
     prefix = walls.prefix()
-    crowding = watch.Crowding(limits)
+    crowding = watch.Crowding(limits, WHO.get(module, "the measurement"))
     # no cgroup of its own (a container's grader): its memory kills are counted by the container's
     container_ooms = isolation.container_oom_kills() if walls.cgroup is None and uid is not None else None
     started = time.monotonic()

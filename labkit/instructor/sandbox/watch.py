@@ -75,8 +75,8 @@ class Crowding:
     07 reach about 2,100 at once without a bomb: the threaded server at 2,000 clients
     runs a thread for each."""
 
-    def __init__(self, limits):
-        self.limits, self.most, self.refused = limits, 0, 0
+    def __init__(self, limits, who: str = "the notebook"):
+        self.limits, self.most, self.refused, self.who = limits, 0, 0, who  # who: what the run is, in messages
         self.since: float | None = None
 
     def saw(self, count: int, refused: int, now: float) -> bool:
@@ -92,7 +92,7 @@ class Crowding:
     def bomb(self, what: str, over_memory: bool = False) -> tuple[str, str]:
         memory = (f" and used all of its {self.limits.run_memory_bytes // MIB} MiB of memory"
                   if over_memory else "")
-        return FORK_BOMB, (f"the notebook kept {self.most} {what} running (limit {self.limits.processes})"
+        return FORK_BOMB, (f"{self.who} kept {self.most} {what} running (limit {self.limits.processes})"
                              f"{memory}: a fork bomb? it was stopped")
 
     def over_memory(self, what: str) -> tuple[str, str]:
@@ -139,12 +139,12 @@ def watch(inside: subprocess.Popen, workdir: Path, limits, uid: int | None,
         if cgroup is not None and cgroup.oom_kills():
             return crowding.over_memory(TASKS)
         if over_time:
-            return TIMEOUT, f"the notebook ran over the {limits.timeout_s:g} s time limit and was stopped"
+            return TIMEOUT, f"{crowding.who} ran over the {limits.timeout_s:g} s time limit and was stopped"
         if now >= next_disk_check:
             next_disk_check = now + 2.0
             used = disk_used(workdir, uid, token, shared)
             if used > limits.disk_bytes:
                 where = "its working directory" + (f", {', '.join(shared)}" if shared and uid is not None else "")
-                return DISK_FULL, (f"the notebook kept {used // MIB} MiB on disk ({where}, and files it "
+                return DISK_FULL, (f"{crowding.who} kept {used // MIB} MiB on disk ({where}, and files it "
                                      f"deleted but held open), over its limit of {limits.disk_bytes // MIB} MiB, "
                                      "and was stopped")
