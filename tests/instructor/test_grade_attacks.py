@@ -536,7 +536,9 @@ def test_what_a_run_writes_where_it_shares_the_machines_tmp_counts_against_its_d
     the grading uids': the suite's graders beside this test look for what theirs left.)"""
     uid = FIRST_GRADING_UID - 1
     workdir, shared = tmp_path / "work", tmp_path / "tmp"
-    (shared / "hidden").mkdir(parents=True)
+    (shared / "hidden").mkdir(parents=True)  # another user's folder all may write (as /tmp/.X11-unix)
+    (shared / "hidden").chmod(0o1777)
+    (shared / "closed").mkdir()  # another user's folder it cannot write: not walked
     workdir.mkdir()
     for name, owner in (("hidden/a", uid), ("b", uid), ("theirs", 0)):
         (shared / name).write_bytes(b"x" * (3 << 20))

@@ -16,18 +16,38 @@ from .uids import processes_of
 MIB = 1024 * 1024
 
 
-def tree_bytes(top: Path, uid: int | None = None) -> int:
-    """Bytes allocated under `top` (sparse files count what they really use), in the files
-    `uid` owns where one is given."""
+def tree_bytes(top: Path) -> int:
+    """Bytes allocated under `top` (sparse files count what they really use)."""
     total = 0
     for folder, _, files in os.walk(top):
         for name in files:
             try:
-                found = os.lstat(os.path.join(folder, name))
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
             except OSError:
-                continue  # removed while we walked
-            if uid is None or found.st_uid == uid:
-                total += found.st_blocks * 512
+                pass  # removed while we walked
+    return total
+
+
+def owned_bytes(place: str, uid: int, depth: int = 3) -> int:
+    """Bytes allocated to what `uid` keeps in `place`, a folder every user may write: its
+    entries there (a folder of its, whole), and the same in the folders there that every user
+    may write, `depth` levels down.  Other users' folders are not walked: in a sticky /tmp a
+    uid can make entries only of its own, and a machine's /tmp can hold millions of files."""
+    total = 0
+    try:
+        entries = list(os.scandir(place))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            found = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        folder = (found.st_mode & 0o170000) == 0o040000
+        if found.st_uid == uid:
+            total += tree_bytes(Path(entry.path)) if folder else found.st_blocks * 512
+        elif folder and found.st_mode & 0o002 and depth > 1:
+            total += owned_bytes(entry.path, uid, depth - 1)
     return total
 
 
@@ -61,7 +81,7 @@ def disk_used(workdir: Path, uid: int | None, token: str, shared: tuple[str, ...
     and the files its processes hold open after deleting them."""
     used = tree_bytes(workdir)
     if uid is not None:
-        used += sum(tree_bytes(Path(place), uid) for place in shared)
+        used += sum(owned_bytes(place, uid) for place in shared)
     return used + held_deleted_bytes(processes_of(uid, token, None))
 
 
