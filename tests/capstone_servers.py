@@ -40,10 +40,6 @@ RESOURCE_BUGS = {
     "always watches EPOLLOUT": lambda: _planted(
         "(session_out_pending(c->session) > 0 ? EPOLLOUT : 0)", "EPOLLOUT"),
     "always watches EPOLLIN": lambda: _planted("(room > 0 ? EPOLLIN : 0)", "EPOLLIN"),
-    # EPOLLRDHUP stays set once the client's EOF is in: a level-triggered loop asking for it wakes at once,
-    # for ever, while the replies wait for a client that does not read
-    "always watches EPOLLRDHUP": lambda: _planted("uint32_t want = (room > 0",
-                                                  "uint32_t want = EPOLLRDHUP | (room > 0"),
     "polls with a zero timeout": lambda: _planted(
         "epoll_wait(w->epfd, events, MAX_EVENTS, -1)", "epoll_wait(w->epfd, events, MAX_EVENTS, 0)"),
     # a descriptor opened for each connection (an epoll instance of its own) and never closed

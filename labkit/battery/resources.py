@@ -9,11 +9,9 @@ whole process tree (workers, and the children of a fork-per-connection design):
 
 - idle: clients connected and silent; the tree's CPU time over a second or more;
 - back-pressure: an echo client that sends and reads nothing until the server stops taking
-  its input (its output to that client full); then another that sends, reading nothing,
-  only until its echo stops coming (the server's output full, its input not), and then
-  half-closes, so that its EOF reaches the server (an EOF sent behind bytes the server
-  does not take waits in the client's own send queue); the tree's CPU time over a second
-  or more, at each of the two waits;
+  its input (its output to that client full), then half-closes (its EOF queued behind the
+  input the server does not take, so the server does not see it) and still reads nothing;
+  the tree's CPU time over a second or more, at each of the two waits;
 - descriptors: connections come and go through every kind of close (KINDS), then the
   tree holds as many descriptors as before them, for each service;
 - memory: rounds of the same traffic; the tree's resident memory grows in none of them.
@@ -38,7 +36,7 @@ import psutil
 
 from .. import kernel_view
 from .cases import Case
-from .client import CaseFailed, Lines, connect, kernel_buffering, read_exactly, reset, said_by
+from .client import CaseFailed, Lines, connect, read_exactly, reset, said_by
 
 # Near zero, for a server whose clients are all silent: it should wait in the kernel
 # (epoll_wait, poll, accept, read) until one speaks.  A timer it keeps (an idle-timeout
@@ -271,20 +269,6 @@ def _warm_up(port, size, traffic: Traffic, usage: Usage, count: int | None = Non
 # ---- the cases
 
 
-def _cpu_over(usage: Usage, seconds: float) -> tuple[float, float]:
-    """(CPU seconds the tree used, seconds elapsed) over `seconds` of waiting."""
-    before, started = usage.cpu_s(), time.monotonic()
-    time.sleep(seconds)
-    return usage.cpu_s() - before, time.monotonic() - started
-
-
-def _spun(used: float, elapsed: float, situation: str, what_it_does: str) -> None:
-    if used > IDLE_CPU_SHARE * elapsed:
-        raise CaseFailed(f"{situation}, the server used {used:.2f} s of CPU in {elapsed:.1f} s "
-                         f"({100 * used / elapsed:.0f}% of one CPU; a server that waits in the kernel uses "
-                         f"under {100 * IDLE_CPU_SHARE:.0f}%): {what_it_does}")
-
-
 def idle_clients_use_no_cpu(port, size, server):
     """One client makes an exchange and stays, then the rest connect and say nothing (one
     of them half a request): over size.idle_seconds the server's tree may use at most
@@ -301,12 +285,17 @@ def idle_clients_use_no_cpu(port, size, server):
             if number == 0:
                 socks[-1].sendall(b"TOP")
         time.sleep(0.3)  # accepted and handed over
-        used, elapsed = _cpu_over(usage, size.idle_seconds)
+        before, started = usage.cpu_s(), time.monotonic()
+        time.sleep(size.idle_seconds)
+        used, elapsed = usage.cpu_s() - before, time.monotonic() - started
     finally:
         for sock in socks:
             sock.close()
-    _spun(used, elapsed, f"with {size.idle_clients} clients connected and silent (one after an exchange, one "
-          "halfway through a request)", "it never sleeps while nothing happens")
+    if used > IDLE_CPU_SHARE * elapsed:
+        raise CaseFailed(f"with {size.idle_clients} clients connected and silent (one after an exchange, one "
+                         f"halfway through a request), the server used {used:.2f} s of CPU in {elapsed:.1f} s "
+                         f"({100 * used / elapsed:.0f}% of one CPU; a server that waits in the kernel uses "
+                         f"under {100 * IDLE_CPU_SHARE:.0f}%): it never sleeps while nothing happens")
     return (f"{used:.2f} s of CPU in {elapsed:.1f} s with {size.idle_clients} silent clients "
             f"({100 * used / elapsed:.0f}% of one CPU; read in the kernel's 10 ms ticks)")
 
@@ -336,74 +325,31 @@ def _fill(sock: socket.socket, timeout: float) -> int:
 def waits_under_back_pressure(port, size, server):
     """An echo client sends and never reads: once the server stops taking its input (its
     output to the client is full, and the kernel's buffers both ways), its tree may use at
-    most IDLE_CPU_SHARE of one CPU over size.idle_seconds.  Then another echo client sends,
-    reading nothing, until its echo stops coming, and half-closes (_stuck_then_eof): with
-    its EOF in and its echo waiting, the same bound again."""
+    most IDLE_CPU_SHARE of one CPU over size.idle_seconds; then again after the client
+    half-closes (its EOF queued in the client's own send queue, behind what the server does not
+    take: the server does not see it)."""
     usage = Usage(server.pid)
     sock = connect(port, size)
+    waits = []
     try:
         sock.setblocking(False)
         sent = _fill(sock, 4 * size.timeout)
-        used, elapsed = _cpu_over(usage, size.idle_seconds)
+        for when in ("its input full", "its half-close queued behind that input"):
+            if waits:
+                sock.shutdown(socket.SHUT_WR)
+                time.sleep(0.2)
+            before, started = usage.cpu_s(), time.monotonic()
+            time.sleep(size.idle_seconds)
+            used, elapsed = usage.cpu_s() - before, time.monotonic() - started
+            if used > IDLE_CPU_SHARE * elapsed:
+                raise CaseFailed(f"an echo client sent {sent:,} bytes and read nothing; with {when}, the server "
+                                 f"used {used:.2f} s of CPU in {elapsed:.1f} s ({100 * used / elapsed:.0f}% of one "
+                                 f"CPU; a server that waits in the kernel uses under {100 * IDLE_CPU_SHARE:.0f}%): "
+                                 "it keeps asking for what it cannot take or cannot send")
+            waits.append(f"{used:.2f} s of CPU in {elapsed:.1f} s with {when}")
     finally:
         sock.close()
-    _spun(used, elapsed, f"an echo client sent {sent:,} bytes and read nothing; with its input full",
-          "it keeps asking for what it cannot take or cannot send")
-    with connect(port, size, small_buffers=True) as sock:
-        sent_eof, end = _stuck_then_eof(sock, 4 * size.timeout)
-        eof_used, eof_elapsed = _cpu_over(usage, size.idle_seconds)
-    _spun(eof_used, eof_elapsed, f"an echo client sent {sent_eof:,} bytes, read nothing, and half-closed (shutdown "
-          f"SHUT_WR) once the server stopped reading; with its EOF in and its echo waiting for room (the server's "
-          f"end: {end})", "it keeps asking after the client's EOF: a socket at EOF stays readable, and its "
-          "EPOLLRDHUP stays set")
-    return (f"{used:.2f} s of CPU in {elapsed:.1f} s with a client's input full ({sent:,} bytes sent, none read); "
-            f"{eof_used:.2f} s in {eof_elapsed:.1f} s after another's EOF, its echo waiting (the server's end: {end})")
-
-
-def _server_end(sock: socket.socket) -> tuple[str, int, int]:
-    """The server's end of `sock` in /proc/net/tcp (proc(5)): its state, its send queue
-    (bytes written, not yet acknowledged), its receive queue (bytes not yet read)."""
-    ours, theirs = sock.getsockname()[1], sock.getpeername()[1]
-    with open("/proc/net/tcp") as table:
-        for row in table.readlines()[1:]:
-            local, remote, state, queues = row.split()[1:5]
-            if int(local.split(":")[1], 16) == theirs and int(remote.split(":")[1], 16) == ours:
-                sent, unread = queues.split(":")
-                return TCP_STATES.get(state, state), int(sent, 16), int(unread, 16)
-    return "gone", 0, 0
-
-
-TCP_STATES = {"01": "ESTABLISHED", "08": "CLOSE_WAIT", "09": "LAST_ACK"}  # include/net/tcp_states.h
-
-
-def _stuck_then_eof(sock: socket.socket, timeout: float) -> tuple[int, str]:
-    """Send 64 KiB at a time on the blocking `sock`, reading nothing, each block once the
-    server has read the one before, until for STALLED_S it reads none (its output to us
-    full, its input too); then half-close, the EOF behind at most one block.  (bytes sent,
-    the server's end once its send queue has not moved for STALLED_S: CLOSE_WAIT, our EOF
-    in and the connection kept, is the wait measured.)"""
-    block, sent, most = b"x" * 65536, 0, kernel_buffering(sock)
-    deadline = time.monotonic() + 2 * timeout  # a busy machine's server reads it all in its own time
-    while True:
-        sock.sendall(block)
-        sent += len(block)
-        read_since = time.monotonic()
-        while _server_end(sock)[2] > 0 and time.monotonic() - read_since < STALLED_S:
-            time.sleep(0.01)
-        if _server_end(sock)[2] > 0:
-            break
-        if sent > most or time.monotonic() > deadline:
-            raise CaseFailed(f"an echo client that reads nothing sent {sent:,} bytes, and the server read them all "
-                             + (f"(the kernel's buffers hold at most {most:,})" if sent > most else
-                                f"and still reads after {2 * timeout:g} s") + ": it keeps no bound on its output")
-    sock.shutdown(socket.SHUT_WR)
-    end, still_since = _server_end(sock), time.monotonic()
-    while time.monotonic() - still_since < STALLED_S and time.monotonic() < deadline + timeout:
-        time.sleep(0.05)
-        now = _server_end(sock)
-        if now[:2] != end[:2]:
-            end, still_since = now, time.monotonic()
-    return sent, end[0]
+    return f"a client that read nothing ({sent:,} bytes sent): " + "; ".join(waits)
 
 
 def descriptors_come_back(service: str):
@@ -472,8 +418,7 @@ CASES = [
          "wait in the kernel until something happens: epoll_wait, poll or select with no timeout (-1), or your "
          "nearest timer's, never 0; a blocking accept or read. Watch EPOLLOUT (POLLOUT) only while output is "
          "pending: a connected socket is writable almost always, so a level-triggered loop that always asks "
-         "wakes at once, for ever. After EOF stop watching EPOLLIN and EPOLLRDHUP: a socket at EOF stays readable "
-         "and its EPOLLRDHUP stays set, so a loop still asking wakes at once while the replies wait for room",
+         "wakes at once, for ever. After EOF stop watching EPOLLIN (a socket at EOF stays readable)",
          server="watched"),
     Case("echo: no CPU while a client that reads nothing holds the server back", "resources", "echo",
          waits_under_back_pressure,

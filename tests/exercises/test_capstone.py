@@ -296,8 +296,6 @@ RESOURCE_VERDICTS = [
     ("always watches EPOLLOUT", IDLE, "it never sleeps"),
     ("polls with a zero timeout", IDLE, "it never sleeps"),
     ("always watches EPOLLIN", BACK_PRESSURE, "with its input full, the server used"),
-    ("always watches EPOLLRDHUP", BACK_PRESSURE, "with its EOF in and its echo waiting for room (the server's end: "
-     "CLOSE_WAIT), the server used"),
     ("keeps a descriptor per connection", "echo: descriptors back after connections come and go",
      "anon_inode:[eventpoll] x 120"),
     ("keeps each session", "memory back after connections come and go", "bytes a connection"),
