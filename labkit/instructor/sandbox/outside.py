@@ -306,6 +306,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
     crowding = watch.Crowding(limits, WHO.get(module, "the measurement"))
     # no cgroup of its own (a container's grader): its memory kills are counted by the container's
     container_ooms = isolation.container_oom_kills() if walls.cgroup is None and uid is not None else None
+    shared = shared_writable() if uid is not None else ()  # the folders a run's uid may keep files in
     started = time.monotonic()
     try:
         with open(log_path, "wb") as log:
@@ -320,8 +321,8 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
                 inside.stdin.close()
             except BrokenPipeError:
                 pass  # it died at once: the log says why
-            shared = () if walls.namespaces else shared_writable()  # else a tmpfs of its own each
-            outcome, message = watch.watch(inside, workdir, limits, uid, token, started, walls.cgroup, crowding, shared)
+            outcome, message = watch.watch(inside, workdir, limits, uid, token, started, walls.cgroup, crowding,
+                                           () if walls.namespaces else shared)  # else a tmpfs of its own each
         elapsed = time.monotonic() - started
         if walls.cgroup is not None:
             walls.cgroup.refuse_forks()
@@ -352,7 +353,7 @@ def run_isolated(module: str, payload: dict, workdir: Path, private: Path, *, li
         if walls.cgroup is not None:
             walls.cgroup.remove()
         if uid is not None:
-            remove_files_of(uid)
+            remove_files_of(uid, shared)
     return Ended(outcome, message, elapsed, inside.returncode, killed, walls.describe() if uid is not None else "")
 
 

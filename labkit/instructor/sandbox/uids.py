@@ -21,9 +21,11 @@ import contextlib
 import fcntl
 import os
 import shutil
+import stat
 import subprocess
 import time
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 
@@ -182,21 +184,35 @@ def shared_writable(top: str = "/", depth: int = 2) -> tuple[str, ...]:
     return tuple(found)
 
 
-def remove_files_of(uid: int, places: tuple[str, ...] | None = None) -> None:
-    """Files a run's uid left outside its working directory (root only): in `places`,
-    by default every folder all users may write (shared_writable)."""
-    for place in shared_writable() if places is None else places:
+def entries_of(uid: int, places: tuple[str, ...], depth: int = 3) -> Iterator[os.DirEntry]:
+    """What `uid` keeps in `places`, folders every user may write: its own entries there, and
+    the same in the folders there that every user may write (as /tmp/.X11-unix), `depth`
+    levels down; never inside another user's folder (in a sticky /tmp a uid can make entries
+    only of its own, and a machine's /tmp can hold millions of files)."""
+    for place in places:
         try:
             entries = list(os.scandir(place))
         except OSError:
             continue
         for entry in entries:
             try:
-                if entry.stat(follow_symlinks=False).st_uid != uid:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                else:
-                    os.unlink(entry.path)
+                found = entry.stat(follow_symlinks=False)
             except OSError:
-                pass
+                continue
+            if found.st_uid == uid:
+                yield entry
+            elif stat.S_ISDIR(found.st_mode) and found.st_mode & 0o002 and depth > 1:
+                yield from entries_of(uid, (entry.path,), depth - 1)
+
+
+def remove_files_of(uid: int, places: tuple[str, ...]) -> None:
+    """What a run's uid left outside its working directory, in `places` (shared_writable's
+    folders; root only)."""
+    for entry in entries_of(uid, places):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass

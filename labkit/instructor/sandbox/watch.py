@@ -6,12 +6,13 @@ calls watch(); `limits` is its sandbox.Limits."""
 from __future__ import annotations
 
 import os
+import stat
 import subprocess
 import time
 from pathlib import Path
 
 from ..basics.outcomes import DISK_FULL, FINISHED, FORK_BOMB, MEMORY, TIMEOUT
-from .uids import processes_of
+from .uids import entries_of, processes_of
 
 MIB = 1024 * 1024
 
@@ -25,29 +26,6 @@ def tree_bytes(top: Path) -> int:
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512
             except OSError:
                 pass  # removed while we walked
-    return total
-
-
-def owned_bytes(place: str, uid: int, depth: int = 3) -> int:
-    """Bytes allocated to what `uid` keeps in `place`, a folder every user may write: its
-    entries there (a folder of its, whole), and the same in the folders there that every user
-    may write, `depth` levels down.  Other users' folders are not walked: in a sticky /tmp a
-    uid can make entries only of its own, and a machine's /tmp can hold millions of files."""
-    total = 0
-    try:
-        entries = list(os.scandir(place))
-    except OSError:
-        return 0
-    for entry in entries:
-        try:
-            found = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        folder = (found.st_mode & 0o170000) == 0o040000
-        if found.st_uid == uid:
-            total += tree_bytes(Path(entry.path)) if folder else found.st_blocks * 512
-        elif folder and found.st_mode & 0o002 and depth > 1:
-            total += owned_bytes(entry.path, uid, depth - 1)
     return total
 
 
@@ -69,7 +47,7 @@ def held_deleted_bytes(processes) -> int:
             except OSError:
                 continue
             key = (found.st_dev, found.st_ino)
-            if found.st_nlink == 0 and key not in seen and (found.st_mode & 0o170000) == 0o100000:
+            if found.st_nlink == 0 and key not in seen and stat.S_ISREG(found.st_mode):
                 seen.add(key)
                 total += found.st_blocks * 512
     return total
@@ -81,7 +59,12 @@ def disk_used(workdir: Path, uid: int | None, token: str, shared: tuple[str, ...
     and the files its processes hold open after deleting them."""
     used = tree_bytes(workdir)
     if uid is not None:
-        used += sum(owned_bytes(place, uid) for place in shared)
+        for entry in entries_of(uid, shared):
+            try:
+                used += tree_bytes(Path(entry.path)) if entry.is_dir(follow_symlinks=False) \
+                    else entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                pass  # removed meanwhile
     return used + held_deleted_bytes(processes_of(uid, token, None))
 
 
