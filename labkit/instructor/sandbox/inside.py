@@ -27,8 +27,10 @@ INSIDE_MARK = "labkit-sandbox-result:"  # the inside process's last stdout line 
 
 def first_to_go() -> bool:
     """Make this process, and all it starts, the kernel's first choice when memory runs out
-    around it (oom_score_adj 1000: the run, never the grader; a process without
-    CAP_SYS_RESOURCE cannot lower it again), and say whether it is.  Read back, since a
+    around it (oom_score_adj 1000: the run before the grader), and say whether it is.  A
+    process may lower it again, but not below the 0 it started with (the kernel refuses
+    less than oom_score_adj_min without CAP_SYS_RESOURCE), so a run can at most make itself
+    the grader's equal, its processes then chosen by their size.  Read back, since a
     process that made itself not dumpable (the judge) can no longer write it: its /proc
     files are root's from then on, so it calls this first."""
     try:
@@ -50,7 +52,7 @@ def lower_limits(spec: dict) -> None:
     run's own (its memory.max bounds what the whole run uses), or, for a run under a grading
     uid that can have none, the container's the grader is in (the platforms' memory limit),
     where the kernel's OOM killer takes the run's processes first (their oom_score_adj of
-    1000, which the grading uid, without CAP_SYS_RESOURCE, cannot lower), never the grader.
+    1000: first_to_go).
     There only the soft limit is set and a process may raise it for a large reservation it
     does not use (an ASan build reserves terabytes of shadow memory at start; the capstone's
     battery builds one).  Without such a cgroup the hard limit is the soft one, and such a
